@@ -1,0 +1,195 @@
+"""The repository whitelist (`config/repos.toml`): what exists for users, the model and the tools.
+
+Errors name the file and line of the offending entry and say how to fix it. A `url` may use
+`${VAR}` to pull a credential from the environment (e.g. a token for a private repo); the
+expanded URL is only ever handed to git, and `display_url` hides any credentials in it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+from config.errors import ConfigError
+
+NAME_PATTERN = re.compile(r"^[a-z0-9._-]{1,64}$")
+CHANNEL_PATTERN = re.compile(r"^(slack|discord):[A-Za-z0-9_-]+$")
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_KNOWN_KEYS = {"name", "url", "branch", "web_url", "description", "channels", "refresh_minutes"}
+# host -> forge style, for links to a commit
+_FORGES = {"github.com": "github", "gitlab.com": "gitlab", "bitbucket.org": "bitbucket"}
+
+
+@dataclass(frozen=True)
+class RepoSpec:
+    name: str
+    url: str  # what git fetches from: credentials expanded, local paths made absolute
+    display_url: str  # the same without credentials, safe to print
+    branch: str | None = None  # None: the remote's default branch
+    web_url: str | None = None
+    description: str = ""
+    channels: tuple[str, ...] | None = None  # None: every channel
+    refresh_minutes: int | None = None
+    line: int = 0  # where the entry starts in the repos file, for messages
+
+    @property
+    def forge(self) -> str | None:
+        if not self.web_url:
+            return None
+        host = urlsplit(self.web_url).hostname or ""
+        return _FORGES.get(host)
+
+    def allowed_in(self, channel_key: str) -> bool:
+        """channel_key is `platform:id`; an omitted allow-list means every channel."""
+        return self.channels is None or channel_key in self.channels
+
+
+def strip_credentials(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.scheme and "@" in parts.netloc:
+        host = parts.netloc.rsplit("@", 1)[1]
+        return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
+    return url
+
+
+def infer_web_url(url: str) -> str | None:
+    """https://github.com/o/r.git, git@github.com:o/r.git, ssh://git@github.com/o/r -> https URL."""
+    scp = re.match(r"^[\w.-]+@([\w.-]+):(.+)$", url)
+    if scp:
+        host, path = scp.group(1), scp.group(2)
+    else:
+        parts = urlsplit(url)
+        if parts.scheme not in {"http", "https", "ssh", "git"}:
+            return None
+        host, path = parts.hostname or "", parts.path
+    if host not in _FORGES:
+        return None
+    path = path.strip("/").removesuffix(".git")
+    return f"https://{host}/{path}" if path else None
+
+
+def _entry_lines(text: str) -> list[int]:
+    """1-based line numbers of each `[[repo]]` header, in order."""
+    return [i + 1 for i, line in enumerate(text.splitlines()) if line.strip().startswith("[[repo]]")]
+
+
+def _expand_env(value: str, where: str) -> str:
+    def sub(match: re.Match[str]) -> str:
+        var = match.group(1)
+        if var not in os.environ:
+            raise ConfigError(f"{where}: url uses ${{{var}}} but {var} is not set — export it or fix the url")
+        return os.environ[var]
+
+    return _ENV_REF.sub(sub, value)
+
+
+def _resolve_url(raw: str, base: Path, where: str) -> tuple[str, str]:
+    """Return (url for git, url for display)."""
+    display = strip_credentials(raw)
+    url = _expand_env(raw, where)
+    looks_remote = "://" in url or re.match(r"^[\w.-]+@[\w.-]+:", url)
+    if not looks_remote:
+        path = (base / url).resolve() if not Path(url).is_absolute() else Path(url)
+        return str(path), str(path)
+    return url, display
+
+
+def _parse_entry(raw: object, where: str, base: Path, line: int) -> RepoSpec:
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: each [[repo]] must be a table")
+    unknown = set(raw) - _KNOWN_KEYS
+    if unknown:
+        raise ConfigError(f"{where}: unknown key {sorted(unknown)[0]!r} — allowed: {', '.join(sorted(_KNOWN_KEYS))}")
+    name = raw.get("name")
+    if not isinstance(name, str) or not NAME_PATTERN.match(name):
+        raise ConfigError(f"{where}: name {name!r} must be 1-64 characters of a-z 0-9 . _ -")
+    url = raw.get("url")
+    if not isinstance(url, str) or not url.strip():
+        raise ConfigError(f"{where}: repo {name!r} needs a url (a git URL or a local path)")
+    git_url, display = _resolve_url(url.strip(), base, where)
+    branch = raw.get("branch")
+    if branch is not None and (not isinstance(branch, str) or not re.match(r"^[\w./-]+$", branch)):
+        raise ConfigError(f"{where}: branch {branch!r} of repo {name!r} is not a valid branch name")
+    web_url = raw.get("web_url")
+    if web_url is not None and (not isinstance(web_url, str) or not web_url.startswith(("http://", "https://"))):
+        raise ConfigError(f"{where}: web_url of repo {name!r} must be an http(s) URL")
+    description = raw.get("description", "")
+    if not isinstance(description, str):
+        raise ConfigError(f"{where}: description of repo {name!r} must be a string")
+    channels = raw.get("channels")
+    if channels is not None:
+        if not isinstance(channels, list) or not all(isinstance(c, str) for c in channels):
+            raise ConfigError(f"{where}: channels of repo {name!r} must be a list of strings")
+        bad = [c for c in channels if not CHANNEL_PATTERN.match(c)]
+        if bad:
+            raise ConfigError(f"{where}: channel {bad[0]!r} must look like 'slack:C0123' or 'discord:98765'")
+    refresh = raw.get("refresh_minutes")
+    if refresh is not None and (not isinstance(refresh, int) or isinstance(refresh, bool) or refresh < 1):
+        raise ConfigError(f"{where}: refresh_minutes of repo {name!r} must be a whole number ≥ 1")
+    return RepoSpec(
+        name=name,
+        url=git_url,
+        display_url=display,
+        branch=branch,
+        web_url=(web_url.rstrip("/") if web_url else infer_web_url(strip_credentials(git_url))),
+        description=description.strip(),
+        channels=tuple(channels) if channels is not None else None,
+        refresh_minutes=refresh,
+        line=line,
+    )
+
+
+@dataclass(frozen=True)
+class Whitelist:
+    repos: tuple[RepoSpec, ...]
+    path: Path
+    by_name: dict[str, RepoSpec] = field(default_factory=dict, compare=False)
+
+    def __post_init__(self) -> None:
+        self.by_name.update({r.name: r for r in self.repos})
+
+    def get(self, name: str) -> RepoSpec | None:
+        return self.by_name.get(name)
+
+    def names(self) -> list[str]:
+        return [r.name for r in self.repos]
+
+    def allowed_in(self, channel_key: str) -> list[RepoSpec]:
+        return [r for r in self.repos if r.allowed_in(channel_key)]
+
+
+def load_whitelist(path: Path) -> Whitelist:
+    """Read and validate the repos file, or raise ConfigError naming file:line and the fix."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(
+            f"{path}: repos file not found — copy config/repos.example.toml there or set CODEBOT_REPOS_FILE"
+        ) from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the repos file ({exc.strerror})") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    unknown = set(data) - {"repo"}
+    if unknown:
+        raise ConfigError(f"{path}: unknown top-level key {sorted(unknown)[0]!r} — entries go in [[repo]] tables")
+    entries = data.get("repo", [])
+    if not isinstance(entries, list):
+        raise ConfigError(f"{path}: 'repo' must be an array of tables written as [[repo]]")
+    lines = _entry_lines(text)
+    repos: list[RepoSpec] = []
+    seen: dict[str, int] = {}
+    for index, raw in enumerate(entries):
+        line = lines[index] if index < len(lines) else 0
+        repo = _parse_entry(raw, f"{path}:{line}", path.resolve().parent, line)
+        if repo.name in seen:
+            raise ConfigError(f"{path}:{line}: repo name {repo.name!r} is already used at line {seen[repo.name]}")
+        seen[repo.name] = line
+        repos.append(repo)
+    return Whitelist(repos=tuple(repos), path=path)

@@ -1,0 +1,145 @@
+"""Process settings: read once in each process's main() and passed down, never at import time.
+
+Every limit is a named setting whose name carries its unit. Environment variables use the
+names of ../shared/CONTRACT.md (REDIS_URL, OPENAI_*, SLACK_*, DISCORD_*) or `CODEBOT_<FIELD>`
+for everything of our own; a `.env` file in the working directory is read too.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import AliasChoices, Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from config.errors import ConfigError
+
+# The packaged whitelist, used when the default relative path does not exist in the working
+# directory (e.g. `codebot` run from elsewhere after `pip install -e`).
+PACKAGED_REPOS_FILE = Path(__file__).resolve().parent / "repos.toml"
+DEFAULT_REPOS_FILE = Path("config/repos.toml")
+
+DEFAULT_SECRET_FILE_GLOBS = (
+    ".env",
+    ".env.*",
+    "*.env",
+    "*.pem",
+    "*.key",
+    "*.p12",
+    "*.pfx",
+    "*.jks",
+    "*.keystore",
+    "id_rsa*",
+    "id_dsa*",
+    "id_ecdsa*",
+    "id_ed25519*",
+    ".netrc",
+    ".npmrc",
+    ".pypirc",
+    ".htpasswd",
+    ".git-credentials",
+    "credentials.json",
+    "*.kdbx",
+)
+
+
+def _env(name: str) -> Any:
+    """An alias for a variable named by the contract rather than `CODEBOT_<FIELD>`."""
+    return AliasChoices(name)
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="CODEBOT_",
+        env_file=".env",
+        env_file_encoding="utf-8",
+        extra="ignore",
+        populate_by_name=True,
+        frozen=True,
+    )
+
+    # --- where things live -------------------------------------------------------------------
+    redis_url: str | None = Field(default=None, validation_alias=_env("REDIS_URL"))
+    data_dir: Path = Path("data")
+    repos_file: Path = DEFAULT_REPOS_FILE
+
+    # --- the model ---------------------------------------------------------------------------
+    openai_api_key: str | None = Field(default=None, validation_alias=_env("OPENAI_API_KEY"))
+    openai_base_url: str | None = Field(default=None, validation_alias=_env("OPENAI_BASE_URL"))
+    model: str = "gpt-5-mini"
+    # Some OpenAI-compatible backends (older vLLM, some OpenRouter models) reject "required".
+    tool_choice_required: bool = True
+    model_timeout_seconds: float = 60.0
+    model_max_retries: int = Field(default=2, ge=0, le=10)
+
+    # --- chat platforms ----------------------------------------------------------------------
+    slack_bot_token: str | None = Field(default=None, validation_alias=_env("SLACK_BOT_TOKEN"))
+    slack_signing_secret: str | None = Field(default=None, validation_alias=_env("SLACK_SIGNING_SECRET"))
+    slack_app_token: str | None = Field(default=None, validation_alias=_env("SLACK_APP_TOKEN"))
+    slack_api_url: str = Field(default="https://slack.com/api/", validation_alias=_env("SLACK_API_URL"))
+    discord_bot_token: str | None = Field(default=None, validation_alias=_env("DISCORD_BOT_TOKEN"))
+    discord_api_url: str = Field(
+        default="https://discord.com/api/v10", validation_alias=_env("DISCORD_API_URL")
+    )
+    admins: str = Field(default="", validation_alias=_env("CODEBOT_ADMINS"))
+
+    # --- mirrors -----------------------------------------------------------------------------
+    git_timeout_seconds: float = Field(default=600.0, gt=0)
+    # 1 = shallow mirrors (only the tip is ever read); 0 = full history.
+    clone_depth: int = Field(default=1, ge=0)
+
+    # --- tool limits -------------------------------------------------------------------------
+    search_max_results: int = Field(default=50, ge=1, le=1000)
+    # After the shown matches, keep counting up to this many so the model hears "N more".
+    search_count_limit: int = Field(default=1000, ge=1)
+    search_timeout_seconds: float = Field(default=10.0, gt=0)
+    search_max_file_bytes: int = Field(default=2_000_000, ge=1)
+    search_max_line_chars: int = Field(default=300, ge=20)
+    read_max_lines: int = Field(default=400, ge=1)
+    read_max_chars: int = Field(default=24_000, ge=200)
+    read_max_line_chars: int = Field(default=500, ge=20)
+    list_max_entries: int = Field(default=200, ge=1)
+    overview_readme_chars: int = Field(default=1500, ge=0)
+    tool_output_max_chars: int = Field(default=30_000, ge=500)
+    pattern_max_chars: int = Field(default=1000, ge=1)
+    secret_file_globs: tuple[str, ...] = DEFAULT_SECRET_FILE_GLOBS
+
+    @field_validator("data_dir", "repos_file", mode="after")
+    @classmethod
+    def _expand_user(cls, value: Path) -> Path:
+        return value.expanduser()
+
+    @field_validator("redis_url", "openai_api_key", "openai_base_url", mode="after")
+    @classmethod
+    def _blank_is_unset(cls, value: str | None) -> str | None:
+        return value or None
+
+    @property
+    def resolved_repos_file(self) -> Path:
+        if self.repos_file == DEFAULT_REPOS_FILE and not self.repos_file.exists():
+            return PACKAGED_REPOS_FILE
+        return self.repos_file
+
+
+def _variable_name(field: str) -> str:
+    info = Settings.model_fields.get(field)
+    alias = info.validation_alias if info else None
+    if isinstance(alias, AliasChoices):
+        first = alias.choices[0]
+        return first if isinstance(first, str) else field
+    return f"CODEBOT_{field.upper()}"
+
+
+def load_settings(env_file: str | Path | None = ".env", **overrides: Any) -> Settings:
+    """Build the settings, or raise ConfigError naming the variable at fault and the fix."""
+    try:
+        return Settings(_env_file=env_file, **overrides)  # type: ignore[call-arg]
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        field = str(error["loc"][0]) if error["loc"] else "?"
+        got = error.get("input")
+        shown = f" (got {got!r})" if isinstance(got, str | int | float) and len(str(got)) < 80 else ""
+        raise ConfigError(
+            f"{_variable_name(field)}: {error['msg']}{shown} — fix it in the environment or .env"
+        ) from None

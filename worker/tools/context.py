@@ -1,0 +1,65 @@
+"""What one question's tool calls share: the snapshots in scope, caches, and what was shown.
+
+`ShownLines` is the evidence for citation checking: a citation is verified only if every line
+it names was shown to the model by a tool during this question.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from config.settings import Settings
+from worker.snapshot import Snapshot
+
+
+class ToolError(Exception):
+    """A failure the model can act on; it reaches the model as `Error: <message>`."""
+
+
+@dataclass
+class ShownLines:
+    lines: dict[tuple[str, str], set[int]] = field(default_factory=lambda: defaultdict(set))
+
+    def add(self, repo: str, path: str, numbers: Iterable[int]) -> None:
+        self.lines[(repo, path)].update(numbers)
+
+    def covers(self, repo: str, path: str, start: int, end: int) -> bool:
+        seen = self.lines.get((repo, path), set())
+        return all(n in seen for n in range(start, end + 1))
+
+    def files(self) -> set[tuple[str, str]]:
+        return {key for key, seen in self.lines.items() if seen}
+
+
+@dataclass
+class ToolContext:
+    settings: Settings
+    snapshots: dict[str, Snapshot]  # the repos in scope for this question, by name
+    redact: Callable[[str], str] = lambda text: text  # set to a Redactor's redact in real use
+    shown: ShownLines = field(default_factory=ShownLines)
+    # (repo, path) -> the file's lines after redaction; a file is read from disk once per question
+    file_cache: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+    # a repeated identical call returns the earlier result
+    result_cache: dict[str, Any] = field(default_factory=dict)
+
+    def snapshot(self, repo: str | None) -> Snapshot:
+        if not repo:
+            if len(self.snapshots) == 1:
+                return next(iter(self.snapshots.values()))
+            raise ToolError(f"say which repo: one of {', '.join(sorted(self.snapshots))}")
+        found = self.snapshots.get(repo)
+        if found is None:
+            raise ToolError(unknown_repo_message(repo, list(self.snapshots)))
+        return found
+
+
+def unknown_repo_message(name: str, available: list[str]) -> str:
+    if not available:
+        return f"repo {name!r} is not available, and no repo is in scope for this question"
+    near = difflib.get_close_matches(name, available, n=1)
+    hint = f" Did you mean {near[0]!r}?" if near else ""
+    return f"repo {name!r} is not available.{hint} Repos in scope: {', '.join(sorted(available))}"
