@@ -103,7 +103,9 @@ def _parse_entry(raw: object, where: str, base: Path, line: int) -> RepoSpec:
         raise ConfigError(f"{where}: each [[repo]] must be a table")
     unknown = set(raw) - _KNOWN_KEYS
     if unknown:
-        raise ConfigError(f"{where}: unknown key {sorted(unknown)[0]!r} — allowed: {', '.join(sorted(_KNOWN_KEYS))}")
+        raise ConfigError(
+            f"{where}: unknown key {sorted(unknown)[0]!r} — allowed: {', '.join(sorted(_KNOWN_KEYS))}"
+        )
     name = raw.get("name")
     if not isinstance(name, str) or not NAME_PATTERN.match(name):
         raise ConfigError(f"{where}: name {name!r} must be 1-64 characters of a-z 0-9 . _ -")
@@ -115,7 +117,9 @@ def _parse_entry(raw: object, where: str, base: Path, line: int) -> RepoSpec:
     if branch is not None and (not isinstance(branch, str) or not re.match(r"^[\w./-]+$", branch)):
         raise ConfigError(f"{where}: branch {branch!r} of repo {name!r} is not a valid branch name")
     web_url = raw.get("web_url")
-    if web_url is not None and (not isinstance(web_url, str) or not web_url.startswith(("http://", "https://"))):
+    if web_url is not None and (
+        not isinstance(web_url, str) or not web_url.startswith(("http://", "https://"))
+    ):
         raise ConfigError(f"{where}: web_url of repo {name!r} must be an http(s) URL")
     description = raw.get("description", "")
     if not isinstance(description, str):
@@ -178,7 +182,9 @@ def load_whitelist(path: Path) -> Whitelist:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
     unknown = set(data) - {"repo"}
     if unknown:
-        raise ConfigError(f"{path}: unknown top-level key {sorted(unknown)[0]!r} — entries go in [[repo]] tables")
+        raise ConfigError(
+            f"{path}: unknown top-level key {sorted(unknown)[0]!r} — entries go in [[repo]] tables"
+        )
     entries = data.get("repo", [])
     if not isinstance(entries, list):
         raise ConfigError(f"{path}: 'repo' must be an array of tables written as [[repo]]")
@@ -189,7 +195,9 @@ def load_whitelist(path: Path) -> Whitelist:
         line = lines[index] if index < len(lines) else 0
         repo = _parse_entry(raw, f"{path}:{line}", path.resolve().parent, line)
         if repo.name in seen:
-            raise ConfigError(f"{path}:{line}: repo name {repo.name!r} is already used at line {seen[repo.name]}")
+            raise ConfigError(
+                f"{path}:{line}: repo name {repo.name!r} is already used at line {seen[repo.name]}"
+            )
         seen[repo.name] = line
         repos.append(repo)
     return Whitelist(repos=tuple(repos), path=path)

@@ -72,6 +72,16 @@ class Settings(BaseSettings):
     tool_choice_required: bool = True
     model_timeout_seconds: float = 60.0
     model_max_retries: int = Field(default=2, ge=0, le=10)
+    # --- the agent's budgets -------------------------------------------------------------------
+    max_hops: int = Field(default=12, ge=1, le=100)  # model turns that may call tools
+    budget_warning_hops: int = Field(default=3, ge=0)  # notes start this many hops before the end
+    question_deadline_seconds: float = Field(default=150.0, gt=0)
+    # Everything sent to the model is kept under this many characters (~4 chars a token);
+    # the oldest tool output is trimmed first.
+    context_budget_chars: int = Field(default=120_000, ge=4000)
+    history_max_turns: int = Field(default=6, ge=0)  # earlier turns of a thread sent as context
+    progress_min_interval_seconds: float = Field(default=1.0, ge=0)
+    worker_maintenance_interval_seconds: int = Field(default=30, ge=1)
 
     # --- chat platforms ----------------------------------------------------------------------
     slack_bot_token: str | None = Field(default=None, validation_alias=_env("SLACK_BOT_TOKEN"))
@@ -83,11 +93,32 @@ class Settings(BaseSettings):
         default="https://discord.com/api/v10", validation_alias=_env("DISCORD_API_URL")
     )
     admins: str = Field(default="", validation_alias=_env("CODEBOT_ADMINS"))
+    # --- chat limits (shared by the Slack and Discord adapters) ---------------------------------
+    rate_limit_questions: int = Field(default=5, ge=1)  # questions one user may ask per window
+    rate_limit_window_seconds: float = Field(default=60.0, gt=0)
+    # Questions waiting in the queue beyond which new ones are turned away with "try later".
+    queue_max_depth: int = Field(default=200, ge=1)
+    # Threads the Slack adapter runs its listeners on (check, dedupe, enqueue: never the model).
+    slack_listener_threads: int = Field(default=16, ge=1, le=256)
+    # --- Discord adapter and sink ---------------------------------------------------------------
+    # Application commands go to this guild only (appear at once; for development); unset: global.
+    discord_command_guild: int | None = None
+    discord_sync_commands: bool = True  # push /codebot to Discord at start (bulk overwrite)
+    # The privileged Message Content intent: needed for follow-ups in a thread without a mention.
+    discord_message_content_intent: bool = True
+    # Inactivity after which Discord archives the answer thread: 60, 1440, 4320 or 10080.
+    discord_thread_archive_minutes: int = 1440
+    # A 429 asking the worker to wait longer than this raises instead of sleeping (>= 30).
+    discord_max_ratelimit_wait_seconds: float = Field(default=60.0, ge=30)
 
     # --- mirrors -----------------------------------------------------------------------------
     git_timeout_seconds: float = Field(default=600.0, gt=0)
     # 1 = shallow mirrors (only the tip is ever read); 0 = full history.
     clone_depth: int = Field(default=1, ge=0)
+    # How long a sync waits for another refresh of the same repo before giving up.
+    sync_lock_wait_seconds: float = Field(default=1800.0, gt=0)
+    # `codebot repos sync` refreshes this many repos at once (each has its own lock).
+    sync_max_parallel_repos: int = Field(default=4, ge=1, le=32)
 
     # --- tool limits -------------------------------------------------------------------------
     search_max_results: int = Field(default=50, ge=1, le=1000)
@@ -103,12 +134,29 @@ class Settings(BaseSettings):
     overview_readme_chars: int = Field(default=1500, ge=0)
     tool_output_max_chars: int = Field(default=30_000, ge=500)
     pattern_max_chars: int = Field(default=1000, ge=1)
+    path_max_chars: int = Field(default=1024, ge=16)  # longer tool paths are refused
+    # read_file keeps smaller files (redacted) in the per-question cache; larger ones are streamed.
+    read_cache_max_file_bytes: int = Field(default=2_000_000, ge=1)
+    # list_files with a glob, and "did you mean" suggestions, walk at most this many entries.
+    list_walk_max_entries: int = Field(default=100_000, ge=100)
     secret_file_globs: tuple[str, ...] = DEFAULT_SECRET_FILE_GLOBS
 
     @field_validator("data_dir", "repos_file", mode="after")
     @classmethod
     def _expand_user(cls, value: Path) -> Path:
         return value.expanduser()
+
+    @field_validator("discord_command_guild", mode="before")
+    @classmethod
+    def _blank_guild_is_unset(cls, value: object) -> object:
+        return None if value == "" else value
+
+    @field_validator("discord_thread_archive_minutes", mode="after")
+    @classmethod
+    def _archive_choice(cls, value: int) -> int:
+        if value not in (60, 1440, 4320, 10080):
+            raise ValueError("must be one of 60, 1440, 4320, 10080 (minutes)")
+        return value
 
     @field_validator("redis_url", "openai_api_key", "openai_base_url", mode="after")
     @classmethod

@@ -66,7 +66,7 @@ class ConsoleSink:
 
     def _emit(self, kind: str, **fields: object) -> None:
         payload = {"kind": kind, "data": json.dumps(fields)}
-        self.redis.xadd(self.key, payload)  # type: ignore[arg-type]
+        self.redis.xadd(self.key, payload)
         self.redis.expire(self.key, CONSOLE_STREAM_TTL_SECONDS)
 
     def received(self) -> None:

@@ -16,15 +16,56 @@ from pathlib import Path
 from config.repos import RepoSpec
 
 LANGUAGES_BY_SUFFIX = {
-    ".py": "Python", ".pyi": "Python", ".js": "JavaScript", ".mjs": "JavaScript", ".cjs": "JavaScript",
-    ".jsx": "JavaScript", ".ts": "TypeScript", ".tsx": "TypeScript", ".go": "Go", ".rs": "Rust",
-    ".java": "Java", ".kt": "Kotlin", ".kts": "Kotlin", ".scala": "Scala", ".rb": "Ruby", ".php": "PHP",
-    ".c": "C", ".h": "C", ".cc": "C++", ".cpp": "C++", ".cxx": "C++", ".hpp": "C++", ".cs": "C#",
-    ".swift": "Swift", ".m": "Objective-C", ".sh": "Shell", ".bash": "Shell", ".zsh": "Shell",
-    ".sql": "SQL", ".html": "HTML", ".css": "CSS", ".scss": "CSS", ".vue": "Vue", ".svelte": "Svelte",
-    ".ex": "Elixir", ".exs": "Elixir", ".erl": "Erlang", ".hs": "Haskell", ".lua": "Lua", ".dart": "Dart",
-    ".r": "R", ".jl": "Julia", ".tf": "Terraform", ".proto": "Protocol Buffers", ".md": "Markdown",
-    ".rst": "reStructuredText", ".toml": "TOML", ".yaml": "YAML", ".yml": "YAML", ".json": "JSON",
+    ".py": "Python",
+    ".pyi": "Python",
+    ".js": "JavaScript",
+    ".mjs": "JavaScript",
+    ".cjs": "JavaScript",
+    ".jsx": "JavaScript",
+    ".ts": "TypeScript",
+    ".tsx": "TypeScript",
+    ".go": "Go",
+    ".rs": "Rust",
+    ".java": "Java",
+    ".kt": "Kotlin",
+    ".kts": "Kotlin",
+    ".scala": "Scala",
+    ".rb": "Ruby",
+    ".php": "PHP",
+    ".c": "C",
+    ".h": "C",
+    ".cc": "C++",
+    ".cpp": "C++",
+    ".cxx": "C++",
+    ".hpp": "C++",
+    ".cs": "C#",
+    ".swift": "Swift",
+    ".m": "Objective-C",
+    ".sh": "Shell",
+    ".bash": "Shell",
+    ".zsh": "Shell",
+    ".sql": "SQL",
+    ".html": "HTML",
+    ".css": "CSS",
+    ".scss": "CSS",
+    ".vue": "Vue",
+    ".svelte": "Svelte",
+    ".ex": "Elixir",
+    ".exs": "Elixir",
+    ".erl": "Erlang",
+    ".hs": "Haskell",
+    ".lua": "Lua",
+    ".dart": "Dart",
+    ".r": "R",
+    ".jl": "Julia",
+    ".tf": "Terraform",
+    ".proto": "Protocol Buffers",
+    ".md": "Markdown",
+    ".rst": "reStructuredText",
+    ".toml": "TOML",
+    ".yaml": "YAML",
+    ".yml": "YAML",
+    ".json": "JSON",
 }
 # Languages that describe code rather than data or prose come first in listings.
 _NON_CODE = {"Markdown", "reStructuredText", "TOML", "YAML", "JSON"}
@@ -83,7 +124,9 @@ def compute_meta(root: Path) -> SnapshotMeta:
         for entry in os.scandir(root)
         if entry.name != ".git"
     )
-    readme = next((name for name in README_NAMES if (root / name).is_file() and not (root / name).is_symlink()), None)
+    readme = next(
+        (name for name in README_NAMES if (root / name).is_file() and not (root / name).is_symlink()), None
+    )
     return SnapshotMeta(
         file_count=files,
         size_bytes=size,

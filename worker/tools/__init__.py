@@ -1,0 +1,41 @@
+"""The model's tools: five read-only functions over the snapshots of whitelisted repos.
+
+`build_registry()` gives them to the agent and to `codebot tool`; `make_context()` prepares
+what one question's calls share, with redaction wired in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from config.settings import Settings
+from worker.snapshot import Snapshot
+from worker.tools.context import ToolContext, ToolError
+from worker.tools.files import list_files, read_file
+from worker.tools.redact import get_redactor
+from worker.tools.registry import ToolOutcome, ToolRegistry, ToolResult
+from worker.tools.repo_info import list_repos, repo_overview
+from worker.tools.search import search
+
+TOOL_FUNCTIONS = (list_repos, search, read_file, list_files, repo_overview)
+
+__all__ = [
+    "TOOL_FUNCTIONS",
+    "ToolContext",
+    "ToolError",
+    "ToolOutcome",
+    "ToolRegistry",
+    "ToolResult",
+    "build_registry",
+    "make_context",
+]
+
+
+def build_registry() -> ToolRegistry:
+    """The five contract tools, in the contract's order."""
+    return ToolRegistry(TOOL_FUNCTIONS)
+
+
+def make_context(settings: Settings, snapshots: Mapping[str, Snapshot]) -> ToolContext:
+    """A fresh context for one question (or one `codebot tool` run) over these snapshots."""
+    return ToolContext(settings=settings, snapshots=dict(snapshots), redact=get_redactor().redact)

@@ -92,7 +92,12 @@ class Tool:
             elif param.default is not None:
                 prop["default"] = param.default
             properties[name] = prop
-        schema = {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
+        schema = {
+            "type": "object",
+            "properties": properties,
+            "required": required,
+            "additionalProperties": False,
+        }
         return cls(function.__name__, function, summary, schema, kinds)
 
     def schema(self) -> dict[str, Any]:
@@ -169,7 +174,9 @@ class ToolRegistry:
         except ToolError as exc:
             return ToolOutcome(name, parsed, False, ctx.redact(f"Error: {exc}"))
         except Exception as exc:  # a bug in a tool must not crash the question
-            return ToolOutcome(name, parsed, False, f"Error: the tool failed unexpectedly ({type(exc).__name__})")
+            return ToolOutcome(
+                name, parsed, False, f"Error: the tool failed unexpectedly ({type(exc).__name__})"
+            )
         return ToolOutcome(name, parsed, True, result.text, result.data)
 
 
@@ -181,7 +188,9 @@ def _parse_arguments(arguments: str | dict[str, Any] | None) -> dict[str, Any]:
     try:
         parsed = json.loads(arguments)
     except json.JSONDecodeError as exc:
-        raise ToolError(f"the arguments are not valid JSON ({exc.msg} at character {exc.pos}); send a JSON object") from None
+        raise ToolError(
+            f"the arguments are not valid JSON ({exc.msg} at character {exc.pos}); send a JSON object"
+        ) from None
     if not isinstance(parsed, dict):
-        raise ToolError("the arguments must be a JSON object, e.g. {\"repo\": \"name\"}")
+        raise ToolError('the arguments must be a JSON object, e.g. {"repo": "name"}')
     return parsed

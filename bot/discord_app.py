@@ -1,0 +1,110 @@
+"""`codebot discord`: the gateway client. It only decides and enqueues; workers answer.
+
+Intents: guilds (channels and threads in the cache), guild messages and DM messages (the
+triggers), and the privileged Message Content intent so a follow-up in the bot's thread
+needs no mention (CODEBOT_DISCORD_MESSAGE_CONTENT_INTENT=false drops it; follow-ups then
+need a mention, since Discord sends the text of mentions and DMs anyway).
+
+DISCORD_API_URL is honoured for REST (discord.py's Route.BASE) and for the gateway: a plain
+Client dials the public gateway, so setup_hook asks `GET /gateway/bot` at that base and
+points DiscordWebSocket.DEFAULT_GATEWAY at the answer (PLATFORM_NOTES §2h).
+
+Application commands are synced once per process start in setup_hook, never in on_ready
+(which fires again on every reconnect), to CODEBOT_DISCORD_COMMAND_GUILD when set (instant,
+for development) or globally.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import discord
+import yarl
+from discord import app_commands
+from discord.gateway import DiscordWebSocket
+
+from bot.discord_commands import Commands
+from bot.discord_handlers import Intake, MessageHandler, RedisHolder
+from bot.discord_rest import use_api_base
+from config.errors import ConfigError
+from config.settings import Settings
+from worker.runtime import Runtime, build_runtime
+
+log = logging.getLogger("codebot.discord")
+
+
+def intents_for(settings: Settings) -> discord.Intents:
+    intents = discord.Intents.none()
+    intents.guilds = True
+    intents.guild_messages = True
+    intents.dm_messages = True
+    intents.message_content = settings.discord_message_content_intent
+    return intents
+
+
+class CodebotDiscord(discord.Client):
+    def __init__(self, settings: Settings, runtime: Runtime, **options: Any) -> None:
+        super().__init__(
+            intents=intents_for(settings), allowed_mentions=discord.AllowedMentions.none(), **options
+        )
+        self.settings = settings
+        self.redis = RedisHolder(settings)
+        self.intake = Intake(settings, runtime.whitelist, self.redis)
+        self.handler = MessageHandler(self, self.intake, settings)
+        self.commands = Commands(self.intake, runtime)
+        self.tree: app_commands.CommandTree[Any] = self.commands.build_tree(self)
+        self.synced: list[app_commands.AppCommand] = []
+
+    async def setup_hook(self) -> None:
+        _shards, url, _limits = await self.http.get_bot_gateway()
+        DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(url)
+        if self.settings.discord_sync_commands:
+            await self.sync_commands()
+
+    async def sync_commands(self) -> None:
+        guild_id = self.settings.discord_command_guild
+        guild = discord.Object(guild_id) if guild_id else None
+        try:
+            self.synced = await self.tree.sync(guild=guild)
+        except discord.Forbidden:
+            log.error(
+                "could not register /codebot in guild %s: invite the bot with the applications.commands "
+                "scope (see README, Discord)",
+                guild_id,
+            )
+            return
+        where = f"to guild {guild_id}" if guild else "globally"
+        log.info("synced %d application command(s) %s", len(self.synced), where)
+
+    async def on_ready(self) -> None:
+        log.info("connected to Discord as %s (%s)", self.user, self.user.id if self.user else "?")
+
+    async def on_message(self, message: discord.Message) -> None:
+        await self.handler.on_message(message)
+
+
+def build_client(settings: Settings, runtime: Runtime | None = None, **options: Any) -> CodebotDiscord:
+    """The adapter, ready to `start(token)`; REST and gateway follow DISCORD_API_URL.
+    `options` go to discord.Client (e.g. guild_ready_timeout)."""
+    if not settings.discord_bot_token:
+        raise ConfigError("DISCORD_BOT_TOKEN: not set — create a bot in the Developer Portal (README)")
+    use_api_base(settings.discord_api_url)
+    client = CodebotDiscord(settings, runtime or build_runtime(settings), **options)
+    client.redis.start()
+    return client
+
+
+def serve(settings: Settings) -> int:
+    client = build_client(settings)
+    assert settings.discord_bot_token is not None
+    try:
+        client.run(settings.discord_bot_token, log_handler=None)
+    except discord.LoginFailure:
+        raise ConfigError("DISCORD_BOT_TOKEN: Discord refused the token — reset it on the Bot page") from None
+    except discord.PrivilegedIntentsRequired:
+        raise ConfigError(
+            "CODEBOT_DISCORD_MESSAGE_CONTENT_INTENT: Discord refused the Message Content intent — enable it "
+            "under Bot → Privileged Gateway Intents, or set this to false (follow-ups then need a mention)"
+        ) from None
+    return 0

@@ -1,0 +1,249 @@
+"""The model's Markdown as Slack mrkdwn messages: pure functions, no I/O.
+
+Slack shows standard Markdown literally, so links become `<url|text>`, `**bold**` becomes
+`*bold*` and headings become bold lines; code blocks are kept (without their language tag,
+which mrkdwn would print). Everything that is not markup we produce is escaped (`& < >`), so
+nothing from the model or a repo can form a Slack control sequence: `<!channel>`, `<!here>`,
+`<!everyone>`, `<@U…>`, `<!subteam^…>` all arrive as plain text, and a literal `@here`,
+`@channel` or `@everyone` gets an invisible word joiner so it cannot notify either.
+
+Slack truncates a message above 40,000 characters and advises ~4,000, so a reply is split
+into chunks of about 3,500 characters on paragraph and line boundaries; a code block cut in
+two is closed at the end of one chunk and reopened at the start of the next.
+"""
+
+from __future__ import annotations
+
+import re
+
+from bot import texts
+
+SLACK_TEXT_LIMIT_CHARS = 40_000  # Slack truncates chat.postMessage text beyond this
+CHUNK_CHARS = 3_500  # what one message of ours holds at most
+MAX_MESSAGES = 20  # an answer longer than this many chunks is cut with a notice
+FENCE = "```"
+_FENCE_OVERHEAD_CHARS = len(FENCE) * 2 + 2  # "```\n" … "\n```" around a piece of a code block
+
+_FENCE_LINE = re.compile(r"^\s{0,3}(`{3,}|~{3,})(.*)$")
+_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.*?)\s*#*\s*$")
+_BULLET = re.compile(r"^(\s*)[-*+]\s+(.*)$")
+_QUOTE = re.compile(r"^(\s*(?:>\s?)+)(.*)$")
+_RULE = re.compile(r"^\s{0,3}([-*_])(?:\s*\1){2,}\s*$")
+_CODE_SPAN = re.compile(r"(`+)(.+?)\1")
+_LINK = re.compile(
+    r"(!?)\[((?:[^\[\]]|\[[^\[\]]*\])*)\]"  # [text], one level of nested brackets allowed
+    r"\(\s*<?([^()\s<>]*(?:\([^()\s]*\)[^()\s<>]*)*)>?(?:\s+\"[^\"]*\")?\s*\)"  # (url "title")
+)
+_AUTOLINK = re.compile(r"<((?:https?|mailto):[^<>\s]+)>")
+_BOLD = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1")
+_ITALIC = re.compile(r"(?<![*\w])\*(?=[^\s*])([^*\n]*?[^\s*])\*(?![*\w])")
+_STRIKE = re.compile(r"~~(?=\S)(.+?)(?<=\S)~~")
+_BROADCAST = re.compile(r"@(here|channel|everyone)\b", re.IGNORECASE)
+_SAFE_SCHEMES = ("http://", "https://", "mailto:")
+_BOLD_MARK = "\x02"  # stands for a bold `*` while italics are converted
+_LINK_MARK = "\x03"  # stands for a link while the text around it is escaped
+_WORD_JOINER = "\u2060"
+
+
+def escape(text: str) -> str:
+    """The only three characters Slack wants escaped."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def neutralise(text: str) -> str:
+    """Escape control sequences and break literal broadcast words; for text with no markup."""
+    return _BROADCAST.sub(lambda m: "@" + _WORD_JOINER + m.group(1), escape(text))
+
+
+def _safe_url(url: str) -> str | None:
+    if not url.lower().startswith(_SAFE_SCHEMES):
+        return None
+    return escape(url.replace("|", "%7C").replace(" ", "%20"))
+
+
+def _plain(text: str) -> str:
+    """Inline Markdown without code spans or links -> mrkdwn."""
+    text = _BOLD.sub(lambda m: _BOLD_MARK + m.group(2) + _BOLD_MARK, escape(text))
+    text = _ITALIC.sub(lambda m: "_" + m.group(1) + "_", text)
+    text = _STRIKE.sub(lambda m: "~" + m.group(1) + "~", text)
+    return _BROADCAST.sub(lambda m: "@" + _WORD_JOINER + m.group(1), text.replace(_BOLD_MARK, "*"))
+
+
+def _inline_text(text: str) -> str:
+    """Links and autolinks become `<url|text>`; everything else goes through _plain()."""
+    links: list[str] = []
+
+    def keep(rendered: str) -> str:
+        links.append(rendered)
+        return _LINK_MARK
+
+    def link(match: re.Match[str]) -> str:
+        label, url = match.group(2), _safe_url(match.group(3))
+        shown = _plain(label.replace("**", "").replace("`", "")).replace("|", "¦") or escape(match.group(3))
+        return keep(f"<{url}|{shown}>" if url else f"{shown} ({escape(match.group(3))})")
+
+    text = _LINK.sub(link, text.replace(_LINK_MARK, "").replace(_BOLD_MARK, ""))
+    text = _AUTOLINK.sub(lambda m: keep(f"<{_safe_url(m.group(1))}>"), text)
+    rendered = _plain(text)
+    return re.sub(_LINK_MARK, lambda _m: links.pop(0), rendered)
+
+
+def _inline(line: str) -> str:
+    """A line outside code blocks: code spans kept (escaped), the rest converted."""
+    out: list[str] = []
+    last = 0
+    for match in _CODE_SPAN.finditer(line):
+        out.append(_inline_text(line[last : match.start()]))
+        body = match.group(2)
+        ticks = "`" if "`" not in body.strip() else match.group(1)
+        out.append(ticks + neutralise(body.strip() if ticks == "`" else body) + ticks)
+        last = match.end()
+    out.append(_inline_text(line[last:]))
+    return "".join(out)
+
+
+def _block_line(line: str) -> str:
+    heading = _HEADING.match(line)
+    if heading:
+        title = _inline(heading.group(1)).replace("*", "")
+        return f"*{title}*" if title else ""
+    if _RULE.match(line):
+        return "──────────"
+    quote = _QUOTE.match(line)
+    if quote and quote.group(2):
+        return ">" + " " + _block_line(quote.group(2))
+    bullet = _BULLET.match(line)
+    if bullet:
+        return f"{bullet.group(1)}• {_inline(bullet.group(2))}"
+    return _inline(line)
+
+
+def _code_line(line: str) -> str:
+    """Inside a code block: escaped, and no run of backticks that would close Slack's block."""
+    return neutralise(line).replace(FENCE, "`\u200b`\u200b`")
+
+
+def to_mrkdwn(markdown: str) -> str:
+    """Convert the model's Markdown to mrkdwn; code fences become bare ``` lines."""
+    out: list[str] = []
+    fence: str | None = None  # the opening marker while inside a code block
+    for line in markdown.replace("\r\n", "\n").split("\n"):
+        match = _FENCE_LINE.match(line)
+        if fence is None:
+            if match:
+                fence = match.group(1)
+                out.append(FENCE)
+                continue
+            out.append(_block_line(line))
+            continue
+        marker = match.group(1) if match and not match.group(2).strip() else ""
+        if marker[:1] == fence[0] and len(marker) >= len(fence):
+            fence = None
+            out.append(FENCE)
+        else:
+            out.append(_code_line(line))
+    if fence is not None:
+        out.append(FENCE)  # the model forgot to close its block: close it for Slack
+    return "\n".join(out).strip("\n")
+
+
+# --- splitting -------------------------------------------------------------------------------
+
+
+def _units(mrkdwn: str) -> list[tuple[bool, list[str]]]:
+    """(is_code, lines) units: whole code blocks (fences excluded), paragraphs, blank lines."""
+    units: list[tuple[bool, list[str]]] = []
+    code: list[str] | None = None
+    for line in mrkdwn.split("\n"):
+        if code is not None:
+            if line == FENCE:
+                units.append((True, code))
+                code = None
+            else:
+                code.append(line)
+        elif line == FENCE:
+            code = []
+        elif line.strip() and units and not units[-1][0] and units[-1][1] and units[-1][1][-1].strip():
+            units[-1][1].append(line)
+        else:
+            units.append((False, [line]))
+    if code is not None:
+        units.append((True, code))
+    return units
+
+
+def _render(is_code: bool, lines: list[str]) -> str:
+    body = "\n".join(lines)
+    return f"{FENCE}\n{body}\n{FENCE}" if is_code else body
+
+
+def _cut_point(text: str, limit: int) -> int:
+    """Where to cut an overlong line: the last space before `limit` outside a link, never
+    inside an `&…;` entity or a `<…>` link."""
+    window = text[:limit]
+    for index in range(len(window) - 1, 0, -1):
+        if window[index] == " " and window.count("<", 0, index) == window.count(">", 0, index):
+            return index + 1
+    cut = limit
+    opened = max(window.rfind("<"), window.rfind("&"))
+    if opened > 0 and opened > max(window.rfind(">"), window.rfind(";")):
+        cut = opened
+    return cut
+
+
+def _split_line(line: str, limit: int) -> list[str]:
+    pieces: list[str] = []
+    while len(line) > limit:
+        cut = _cut_point(line, limit)
+        pieces.append(line[:cut].rstrip())
+        line = line[cut:]
+    return [*pieces, line]
+
+
+def _split_unit(is_code: bool, lines: list[str], limit: int) -> list[str]:
+    """A unit too long for one message, as pieces that each fit (code pieces fenced)."""
+    budget = limit - (_FENCE_OVERHEAD_CHARS if is_code else 0)
+    pieces: list[str] = []
+    current: list[str] = []
+    size = 0
+    for line in (part for raw in lines for part in _split_line(raw, budget)):
+        if current and size + 1 + len(line) > budget:
+            pieces.append(_render(is_code, current))
+            current, size = [], 0
+        size += len(line) + (1 if current else 0)
+        current.append(line)
+    if current:
+        pieces.append(_render(is_code, current))
+    return pieces
+
+
+def split_messages(mrkdwn: str, limit: int = CHUNK_CHARS) -> list[str]:
+    """Pack paragraphs and code blocks into messages of at most `limit` characters."""
+    chunks: list[str] = []
+    current = ""
+    for is_code, lines in _units(mrkdwn):
+        rendered = _render(is_code, lines)
+        joined = f"{current}\n{rendered}" if current else rendered
+        if len(joined) <= limit:
+            current = joined
+            continue
+        if current.strip():
+            chunks.append(current.strip("\n"))
+        current = ""
+        if len(rendered) <= limit:
+            current = rendered
+            continue
+        pieces = _split_unit(is_code, lines, limit)
+        chunks.extend(piece for piece in pieces[:-1] if piece.strip())
+        current = pieces[-1]
+    if current.strip():
+        chunks.append(current.strip("\n"))
+    if len(chunks) > MAX_MESSAGES:
+        dropped = sum(len(c) for c in chunks[MAX_MESSAGES - 1 :])
+        chunks = [*chunks[: MAX_MESSAGES - 1], neutralise(texts.ANSWER_CUT.format(chars=dropped))]
+    return chunks
+
+
+def format_for_slack(markdown: str, limit: int = CHUNK_CHARS) -> list[str]:
+    """The model's Markdown -> the mrkdwn messages to post, in order (empty for empty text)."""
+    return split_messages(to_mrkdwn(markdown), limit)

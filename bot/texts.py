@@ -1,0 +1,73 @@
+"""Every user-facing text of the chat adapters, in one place (both platforms say the same)."""
+
+HELP = (
+    "Ask me about the code: mention me with a question, e.g. `@codebot how does retry work in repo:payments-api?`\n"
+    "• `repo:NAME` anywhere in the question limits it to that repo.\n"
+    "• Reply in my thread to ask a follow-up; the earlier questions and answers are the context.\n"
+    "• Every claim links to the exact lines and commit I read.\n"
+    "Commands: `/codebot repos`, `/codebot help`; admins: `/codebot refresh NAME|all`, `/codebot status`."
+)
+EMPTY_MENTION = "You mentioned me without a question.\n" + HELP
+QUEUED = "Got it, looking into the code…"
+QUEUE_UNAVAILABLE = (
+    "Sorry, I can't take questions right now: my queue (Redis) is unreachable. "
+    "Please try again in a minute; an admin can check the Redis server."
+)
+RATE_LIMITED = "You're asking faster than I can answer. Please try again in {seconds} s."
+QUEUE_FULL = "I'm busy with {depth} questions right now. Please try again in a few minutes."
+NOT_ADMIN = "Sorry, only codebot admins can run `/codebot {command}`."
+NO_REPOS_HERE = "No repository is available in this channel."
+UNKNOWN_COMMAND = "Unknown command `{command}`. " + HELP
+REFRESH_QUEUED = "Refreshing {names}; I'll tell you when it's done."
+REFRESH_DONE = "Refreshed {lines}"
+
+# --- Discord ---------------------------------------------------------------------------------
+DISCORD_ANSWER_CUT = "_(The answer went on beyond {count} messages; the rest was cut.)_"
+DISCORD_SOURCES_TITLE = "Sources"
+DISCORD_SOURCES_MORE = "… and {count} more"
+DISCORD_ASK_ECHO = "**{user} asked:** {question}"
+DISCORD_THREAD_FALLBACK_NAME = "codebot answer"
+DISCORD_COMMAND_FAILED = "Sorry, that command failed. Reference: `{ref}`"
+DISCORD_CMD_GROUP = "Ask codebot about the team's code"
+DISCORD_CMD_ASK = "Ask a question about the code (repo:NAME limits it to one repo)"
+DISCORD_CMD_ASK_QUESTION = "Your question, e.g. how does retry work in repo:payments-api?"
+DISCORD_CMD_REPOS = "List the repos you can ask about here"
+DISCORD_CMD_HELP = "How to use codebot"
+DISCORD_CMD_REFRESH = "Admins: fetch the latest commit of a repo (or all)"
+DISCORD_CMD_REFRESH_NAME = "A repo name, or all"
+DISCORD_CMD_STATUS = "Admins: queue, workers and mirrors"
+
+# --- replies while and after answering (Slack; Discord may share them) ------------------------
+PROGRESS = "Looking into the code… {step}"
+ANSWER_CUT = "(The answer was cut here: {chars} more characters did not fit.)"
+HELP_IN_DM = "In a direct message, just write your question; I only see repos open to every channel."
+
+# --- /codebot repos ---------------------------------------------------------------------------
+REPOS_HEADER = "Repos you can ask about here:"
+REPO_LINE = "• `{name}`{description} — {state}"
+REPO_STATE = "commit `{sha}` ({committed} old, refreshed {refreshed} ago)"
+REPO_NOT_SYNCED = "not synced yet"
+
+# --- /codebot refresh -------------------------------------------------------------------------
+REFRESH_USAGE = "Usage: `/codebot refresh NAME` or `/codebot refresh all`."
+REFRESH_REPORT = "Refresh finished on worker host `{host}` in {seconds} s:\n{lines}"
+REFRESH_LINE_OK = "• `{name}`: at commit `{sha}` ({change})"
+REFRESH_CHANGED = "new commit"
+REFRESH_UNCHANGED = "already up to date"
+REFRESH_LINE_FAILED = "• `{name}`: failed: {error} (still serving {sha})"
+REFRESH_JOB_FAILED = "The refresh of {names} did not finish: the worker stopped or timed out. Reference: `{ref}`"
+
+# --- /codebot status --------------------------------------------------------------------------
+STATUS_TITLE = "**codebot status**"
+STATUS_QUEUE = "• Queue: {questions} question(s) waiting, {admin} admin job(s)"
+STATUS_WORKERS = "• Workers alive: {count}"
+STATUS_WORKER_LINE = "  ◦ `{name}` on `{host}`: {state}"
+STATUS_FAILED = "• Failed questions in the last hour: {count}"
+STATUS_FAILED_REFS = "  ◦ references: {refs}"
+STATUS_REPOS = "• Last refresh per repo:"
+STATUS_REPO_LINE = "  ◦ `{name}`: {detail}"
+STATUS_REPO_REFRESHED = "commit `{sha}`, refreshed {age} ago on `{host}`"
+STATUS_REPO_LOCAL = "commit `{sha}` on this machine, snapshot {age} old"
+STATUS_REPO_NEVER = "never refreshed"
+STATUS_REPO_ERROR = "; last error: {error}"
+EMPTY_ANSWER = "I found nothing to say about this; try rephrasing the question or naming a repo with `repo:NAME`."

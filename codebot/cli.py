@@ -1,0 +1,180 @@
+"""The `codebot` command: settings are built once here and passed down to every process.
+
+Bad configuration ends the process with one line naming the variable or file:line at fault.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Callable, Sequence
+
+from rich.console import Console
+
+from config.errors import ConfigError
+from config.settings import Settings, load_settings
+
+EXIT_USAGE = 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="codebot", description="Answers questions about your code, citing the lines."
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    ask = sub.add_parser("ask", help="ask a question from the terminal")
+    ask.add_argument("question", nargs="+", help="the question (repo:NAME in it limits the repos)")
+    ask.add_argument("--repo", help="limit the question to this repo")
+
+    worker = sub.add_parser("worker", help="run RQ workers that answer questions")
+    worker.add_argument("--burst", action="store_true", help="exit when the queue is empty")
+    worker.add_argument(
+        "--concurrency", type=int, default=1, help="questions answered in parallel (default 1)"
+    )
+
+    repos = sub.add_parser("repos", help="the repository whitelist and its mirrors")
+    repos_sub = repos.add_subparsers(dest="repos_command", required=True, metavar="ACTION")
+    repos_sub.add_parser("list", help="show each repo: branch, commit, age, size")
+    sync = repos_sub.add_parser("sync", help="clone what is missing, refresh the rest")
+    sync.add_argument("names", nargs="*", help="repos to sync (default: all)")
+
+    tool = sub.add_parser("tool", help="run one agent tool directly (JSON out)")
+    tool.add_argument("name", help="list_repos, search, read_file, list_files or repo_overview")
+    tool.add_argument("--args", default="{}", help='the arguments as JSON, e.g. \'{"pattern": "retry"}\'')
+
+    evaluate = sub.add_parser("eval", help="run golden questions through the real agent")
+    evaluate.add_argument("file", help="a .jsonl file of golden questions")
+    evaluate.add_argument("--csv", default="eval-results.csv", help="where to write the per-question CSV")
+
+    slack = sub.add_parser("slack", help="run the Slack adapter")
+    slack.add_argument(
+        "--port", type=int, default=3000, help="HTTP port when not in Socket Mode (default 3000)"
+    )
+    sub.add_parser("discord", help="run the Discord adapter")
+
+    redis_cmd = sub.add_parser("redis", help="the embedded Redis server")
+    redis_sub = redis_cmd.add_subparsers(dest="redis_command", required=True, metavar="ACTION")
+    redis_sub.add_parser("stop", help="stop the embedded server (its data is kept)")
+    return parser
+
+
+def _cmd_ask(settings: Settings, args: argparse.Namespace, out: Console) -> int:
+    from worker.console import run_ask
+    from worker.redis_connection import connect
+    from worker.runtime import build_runtime
+
+    runtime = build_runtime(settings)
+    return run_ask(runtime, connect(settings), " ".join(args.question), args.repo, out)
+
+
+def _cmd_worker(settings: Settings, args: argparse.Namespace, out: Console) -> int:
+    from worker.process import run_workers
+    from worker.redis_connection import connect
+    from worker.runtime import build_runtime
+
+    if args.concurrency < 1:
+        raise ConfigError("--concurrency must be at least 1")
+    connect(settings)  # fail now, with one line, if Redis is unreachable
+    return run_workers(build_runtime(settings), burst=args.burst, concurrency=args.concurrency)
+
+
+def _cmd_repos(settings: Settings, args: argparse.Namespace, out: Console) -> int:
+    from config.repos import load_whitelist
+    from worker.repos_cli import run_list, run_sync
+
+    whitelist = load_whitelist(settings.resolved_repos_file)
+    if args.repos_command == "list":
+        return run_list(settings, whitelist, out)
+    return run_sync(settings, whitelist, list(args.names), out)
+
+
+def _cmd_tool(settings: Settings, args: argparse.Namespace, out: Console) -> int:
+    from worker.runtime import build_runtime
+    from worker.tools import make_context
+
+    runtime = build_runtime(settings)
+    names = runtime.whitelist.names()
+    with runtime.mirrors.lease(names) as snapshots:
+        unsynced = [n for n in names if n not in snapshots]
+        ctx = make_context(settings, snapshots)
+        outcome = runtime.registry.call(ctx, args.name, args.args)
+    record: dict[str, object] = {"tool": args.name, "ok": outcome.ok}
+    if outcome.ok:
+        record.update({"text": outcome.text, "data": outcome.data})
+    else:
+        record["error"] = outcome.text.removeprefix("Error: ")
+        if unsynced:
+            record["unsynced_repos"] = unsynced
+    sys.stdout.write(json.dumps(record, ensure_ascii=False, indent=2) + "\n")
+    return 0 if outcome.ok else 1
+
+
+def _cmd_eval(settings: Settings, args: argparse.Namespace, out: Console) -> int:
+    from worker.evaluate import run_eval
+
+    return run_eval(settings, args.file, args.csv, out)
+
+
+def _cmd_slack(settings: Settings, args: argparse.Namespace, out: Console) -> int:
+    from bot.slack_app import serve
+
+    return serve(settings, port=args.port)
+
+
+def _cmd_discord(settings: Settings, args: argparse.Namespace, out: Console) -> int:
+    from bot.discord_app import serve
+
+    return serve(settings)
+
+
+def _cmd_redis(settings: Settings, args: argparse.Namespace, out: Console) -> int:
+    from worker.redis_connection import describe, stop_embedded_server
+
+    if settings.redis_url:
+        out.print("REDIS_URL is set: codebot does not manage that server.")
+        return EXIT_USAGE
+    out.print(
+        f"stopped {describe(settings)}"
+        if stop_embedded_server(settings)
+        else "the embedded Redis was not running"
+    )
+    return 0
+
+
+COMMANDS: dict[str, Callable[[Settings, argparse.Namespace, Console], int]] = {
+    "ask": _cmd_ask,
+    "worker": _cmd_worker,
+    "repos": _cmd_repos,
+    "tool": _cmd_tool,
+    "eval": _cmd_eval,
+    "slack": _cmd_slack,
+    "discord": _cmd_discord,
+    "redis": _cmd_redis,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s", stream=sys.stderr
+    )
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    logging.getLogger("httpx2").setLevel(logging.WARNING)
+    out = Console(highlight=False)
+    from worker.redis_connection import RedisUnavailable
+
+    try:
+        settings = load_settings()
+        return COMMANDS[args.command](settings, args, out)
+    except (ConfigError, RedisUnavailable) as exc:
+        print(f"codebot: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,107 @@
+"""The Discord end-to-end rig: the fake Discord, the real adapter on its gateway, the real
+worker path (embedded Redis, burst RQ worker, scripted model, a synced fixture repo).
+
+The adapter runs on its own event loop in a thread, as `codebot discord` would run it; the
+test thread injects gateway events, runs the burst worker (whose sink posts over REST) and
+reads what the fake Discord recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bot.discord_app import CodebotDiscord, build_client
+from config.settings import Settings
+from tests.support.e2e import Rig, build_rig
+from tests.support.fake_discord import FakeDiscord
+from tests.support.model_server import text, tool_calls
+from worker.queue import queue_depth
+from worker.runtime import Runtime
+
+READY_TIMEOUT_SECONDS = 10.0
+
+
+class RunningBot:
+    """The real adapter connected to the fake gateway, on a loop of its own."""
+
+    def __init__(self, settings: Settings, runtime: Runtime) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="discord-adapter", daemon=True)
+        self.thread.start()
+        # discord.py waits this long for more guilds before on_ready (2 s by default)
+        self.client: CodebotDiscord = build_client(settings, runtime, guild_ready_timeout=0.05)
+        assert settings.discord_bot_token
+        self.task = asyncio.run_coroutine_threadsafe(self.client.start(settings.discord_bot_token), self.loop)
+        ready = asyncio.run_coroutine_threadsafe(self.client.wait_until_ready(), self.loop)
+        try:
+            ready.result(READY_TIMEOUT_SECONDS)
+        except Exception:
+            if self.task.done():
+                self.task.result()  # the real reason the adapter did not start
+            raise
+
+    def close(self) -> None:
+        asyncio.run_coroutine_threadsafe(self.client.close(), self.loop).result(10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+        self.loop.close()
+
+
+@dataclass
+class DiscordRig:
+    fake: FakeDiscord
+    rig: Rig
+    bot: RunningBot
+
+    @property
+    def settings(self) -> Settings:
+        return self.rig.settings
+
+    def mention(self, question: str, **kwargs: Any) -> dict[str, Any]:
+        """A user's message mentioning the bot, as the gateway delivers it."""
+        content = f"<@{self.fake.bot_id}> {question}"
+        return self.fake.message_create(content, mentions=[self.fake.bot_user], **kwargs)
+
+    def queued(self, count: int = 1) -> None:
+        self.fake.wait_for(lambda: queue_depth(self.rig.redis) >= count)
+
+    def work(self) -> None:
+        self.rig.work()
+
+    def script_answer(self, answer: str) -> None:
+        self.rig.model.enqueue(
+            tool_calls(("read_file", {"repo": "payments", "path": "payments/retry.py", "start_line": 1})),
+            text(answer),
+        )
+
+    def reactions(self, message: str) -> list[tuple[str, str]]:
+        return [(method, emoji) for method, _c, m, emoji in self.fake.reactions if m == message]
+
+
+@contextmanager
+def discord_rig(tmp: Path, **overrides: Any) -> Iterator[DiscordRig]:
+    fake = FakeDiscord().start()
+    options: dict[str, Any] = {
+        "discord_bot_token": "test-token",
+        "discord_api_url": fake.base_url,
+        "admins": f"discord:{fake.admin['id']}",
+        "progress_min_interval_seconds": 0.0,
+    }
+    options.update(overrides)
+    rigs = build_rig(tmp, **options)
+    rig = next(rigs)
+    bot: RunningBot | None = None
+    try:
+        bot = RunningBot(rig.settings, rig.runtime)
+        yield DiscordRig(fake, rig, bot)
+    finally:
+        if bot is not None:
+            bot.close()
+        rigs.close()  # stops the model server and the embedded Redis
+        fake.close()

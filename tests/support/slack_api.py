@@ -1,0 +1,320 @@
+"""A local stand-in for the Slack Web API, and signed Events API / slash-command requests.
+
+As in slack-bolt's own tests, the real clients talk HTTP to a real server on loopback::
+
+    with SlackAPI() as slack:
+        client = WebClient(token="xoxb-test", base_url=slack.url)
+        client.chat_postMessage(channel="C1", text="hi")
+        assert slack.calls_to("chat.postMessage")[0].body["text"] == "hi"
+        slack.rate_limit("chat.update", count=1, retry_after=1)  # the next call gets a 429
+
+Every call is recorded (method, body parsed from JSON or form, headers, arrival time).
+Messages posted and updated are kept per channel so tests can read a thread as a user sees
+it (`thread_texts`). Requests without `Authorization: Bearer xoxb-…` get `invalid_auth`.
+Slash commands' `response_url` points here too (`response_url(n)`), recorded as "response_url".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qsl, urlencode
+
+from slack_sdk.signature import SignatureVerifier
+
+BOT_USER_ID = "UBOT"
+BOT_ID = "BBOT"
+TEAM_ID = "T0001"
+
+
+@dataclass
+class Call:
+    method: str
+    body: dict[str, Any]
+    headers: dict[str, str]
+    at: float = field(default_factory=time.monotonic)
+
+
+@dataclass
+class Posted:
+    channel: str
+    ts: str
+    thread_ts: str | None
+    text: str
+    reactions: list[str] = field(default_factory=list)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    api: SlackAPI
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode("utf-8")
+        if "json" in (self.headers.get("Content-Type") or ""):
+            body = json.loads(raw or "{}")
+        else:
+            body = dict(parse_qsl(raw))
+        path = self.path.partition("?")[0]
+        method = "response_url" if path.startswith("/response/") else path.rsplit("/", 1)[-1]
+        status, payload, headers = self.server.api._handle(method, body, dict(self.headers.items()))
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json; charset=utf-8")
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    do_GET = do_POST
+
+
+class SlackAPI:
+    def __init__(self) -> None:
+        self.calls: list[Call] = []
+        self.messages: list[Posted] = []
+        self._lock = threading.Lock()
+        self._ts = itertools.count(1)
+        self._limits: dict[str | None, list[int]] = {}  # method (None: any) -> [count left, retry_after]
+        self._server = _Server(("127.0.0.1", 0), _Handler)
+        self._server.api = self
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+        self._thread.start()
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    @property
+    def url(self) -> str:
+        """The Web API base URL for WebClient(base_url=…) and SLACK_API_URL."""
+        return self.base + "/api/"
+
+    def response_url(self, n: int = 1) -> str:
+        return f"{self.base}/response/{n}"
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def __enter__(self) -> SlackAPI:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- what tests ask --------------------------------------------------------------------------
+
+    def rate_limit(self, method: str | None = None, count: int = 1, retry_after: int = 1) -> None:
+        """Answer the next `count` calls (of `method`, or of any method) with 429 Retry-After."""
+        with self._lock:
+            self._limits[method] = [count, retry_after]
+
+    def calls_to(self, method: str) -> list[Call]:
+        with self._lock:
+            return [c for c in self.calls if c.method == method]
+
+    def wait_for(self, method: str, count: int = 1, timeout: float = 10.0) -> list[Call]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = self.calls_to(method)
+            if len(found) >= count:
+                return found
+            time.sleep(0.01)
+        raise AssertionError(
+            f"expected {count} call(s) to {method}, got {len(self.calls_to(method))}: "
+            f"{[c.method for c in self.calls]}"
+        )
+
+    def thread_texts(self, channel: str, thread_ts: str) -> list[str]:
+        """The bot's messages in a thread, as they read now (after updates), oldest first."""
+        with self._lock:
+            return [m.text for m in self.messages if m.channel == channel and m.thread_ts == thread_ts]
+
+    def reactions(self, channel: str, ts: str) -> list[str]:
+        """Reactions currently on a user's message (added minus removed)."""
+        current: list[str] = []
+        for call in self.calls:
+            if call.body.get("channel") == channel and call.body.get("timestamp") == ts:
+                if call.method == "reactions.add" and call.body["name"] not in current:
+                    current.append(call.body["name"])
+                elif call.method == "reactions.remove" and call.body["name"] in current:
+                    current.remove(call.body["name"])
+        return current
+
+    # --- the fake API --------------------------------------------------------------------------------
+
+    def _handle(
+        self, method: str, body: dict[str, Any], headers: dict[str, str]
+    ) -> tuple[int, Any, dict[str, str]]:
+        with self._lock:
+            self.calls.append(Call(method, body, headers))
+            for key in (method, None):
+                limit = self._limits.get(key)
+                if limit and limit[0] > 0:
+                    limit[0] -= 1
+                    return 429, {"ok": False, "error": "ratelimited"}, {"Retry-After": str(limit[1])}
+            if method == "response_url":
+                return 200, {"ok": True}, {}
+            auth = next((v for k, v in headers.items() if k.lower() == "authorization"), "")
+            if not auth.startswith("Bearer xoxb-"):
+                return 200, {"ok": False, "error": "invalid_auth"}, {}
+            return 200, self._answer(method, body), {}
+
+    def _answer(self, method: str, body: dict[str, Any]) -> dict[str, Any]:
+        if method == "auth.test":
+            return {
+                "ok": True,
+                "user_id": BOT_USER_ID,
+                "bot_id": BOT_ID,
+                "team_id": TEAM_ID,
+                "user": "codebot",
+            }
+        if method in ("chat.postMessage", "chat.postEphemeral"):
+            ts = f"1700000000.{next(self._ts):06d}"
+            if method == "chat.postMessage":
+                self.messages.append(Posted(body["channel"], ts, body.get("thread_ts"), body.get("text", "")))
+            return {"ok": True, "channel": body.get("channel"), "ts": ts, "message_ts": ts}
+        if method == "chat.update":
+            for message in self.messages:
+                if message.channel == body["channel"] and message.ts == body["ts"]:
+                    message.text = body.get("text", "")
+                    return {"ok": True, "channel": body["channel"], "ts": body["ts"]}
+            return {"ok": False, "error": "message_not_found"}
+        if method == "conversations.replies":
+            return {"ok": True, "messages": [], "has_more": False}
+        return {"ok": True}
+
+
+# --- signed requests to the adapter ---------------------------------------------------------------
+
+
+def signed_post(
+    url: str,
+    body: str,
+    secret: str,
+    *,
+    content_type: str = "application/json",
+    timestamp: int | None = None,
+    extra_headers: dict[str, str] | None = None,
+) -> tuple[int, str, float]:
+    """POST `body` signed like Slack does; returns (status, response body, seconds taken)."""
+    stamp = int(time.time()) if timestamp is None else timestamp
+    signature = SignatureVerifier(secret).generate_signature(timestamp=str(stamp), body=body) or ""
+    headers = {
+        "Content-Type": content_type,
+        "X-Slack-Request-Timestamp": str(stamp),
+        "X-Slack-Signature": signature,
+    }
+    headers.update(extra_headers or {})
+    request = urllib.request.Request(url, data=body.encode(), headers=headers, method="POST")
+    started = time.perf_counter()
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, response.read().decode(), time.perf_counter() - started
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode(), time.perf_counter() - started
+
+
+_event_ids = itertools.count(1)
+
+
+def event_body(event: dict[str, Any]) -> str:
+    """An Events API envelope around `event` (a fresh event_id each time, as Slack does)."""
+    return json.dumps(
+        {
+            "token": "legacy",
+            "team_id": TEAM_ID,
+            "api_app_id": "A0001",
+            "type": "event_callback",
+            "event_id": f"Ev{next(_event_ids):08d}",
+            "event_time": int(time.time()),
+            "event": event,
+            "authorizations": [{"team_id": TEAM_ID, "user_id": BOT_USER_ID, "is_bot": True}],
+        }
+    )
+
+
+def mention(
+    channel: str, ts: str, text: str, user: str = "U1", thread_ts: str | None = None
+) -> dict[str, Any]:
+    event = {
+        "type": "app_mention",
+        "user": user,
+        "text": f"<@{BOT_USER_ID}> {text}",
+        "ts": ts,
+        "channel": channel,
+        "event_ts": ts,
+        "client_msg_id": f"m-{channel}-{ts}",
+    }
+    if thread_ts:
+        event["thread_ts"] = thread_ts
+    return event
+
+
+def message(
+    channel: str,
+    ts: str,
+    text: str,
+    user: str = "U1",
+    thread_ts: str | None = None,
+    channel_type: str = "channel",
+    **extra: Any,
+) -> dict[str, Any]:
+    event = {
+        "type": "message",
+        "user": user,
+        "text": text,
+        "ts": ts,
+        "channel": channel,
+        "event_ts": ts,
+        "channel_type": channel_type,
+        **extra,
+    }
+    if thread_ts:
+        event["thread_ts"] = thread_ts
+    return event
+
+
+def command_body(text: str, user: str = "U1", channel: str = "C1", response_url: str = "") -> str:
+    return urlencode(
+        {
+            "token": "legacy",
+            "team_id": TEAM_ID,
+            "team_domain": "test",
+            "channel_id": channel,
+            "channel_name": "general",
+            "user_id": user,
+            "user_name": "someone",
+            "command": "/codebot",
+            "text": text,
+            "response_url": response_url,
+            "trigger_id": "1.2.3",
+        }
+    )
+
+
+@contextlib.contextmanager
+def slack_api() -> Iterator[SlackAPI]:
+    api = SlackAPI()
+    try:
+        yield api
+    finally:
+        api.close()

@@ -1,0 +1,158 @@
+"""The real Slack adapter on a free port, wired to the fake Web API, embedded Redis and RQ.
+
+    for rig in build_slack_rig(tmp_path):      # (used as a pytest fixture)
+        status, _ = rig.mention("how does retry work?")
+        rig.settle()                             # every listener bolt started has finished
+        rig.work()                               # a real burst worker answers, posting to rig.api
+
+Requests are signed with the signing secret and sent over a socket, as Slack would.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from redis import Redis
+from rq import Queue, SimpleWorker
+
+from bot.slack_app import EVENTS_PATH, SlackHTTPServer, build_app, register
+from bot.slack_handlers import SlackDeps
+from config.settings import Settings, load_settings
+from tests.support.e2e import DEFAULT_FILES, make_git_repo
+from tests.support.model_server import ScriptedModel
+from tests.support.slack_api import SlackAPI, command_body, event_body, mention, signed_post
+from worker import runtime as runtime_module
+from worker.queue import ADMIN_QUEUE, QUESTIONS_QUEUE
+from worker.redis_connection import connect, stop_embedded_server
+from worker.runtime import Runtime, build_runtime
+
+SECRET = "test-signing-secret"
+SECRET_CHANNEL = "CSECRET"  # the only channel allowed to see the `internal` repo
+
+
+class TrackingExecutor(ThreadPoolExecutor):
+    """A thread pool that can wait until every task submitted so far has finished."""
+
+    def __init__(self, workers: int = 8) -> None:
+        super().__init__(workers, thread_name_prefix="slack-listener")
+        self._pending = 0
+        self._idle = threading.Condition()
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        with self._idle:
+            self._pending += 1
+        future = super().submit(fn, *args, **kwargs)
+        future.add_done_callback(self._done)
+        return future
+
+    def _done(self, _future: Future[Any]) -> None:
+        with self._idle:
+            self._pending -= 1
+            self._idle.notify_all()
+
+    def wait_idle(self, timeout: float = 10.0) -> None:
+        with self._idle:
+            if not self._idle.wait_for(lambda: self._pending == 0, timeout):
+                raise AssertionError(f"{self._pending} Slack listener(s) still running after {timeout} s")
+
+
+@dataclass
+class SlackRig:
+    settings: Settings
+    runtime: Runtime
+    redis: Redis
+    api: SlackAPI
+    model: ScriptedModel
+    server: SlackHTTPServer
+    executor: TrackingExecutor
+    sha: str
+    _ts: itertools.count[int]
+
+    @property
+    def events_url(self) -> str:
+        return f"http://127.0.0.1:{self.server.port}{EVENTS_PATH}"
+
+    def next_ts(self) -> str:
+        return f"1710000000.{next(self._ts):06d}"
+
+    def send(self, event: dict[str, Any], headers: dict[str, str] | None = None) -> int:
+        """Deliver one Events API event, signed; returns the HTTP status."""
+        return signed_post(self.events_url, event_body(event), SECRET, extra_headers=headers)[0]
+
+    def mention(self, text: str, channel: str = "C1", user: str = "U1", thread_ts: str | None = None) -> str:
+        """@codebot TEXT in a channel; returns the message ts."""
+        ts = self.next_ts()
+        assert self.send(mention(channel, ts, text, user=user, thread_ts=thread_ts)) == 200
+        return ts
+
+    def command(self, text: str, user: str = "U1", channel: str = "C1") -> tuple[int, str]:
+        body = command_body(text, user=user, channel=channel, response_url=self.api.response_url())
+        status, answer, _ = signed_post(
+            self.events_url, body, SECRET, content_type="application/x-www-form-urlencoded"
+        )
+        return status, answer
+
+    def settle(self) -> None:
+        self.executor.wait_idle()
+
+    def question_jobs(self) -> list[str]:
+        return Queue(QUESTIONS_QUEUE, connection=self.redis).job_ids
+
+    def work(self) -> None:
+        queues = [Queue(ADMIN_QUEUE, connection=self.redis), Queue(QUESTIONS_QUEUE, connection=self.redis)]
+        SimpleWorker(queues, connection=self.redis).work(burst=True, logging_level="WARNING")
+
+
+def wait_until(predicate: Callable[[], object], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(0.02)
+
+
+def build_slack_rig(tmp: Path, **overrides: Any) -> Iterator[SlackRig]:
+    sha = make_git_repo(tmp / "payments-src", DEFAULT_FILES)
+    make_git_repo(tmp / "internal-src", {"README.md": "# internal\nTop secret plans.\n"})
+    make_git_repo(tmp / "web-src", {"README.md": "# web\nThe website.\n"})
+    repos_file = tmp / "repos.toml"
+    repos_file.write_text(
+        f'[[repo]]\nname = "payments"\nurl = "{tmp / "payments-src"}"\n'
+        'web_url = "https://github.com/acme/payments"\ndescription = "the payments service"\n\n'
+        f'[[repo]]\nname = "internal"\nurl = "{tmp / "internal-src"}"\n'
+        f'description = "internal plans"\nchannels = ["slack:{SECRET_CHANNEL}"]\n\n'
+        f'[[repo]]\nname = "web-frontend"\nurl = "{tmp / "web-src"}"\ndescription = "the website"\n',
+        encoding="utf-8",
+    )
+    api, model = SlackAPI(), ScriptedModel()
+    options: dict[str, Any] = {
+        "data_dir": tmp / "data", "repos_file": repos_file, "slack_bot_token": "xoxb-test",
+        "slack_signing_secret": SECRET, "slack_api_url": api.url, "openai_base_url": model.base_url,
+        "openai_api_key": "test", "model_max_retries": 0, "model_timeout_seconds": 10.0,
+        "progress_min_interval_seconds": 0.0,
+    }
+    settings = load_settings(env_file=None, **{**options, **overrides})
+    runtime = build_runtime(settings)
+    assert runtime.mirrors.sync("payments").ok
+    runtime_module.install(runtime)
+    redis = connect(settings)
+    executor = TrackingExecutor()
+    app = build_app(settings, executor=executor)
+    register(app, SlackDeps(settings=settings, redis=redis, runtime=runtime))
+    server = SlackHTTPServer(app, host="127.0.0.1", port=0)
+    server.start_background()
+    try:
+        yield SlackRig(settings, runtime, redis, api, model, server, executor, sha, itertools.count(1))
+    finally:
+        server.close()
+        executor.shutdown(wait=True)
+        api.close()
+        model.close()
+        stop_embedded_server(settings)

@@ -1,0 +1,108 @@
+"""Budgets and failures: the question always ends, with an answer or a clear apology."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.e2e import Rig, build_rig
+from tests.support.model_server import error, slow, text, tool_calls
+
+
+@pytest.fixture
+def rig(tmp_path: Path) -> Iterator[Rig]:
+    yield from build_rig(tmp_path, max_hops=4, budget_warning_hops=2, question_deadline_seconds=20)
+
+
+def test_endless_searching_hits_the_hop_limit_and_must_answer_without_tools(rig: Rig) -> None:
+    rig.model.enqueue(*[tool_calls(("search", {"pattern": f"retry{i}|def retry"})) for i in range(4)])
+    rig.model.enqueue(text("From what I saw: [payments:payments/retry.py#L6]."))
+    _, events = rig.ask("how does retry work?")
+    kind, answer = rig.final(events)
+    assert kind == "answer"
+    final_request = rig.model.requests[-1]
+    assert "tools" not in final_request
+    assert "no more tools" in final_request["messages"][-1]["content"]
+    tool_replies = [m["content"] for m in final_request["messages"] if m["role"] == "tool"]
+    assert "2 tool round(s) left" in tool_replies[1] and "last tool round" in tool_replies[3]
+    assert "payments/retry.py#L6" in answer["markdown"]
+
+
+def test_a_429_then_success_is_retried_and_answered(rig: Rig) -> None:
+    rig.model.enqueue(error(429, headers={"retry-after": "0"}), tool_calls(("list_repos", {})), text("fine"))
+    rig.settings.__dict__["model_max_retries"] = 2  # this test wants the SDK's own retries
+    _, events = rig.ask("which repos?")
+    assert rig.final(events) == ("answer", rig.final(events)[1])
+    assert rig.model.headers[1].get("x-stainless-retry-count") == "1"
+
+
+def test_a_model_that_keeps_failing_before_finding_anything_gets_an_apology_with_a_reference(
+    rig: Rig,
+) -> None:
+    rig.model.set_handler(lambda _body: error(500, {"error": {"message": "boom"}}))
+    _question, events = rig.ask("how does retry work?")
+    kind, failure = rig.final(events)
+    assert kind == "failed"
+    assert "model endpoint failed (HTTP 500)" in failure["text"]
+    assert "Reference: `" in failure["text"]
+
+
+def test_a_rejected_api_key_is_named_in_the_apology(rig: Rig) -> None:
+    rig.model.enqueue(error(401, {"error": {"message": "Incorrect API key", "code": "invalid_api_key"}}))
+    _, events = rig.ask("how does retry work?")
+    kind, failure = rig.final(events)
+    assert kind == "failed" and "OPENAI_API_KEY" in failure["text"]
+
+
+def test_a_model_failing_midway_still_gives_the_best_answer_from_what_was_found(rig: Rig) -> None:
+    rig.model.enqueue(tool_calls(("read_file", {"repo": "payments", "path": "payments/retry.py"})))
+    rig.model.set_handler(lambda _body: error(500))
+    _, events = rig.ask("how does retry work?")
+    kind, answer = rig.final(events)
+    assert kind == "answer"
+    assert "could not finish" in answer["markdown"]
+    assert f"blob/{rig.sha}/payments/retry.py#L1-L13" in answer["markdown"]
+
+
+def test_a_reply_slower_than_the_deadline_ends_the_question_in_bounded_time(tmp_path: Path) -> None:
+    for rig in build_rig(tmp_path, question_deadline_seconds=4, model_timeout_seconds=30):
+        rig.model.enqueue(slow(20, text("too late")))
+        started = time.monotonic()
+        _, events = rig.ask("how does retry work?")
+        assert time.monotonic() - started < 10
+        kind, failure = rig.final(events)
+        assert kind == "failed" and "did not answer in time" in failure["text"]
+
+
+def test_the_context_budget_trims_the_oldest_tool_output_first(tmp_path: Path) -> None:
+    big = {"big.txt": "\n".join(f"line {i} " + "x" * 80 for i in range(300)), "small.txt": "tiny\n"}
+    for rig in build_rig(tmp_path, files=big, context_budget_chars=8000, read_max_chars=24000):
+        rig.model.enqueue(
+            tool_calls(("read_file", {"repo": "payments", "path": "big.txt", "end_line": 120})),
+            tool_calls(("read_file", {"repo": "payments", "path": "small.txt"})),
+            text("done"),
+        )
+        rig.ask("what is in the files?")
+        tools = [m["content"] for m in rig.model.requests[-1]["messages"] if m["role"] == "tool"]
+        assert tools[0].startswith("[earlier tool output trimmed")
+        assert "tiny" in tools[1]
+
+
+def test_no_secret_from_the_repo_ever_reaches_the_model_or_the_answer(rig: Rig) -> None:
+    rig.model.enqueue(
+        tool_calls(
+            ("read_file", {"repo": "payments", "path": "payments/settings.py"}),
+            ("read_file", {"repo": "payments", "path": ".env"}),
+        ),
+        tool_calls(("search", {"pattern": "AKIA|sk_live"})),
+        text("The key is AKIAQWERTYUIOPASDFGHJ [payments:payments/settings.py#L1]."),
+    )
+    _, events = rig.ask("what is the AWS key?")
+    _kind, answer = rig.final(events)
+    assert "AKIAQWERTYUIOPASDFGHJ" not in rig.model.all_text_sent()
+    assert "sk_live_51Hplanted" not in rig.model.all_text_sent()
+    assert "AKIAQWERTYUIOPASDFGHJ" not in answer["markdown"]
+    assert "REDACTED" in answer["markdown"]

@@ -1,0 +1,91 @@
+"""`codebot ask` and `codebot tool` as a user runs them: real subprocesses, real repo, scripted model."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from config.settings import load_settings
+from tests.support.e2e import DEFAULT_FILES, make_git_repo
+from tests.support.model_server import ScriptedModel, text, tool_calls
+from worker.redis_connection import stop_embedded_server
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Iterator[dict[str, str]]:
+    source = tmp_path / "payments-src"
+    make_git_repo(source, DEFAULT_FILES)
+    repos = tmp_path / "repos.toml"
+    repos.write_text(
+        f'[[repo]]\nname = "payments"\nurl = "{source}"\nweb_url = "https://gitlab.com/acme/payments"\n'
+    )
+    env = {
+        "CODEBOT_DATA_DIR": str(tmp_path / "data"),
+        "CODEBOT_REPOS_FILE": str(repos),
+        "CODEBOT_MODEL_MAX_RETRIES": "0",
+    }
+    yield env
+    stop_embedded_server(load_settings(env_file=None, data_dir=tmp_path / "data"))
+
+
+def codebot(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "codebot.cli", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        timeout=120,
+    )
+
+
+def test_ask_without_a_model_endpoint_says_exactly_what_to_set(project: dict[str, str]) -> None:
+    result = codebot(project, "ask", "how does retry work?")
+    assert result.returncode == 2
+    assert "OPENAI_API_KEY=sk-" in result.stdout
+    assert "OPENAI_BASE_URL=http://localhost:11434/v1" in result.stdout  # Ollama
+    assert "openrouter.ai" in result.stdout
+
+
+def test_ask_clones_the_repo_answers_in_process_and_prints_commit_pinned_links(
+    project: dict[str, str],
+) -> None:
+    with ScriptedModel() as model:
+        model.enqueue(
+            tool_calls(("read_file", {"repo": "payments", "path": "payments/retry.py", "end_line": 13})),
+            text("It sleeps `backoff * 2**attempt` [payments:payments/retry.py#L12]."),
+        )
+        env = {**project, "OPENAI_BASE_URL": model.base_url, "OPENAI_API_KEY": "k"}
+        result = codebot(env, "ask", "how does retry work?")
+    assert result.returncode == 0, result.stderr
+    assert "reading `payments/retry.py`" in result.stdout
+    assert "https://gitlab.com/acme/payments/-/blob/" in result.stdout
+    assert "/payments/retry.py#L12" in result.stdout
+    assert "Sources" in result.stdout
+
+
+def test_ask_about_an_unknown_repo_lists_the_repos_nearest_first(project: dict[str, str]) -> None:
+    result = codebot({**project, "OPENAI_API_KEY": "k"}, "ask", "how does repo:paymnts retry?")
+    assert result.returncode == 2
+    assert "There is no repo `paymnts`" in result.stdout and "`payments`" in result.stdout
+
+
+def test_tool_runs_one_tool_with_the_same_checks_and_prints_json(project: dict[str, str]) -> None:
+    assert codebot(project, "repos", "sync").returncode == 0
+    found = codebot(project, "tool", "search", "--args", '{"pattern": "MAX_ATTEMPTS", "repo": "payments"}')
+    assert found.returncode == 0, found.stderr
+    record = json.loads(found.stdout)
+    assert record["ok"] is True and "payments/retry.py" in record["text"]
+    refused = codebot(
+        project, "tool", "read_file", "--args", '{"repo": "payments", "path": "../../etc/passwd"}'
+    )
+    assert refused.returncode == 1
+    assert json.loads(refused.stdout)["ok"] is False
+    assert "root:" not in refused.stdout
+    secret = codebot(project, "tool", "read_file", "--args", '{"repo": "payments", "path": ".env"}')
+    assert secret.returncode == 1 and "sk_live" not in secret.stdout

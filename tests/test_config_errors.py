@@ -1,0 +1,101 @@
+"""Bad configuration stops a process with one line naming the variable or file:line — never a traceback."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from config.errors import ConfigError
+from config.repos import infer_web_url, load_whitelist
+from config.settings import load_settings
+
+CODEBOT = [sys.executable, "-m", "codebot.cli"]
+
+
+def run_codebot(
+    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*CODEBOT, *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        cwd=cwd,
+        timeout=60,
+    )
+
+
+def test_a_non_numeric_limit_is_named_with_its_variable_in_one_line() -> None:
+    result = run_codebot("repos", "list", env={"CODEBOT_SEARCH_MAX_RESULTS": "lots"})
+    assert result.returncode == 2
+    assert result.stderr.strip().startswith("codebot: CODEBOT_SEARCH_MAX_RESULTS: ")
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_bad_repos_file_entry_is_reported_with_its_file_and_line(tmp_path: Path) -> None:
+    repos = tmp_path / "repos.toml"
+    repos.write_text('[[repo]]\nname = "ok"\nurl = "."\n\n[[repo]]\nname = "Bad Name"\nurl = "."\n')
+    result = run_codebot("repos", "list", env={"CODEBOT_REPOS_FILE": str(repos)})
+    assert result.returncode == 2
+    assert f"{repos}:5: name 'Bad Name' must be" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_a_missing_repos_file_says_how_to_make_one(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"copy config/repos\.example\.toml"):
+        load_whitelist(tmp_path / "nope.toml")
+
+
+def test_invalid_toml_and_duplicate_names_and_unknown_keys_are_refused(tmp_path: Path) -> None:
+    cases = {
+        'name = "x"\n[[repo]\n': "invalid TOML",
+        '[[repo]]\nname = "a"\nurl = "."\n[[repo]]\nname = "a"\nurl = "."\n': "already used at line 1",
+        '[[repo]]\nname = "a"\nurl = "."\ncolour = "red"\n': "unknown key 'colour'",
+        '[[repo]]\nname = "a"\nurl = "."\nchannels = ["C0123"]\n': "must look like 'slack:C0123'",
+        '[[repo]]\nname = "a"\n': "needs a url",
+    }
+    for number, (text, message) in enumerate(cases.items()):
+        path = tmp_path / f"r{number}.toml"
+        path.write_text(text)
+        with pytest.raises(ConfigError, match=message):
+            load_whitelist(path)
+
+
+def test_a_credential_in_a_repo_url_comes_from_the_environment_and_is_never_displayed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "repos.toml"
+    path.write_text(
+        '[[repo]]\nname = "p"\nurl = "https://x-access-token:${GH_TOKEN}@github.com/acme/p.git"\n'
+    )
+    monkeypatch.setenv("GH_TOKEN", "ghp_secretvalue")
+    repo = load_whitelist(path).repos[0]
+    assert "ghp_secretvalue" in repo.url
+    assert repo.display_url == "https://github.com/acme/p.git"
+    assert repo.web_url == "https://github.com/acme/p"
+    monkeypatch.delenv("GH_TOKEN")
+    with pytest.raises(ConfigError, match="GH_TOKEN is not set"):
+        load_whitelist(path)
+
+
+def test_web_urls_are_inferred_for_github_gitlab_and_bitbucket_remotes() -> None:
+    assert infer_web_url("git@github.com:rq/rq.git") == "https://github.com/rq/rq"
+    assert infer_web_url("https://gitlab.com/group/sub/proj.git") == "https://gitlab.com/group/sub/proj"
+    assert infer_web_url("ssh://git@bitbucket.org/team/repo") == "https://bitbucket.org/team/repo"
+    assert infer_web_url("https://git.internal.example/x.git") is None
+
+
+def test_settings_read_the_contract_variable_names() -> None:
+    settings = load_settings(env_file=None)
+    assert settings.redis_url is None and settings.data_dir == Path("data")
+    os.environ["REDIS_URL"] = "redis://example:6380/1"
+    os.environ["CODEBOT_MODEL"] = "local-model"
+    try:
+        settings = load_settings(env_file=None)
+    finally:
+        del os.environ["REDIS_URL"], os.environ["CODEBOT_MODEL"]
+    assert settings.redis_url == "redis://example:6380/1" and settings.model == "local-model"

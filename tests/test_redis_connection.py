@@ -1,0 +1,70 @@
+"""One embedded Redis per data dir, shared by processes; a clear error when Redis is unreachable."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from config.settings import load_settings
+from worker.redis_connection import RedisUnavailable, connect, kill_embedded_server, stop_embedded_server
+
+
+def test_processes_with_the_same_data_dir_share_one_embedded_server(tmp_path: Path) -> None:
+    settings = load_settings(env_file=None, data_dir=tmp_path / "data")
+    try:
+        connect(settings).set("shared", "yes")
+        code = (
+            "from config.settings import load_settings; from worker.redis_connection import connect;"
+            f"print(connect(load_settings(env_file=None, data_dir={str(tmp_path / 'data')!r})).get('shared').decode())"
+        )
+        other = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            cwd=Path(__file__).parents[1],
+        )
+        assert other.stdout.strip() == "yes", other.stderr
+    finally:
+        stop_embedded_server(settings)
+
+
+def test_the_embedded_server_keeps_queued_data_across_a_crash(tmp_path: Path) -> None:
+    settings = load_settings(env_file=None, data_dir=tmp_path / "data")
+    try:
+        connect(settings).rpush("queue", "question-1")
+        import time
+
+        time.sleep(1.2)  # appendfsync everysec
+        kill_embedded_server(settings)
+        time.sleep(0.2)
+        assert connect(settings).lrange("queue", 0, -1) == [b"question-1"]
+    finally:
+        stop_embedded_server(settings)
+
+
+def test_an_unreachable_redis_url_names_the_server_and_the_fix() -> None:
+    settings = load_settings(env_file=None, redis_url="redis://127.0.0.1:1/0")
+    with pytest.raises(RedisUnavailable) as caught:
+        connect(settings)
+    assert "127.0.0.1:1 is unreachable" in str(caught.value)
+    assert "unset REDIS_URL" in str(caught.value)
+
+
+def test_the_cli_reports_unreachable_redis_in_one_line(tmp_path: Path) -> None:
+    import os
+
+    env = {**os.environ, "REDIS_URL": "redis://127.0.0.1:1/0"}
+    result = subprocess.run(
+        [sys.executable, "-m", "codebot.cli", "worker", "--burst"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip().startswith("codebot: Redis at 127.0.0.1:1 is unreachable")
+    assert "Traceback" not in result.stderr

@@ -1,0 +1,85 @@
+"""`/codebot` over real signed HTTP: help, repos, and the admin-only refresh and status."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.e2e import make_git_repo
+from tests.support.slack_rig import SECRET_CHANNEL, SlackRig, build_slack_rig
+
+
+@pytest.fixture
+def rig(tmp_path: Path) -> Iterator[SlackRig]:
+    yield from build_slack_rig(tmp_path, admins="slack:UADMIN,discord:42")
+
+
+def responses(rig: SlackRig) -> list[dict[str, str]]:
+    rig.settle()
+    return [call.body for call in rig.api.calls_to("response_url")]
+
+
+def test_help_is_answered_privately_in_the_ack(rig: SlackRig) -> None:
+    status, body = rig.command("help")
+    answer = json.loads(body)
+    assert status == 200
+    assert answer["response_type"] == "ephemeral"
+    assert "/codebot refresh NAME|all" in answer["text"]
+
+
+def test_repos_lists_only_the_repos_allowed_in_that_channel_with_commit_and_age(rig: SlackRig) -> None:
+    rig.command("repos")
+    (listing,) = responses(rig)
+    assert listing["response_type"] == "ephemeral"
+    assert f"`payments` — the payments service — commit `{rig.sha[:7]}`" in listing["text"]
+    assert "`web-frontend` — the website — not synced yet" in listing["text"]
+    assert "internal" not in listing["text"]
+    rig.command("repos", channel=SECRET_CHANNEL)
+    assert "`internal` — internal plans" in responses(rig)[-1]["text"]
+
+
+def test_a_non_admin_is_refused_refresh_and_status_privately(rig: SlackRig) -> None:
+    for sub in ("refresh all", "status"):
+        status, body = rig.command(sub, user="UNOBODY")
+        answer = json.loads(body)
+        assert status == 200 and answer["response_type"] == "ephemeral"
+        assert answer["text"].startswith("Sorry, only codebot admins can run")
+    rig.settle()
+    assert rig.api.calls_to("chat.postMessage") == []
+    assert rig.redis.llen("rq:queue:codebot-admin") == 0
+
+
+def test_an_admin_refresh_runs_on_a_worker_and_reports_the_new_commit(rig: SlackRig, tmp_path: Path) -> None:
+    new_sha = make_git_repo(tmp_path / "payments-src", {"CHANGELOG.md": "v2\n"})
+    rig.command("refresh payments", user="UADMIN")
+    (queued,) = responses(rig)
+    assert queued["text"] == "Refreshing `payments`; I'll tell you when it's done."
+    rig.work()
+    (notice,) = rig.api.calls_to("chat.postEphemeral")
+    assert notice.body["user"] == "UADMIN" and notice.body["channel"] == "C1"
+    assert f"• `payments`: at commit `{new_sha[:7]}` (new commit)" in notice.body["text"]
+    assert rig.runtime.mirrors.current("payments").sha == new_sha  # type: ignore[union-attr]
+
+
+def test_refreshing_an_unknown_repo_names_the_nearest_ones(rig: SlackRig) -> None:
+    rig.command("refresh paymnt", user="UADMIN")
+    (answer,) = responses(rig)
+    assert answer["text"].startswith("There is no repo `paymnt`")
+    assert rig.redis.llen("rq:queue:codebot-admin") == 0
+
+
+def test_status_shows_queue_workers_failures_and_last_refresh(rig: SlackRig) -> None:
+    rig.command("refresh all", user="UADMIN")
+    rig.settle()
+    rig.work()
+    rig.mention("a question waiting in the queue?")
+    rig.command("status", user="UADMIN")
+    text = responses(rig)[-1]["text"]
+    assert "*codebot status*" in text
+    assert "Queue: 1 question(s) waiting, 0 admin job(s)" in text
+    assert "Workers alive: 0" in text
+    assert "Failed questions in the last hour: 0" in text
+    assert f"`payments`: commit `{rig.sha[:7]}`, refreshed 0 s ago" in text or "refreshed" in text

@@ -1,0 +1,97 @@
+"""search: real ripgrep, correct line numbers, caps that say what was cut, and safe patterns."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.support.fixture_repos import NEEDLE_LINES, Corpus, context, shared_corpus
+from worker.tools import build_registry
+from worker.tools.context import ToolError
+from worker.tools.search import search
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Corpus:
+    return shared_corpus(tmp_path_factory)
+
+
+def test_matches_come_with_paths_and_line_numbers_and_are_recorded_as_shown(corpus: Corpus) -> None:
+    ctx = context(corpus)
+    result = search(ctx, r"def retry_job|class Queue")
+    assert "app:src/app.py" in result.text
+    assert "      4│ def retry_job(job):" in result.text and "      8│ class Queue:" in result.text
+    assert [(m["path"], m["line"]) for m in result.data["matches"]] == [("src/app.py", 4), ("src/app.py", 8)]
+    assert ctx.shown.covers("app", "src/app.py", 4, 4) and ctx.shown.covers("app", "src/app.py", 8, 8)
+    assert not ctx.shown.covers("app", "src/app.py", 5, 5)
+
+
+def test_more_matches_than_the_cap_are_counted_and_the_notice_says_how_many(corpus: Corpus) -> None:
+    result = search(context(corpus, search_count_limit=5000), "needle", glob="many.txt")
+    assert len(result.data["matches"]) == 50 and result.data["total"] == NEEDLE_LINES
+    assert f"Showing 50 of {NEEDLE_LINES:,} matching lines" in result.text
+    capped = search(context(corpus), "needle")  # the default count limit is 1000
+    assert "Showing 50 of more than 1,000" in capped.text and capped.data["total_is_lower_bound"]
+
+
+def test_a_catastrophic_backtracking_pattern_returns_fast(corpus: Corpus) -> None:
+    started = time.perf_counter()
+    for pattern in ["(a+)+$", "(a|aa)+!", "(a*)*b"]:
+        search(context(corpus), pattern)
+    assert time.perf_counter() - started < 3
+
+
+def test_an_invalid_regex_is_an_error_with_ripgreps_reason_and_a_hint(corpus: Corpus) -> None:
+    with pytest.raises(ToolError) as caught:
+        search(context(corpus), "retry(")
+    assert "unclosed group" in str(caught.value) and "escape" in str(caught.value)
+    with pytest.raises(ToolError, match="give a pattern"):
+        search(context(corpus), "")
+
+
+def test_no_match_says_so_and_suggests_what_to_try(corpus: Corpus) -> None:
+    result = search(context(corpus), "zzz_not_there_zzz")
+    assert "No matches" in result.text and "ignore_case" in result.text and "|" in result.text
+    assert "No file in repo app matches glob" in search(context(corpus), "x", glob="*.nothing").text
+
+
+def test_a_pattern_starting_with_a_dash_is_a_pattern_not_an_option(corpus: Corpus) -> None:
+    result = search(context(corpus), "-rf")
+    assert [(m["path"], m["line"]) for m in result.data["matches"]] == [("scripts/clean.sh", 2)]
+
+
+def test_gitignored_and_secret_files_are_skipped_even_when_a_glob_names_them(corpus: Corpus) -> None:
+    assert search(context(corpus), "GITIGNORED_MARKER").data["total"] == 0
+    for glob in [".env", "**/.env", "id_rsa", "*.pem", ".git/**"]:
+        result = search(context(corpus), "PASSWORD|PRIVATE|BEGIN", glob=glob)
+        assert result.data["total"] == 0, glob
+    only_py = search(context(corpus), "retry", glob="*.py")
+    assert {m["path"] for m in only_py.data["matches"]} == {"src/app.py"}
+
+
+def test_ignore_case_and_unicode_and_all_repos_in_scope(corpus: Corpus) -> None:
+    assert search(context(corpus), "RETRY_JOB").data["total"] == 0
+    assert search(context(corpus), "RETRY_JOB", ignore_case=True).data["total"] == 1
+    assert search(context(corpus), "Grüße").data["matches"][0]["path"] == "docs/überblick.md"
+    both = search(context(corpus, "app", "sibling"), "^# ")
+    assert {m["repo"] for m in both.data["matches"]} == {"app", "sibling"}
+
+
+def test_long_lines_are_cut_with_a_marker(corpus: Corpus) -> None:
+    match = search(context(corpus), "a!$").data["matches"][0]
+    assert match["path"] == "data/long_line.txt"
+    assert match["text"].startswith("a" * 300) and match["text"].endswith("…[line cut: 60,001 chars]")
+
+
+def test_a_search_past_its_deadline_is_stopped_and_says_so(corpus: Corpus) -> None:
+    result = search(context(corpus, search_timeout_seconds=0.000001), "needle")
+    assert result.data["timed_out"] and "timed out" in result.text
+
+
+def test_a_repeated_identical_search_is_answered_from_the_cache(corpus: Corpus) -> None:
+    registry, ctx = build_registry(), context(corpus)
+    first = registry.call(ctx, "search", {"pattern": "retry"})
+    second = registry.call(ctx, "search", '{"pattern": "retry"}')
+    assert second.text.startswith("(You already ran this exact search") and second.data == first.data
+    assert len(ctx.result_cache) == 1

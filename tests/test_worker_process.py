@@ -1,0 +1,79 @@
+"""`codebot worker`: parallel questions, and a question survives its work horse being killed."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.e2e import Rig, build_rig
+from tests.support.model_server import last_user_text, slow, text, tool_calls
+
+
+@pytest.fixture
+def rig(tmp_path: Path) -> Iterator[Rig]:
+    yield from build_rig(tmp_path)
+
+
+def start_worker(rig: Rig, *args: str) -> subprocess.Popen[str]:
+    env = {
+        **os.environ,
+        "CODEBOT_DATA_DIR": str(rig.settings.data_dir),
+        "CODEBOT_REPOS_FILE": str(rig.settings.repos_file),
+        "OPENAI_BASE_URL": rig.model.base_url,
+        "OPENAI_API_KEY": "k",
+        "CODEBOT_MODEL_MAX_RETRIES": "0",
+    }
+    return subprocess.Popen([sys.executable, "-m", "codebot.cli", "worker", *args], env=env, text=True)
+
+
+def test_a_worker_with_concurrency_answers_questions_in_parallel(rig: Rig) -> None:
+    def answer(body: dict[str, Any]) -> Any:
+        if not any(m["role"] == "tool" for m in body["messages"]):
+            return slow(1.0, tool_calls(("list_repos", {})))
+        return slow(1.0, text(f"answer to {last_user_text(body)}"))
+
+    rig.model.set_handler(answer)
+    questions = [rig.question(f"question {i}") for i in range(4)]
+    for question in questions:
+        rig.enqueue(question)
+    started = time.monotonic()
+    worker = start_worker(rig, "--burst", "--concurrency", "4")
+    assert worker.wait(timeout=60) == 0
+    elapsed = time.monotonic() - started
+    for question in questions:
+        kind, fields = rig.final(rig.events(question))
+        assert kind == "answer" and question.text in fields["markdown"]
+    assert elapsed < 4 * 2.0  # serial would take 8 s of model time alone
+
+
+def test_a_killed_work_horse_is_retried_and_the_asker_gets_exactly_one_answer(rig: Rig) -> None:
+    rig.model.enqueue(slow(30, text("never delivered")))
+    rig.model.set_handler(
+        lambda body: tool_calls(("list_repos", {})) if len(body["messages"]) < 3 else text("second try")
+    )
+    question = rig.question("how does retry work?")
+    rig.enqueue(question)
+    worker = start_worker(rig, "--burst")
+    try:
+        rig.model.wait_for_requests(1, timeout=30)
+        horse = subprocess.run(
+            ["pgrep", "-P", str(worker.pid)], capture_output=True, text=True
+        ).stdout.split()
+        assert horse, "the worker should be running the question in a forked work horse"
+        os.kill(int(horse[0]), signal.SIGKILL)
+        assert worker.wait(timeout=60) == 0
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+    events = rig.events(question, timeout=5)
+    kind, fields = rig.final(events)
+    assert kind == "answer" and "second try" in fields["markdown"]
+    assert any(k == "progress" and "trying again" in f.get("text", "") for k, f in events)

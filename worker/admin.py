@@ -1,0 +1,306 @@
+"""Admin work shared by the chat adapters: who is an admin, refreshing mirrors, status, listings.
+
+`enqueue_refresh` puts one job on ADMIN_QUEUE. The worker that takes it syncs each repo with
+its own Mirrors, records the commit it now serves in Redis (`codebot:repo:<name>`: the commit
+the team last asked for, which other worker machines can catch up to), then tells the admin
+through the platform's notifier when it finished and at which commit. A refresh job that dies
+or times out tells the admin too (failure callback).
+
+`status_report` and `repos_listing` return Markdown; each adapter converts it for its platform.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import socket
+import time
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from datetime import UTC
+from typing import Any, Protocol
+
+from redis import Redis
+from rq import Callback, Queue, Worker, get_current_job
+from rq.job import Job
+from rq.registry import FailedJobRegistry, FinishedJobRegistry
+
+from bot import texts
+from config.settings import Settings
+from worker import runtime as runtime_module
+from worker.mirrors import SyncResult
+from worker.question import ReplyTarget
+from worker.queue import ADMIN_QUEUE, questions_queue, queue_depth
+from worker.runtime import Runtime
+
+log = logging.getLogger("codebot.admin")
+
+REPO_KEY_PREFIX = "codebot:repo:"
+REFRESH_SECONDS_PER_REPO = 1800  # RQ timeout of a refresh job: this much per repo, plus one more
+REFRESH_RESULT_TTL_SECONDS = 24 * 3600
+FAILED_WINDOW_SECONDS = 3600  # "failed questions in the last hour"
+RECENT_FINISHED_SCANNED = 500  # finished questions looked at for answers that were apologies
+SHOWN_REFS = 5
+# platform -> "module:function" that tells an admin something privately:
+# fn(settings, target: ReplyTarget, user: str, markdown: str) -> None
+NOTIFIERS = {
+    "slack": "bot.slack_sink:notify_admin",
+    "discord": "bot.discord_sink:notify_admin",
+}
+
+
+class Notifier(Protocol):
+    def __call__(self, settings: Settings, target: ReplyTarget, user: str, markdown: str) -> None: ...
+
+
+def admin_keys(settings: Settings) -> set[str]:
+    """CODEBOT_ADMINS=`slack:U123,discord:456` -> {"slack:U123", "discord:456"}."""
+    return {part.strip() for part in settings.admins.split(",") if part.strip()}
+
+
+def is_admin(settings: Settings, user_key: str) -> bool:
+    return user_key in admin_keys(settings)
+
+
+# --- refresh -----------------------------------------------------------------------------------
+
+
+def enqueue_refresh(redis: Redis, names: list[str], notify: ReplyTarget, requested_by: str) -> str:
+    """Queue a refresh of `names` on the admin queue; returns the job id."""
+    job = Queue(ADMIN_QUEUE, connection=redis).enqueue_call(
+        "worker.admin.run_refresh",
+        args=(list(names), notify.model_dump_json(), requested_by),
+        timeout=REFRESH_SECONDS_PER_REPO * (len(names) + 1),
+        result_ttl=REFRESH_RESULT_TTL_SECONDS,
+        failure_ttl=REFRESH_RESULT_TTL_SECONDS,
+        meta={"target": notify.model_dump(), "requested_by": requested_by, "names": list(names)},
+        on_failure=Callback("worker.admin.on_refresh_failed"),
+        description=f"refresh {', '.join(names)} for {requested_by}",
+    )
+    return job.id
+
+
+def run_refresh(names: list[str], target_json: str, requested_by: str) -> dict[str, Any]:
+    """RQ entry point: sync each repo on this worker machine, record and report the commits."""
+    job = get_current_job()
+    if job is None:
+        raise RuntimeError("run_refresh runs inside an RQ job")
+    runtime = runtime_module.current()
+    redis: Redis = job.connection
+    host = socket.gethostname()
+    started = time.monotonic()
+    workers = min(runtime.settings.sync_max_parallel_repos, max(len(names), 1))
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        results = list(pool.map(runtime.mirrors.sync, names))
+    for result in results:
+        record_refresh(redis, runtime, result, host)
+    seconds = round(time.monotonic() - started)
+    report = texts.REFRESH_REPORT.format(
+        host=host, seconds=seconds, lines="\n".join(_result_line(r) for r in results)
+    )
+    notify_admin(runtime.settings, ReplyTarget.model_validate_json(target_json), requested_by, report)
+    log.info("refresh done names=%s by=%s host=%s seconds=%s", ",".join(names), requested_by, host, seconds)
+    return {"host": host, "seconds": seconds, "results": [asdict(r) for r in results]}
+
+
+def _result_line(result: SyncResult) -> str:
+    sha = result.sha[:7] if result.sha else None
+    if result.ok:
+        change = texts.REFRESH_CHANGED if result.changed else texts.REFRESH_UNCHANGED
+        return texts.REFRESH_LINE_OK.format(name=result.name, sha=sha, change=change)
+    serving = f"`{sha}`" if sha else "nothing"
+    return texts.REFRESH_LINE_FAILED.format(
+        name=result.name, error=result.error or "unknown error", sha=serving
+    )
+
+
+def record_refresh(redis: Redis, runtime: Runtime, result: SyncResult, host: str) -> None:
+    snapshot = runtime.mirrors.current(result.name)
+    fields: dict[str, str] = {
+        "ok": "1" if result.ok else "0",
+        "host": host,
+        "attempted_at": f"{time.time():.3f}",
+        "error": result.error or "",
+    }
+    if result.ok and result.sha:
+        fields.update(sha=result.sha, refreshed_at=fields["attempted_at"])
+        if snapshot is not None and snapshot.sha == result.sha:
+            fields["committed_at"] = f"{snapshot.committed_at:.3f}"
+    redis.hset(REPO_KEY_PREFIX + result.name, mapping=fields)  # type: ignore[arg-type]
+
+
+def notify_admin(settings: Settings, target: ReplyTarget, user: str, markdown: str) -> None:
+    path = NOTIFIERS.get(target.platform)
+    if path is None:
+        log.info("admin notice for %s: %s", user, markdown)
+        return
+    module_name, function_name = path.split(":")
+    notifier: Notifier = getattr(importlib.import_module(module_name), function_name)
+    notifier(settings, target, user, markdown)
+
+
+def on_refresh_failed(job: Job, connection: Redis, *exc_info: Any) -> None:
+    """RQ failure callback: the refresh timed out or its worker died; the admin hears of it."""
+    try:
+        from worker.job import reference_id
+
+        target = ReplyTarget.model_validate(job.meta.get("target", {}))
+        names = ", ".join(f"`{n}`" for n in job.meta.get("names", []))
+        text = texts.REFRESH_JOB_FAILED.format(names=names, ref=reference_id(job.id))
+        notify_admin(runtime_module.current().settings, target, str(job.meta.get("requested_by", "")), text)
+    except Exception:
+        log.exception("refresh failure callback could not tell the admin job=%s", job.id)
+
+
+# --- what each repo serves -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RepoFact:
+    name: str
+    description: str
+    sha: str | None
+    committed_at: float | None
+    refreshed_at: float | None
+    host: str | None  # the worker machine that last refreshed it; None: this machine's mirror
+    error: str | None
+
+
+def repo_facts(redis: Redis, runtime: Runtime, names: Iterable[str]) -> list[RepoFact]:
+    """The last refresh recorded in Redis, else what this machine's mirror serves."""
+    local = {row.name: row for row in runtime.mirrors.status()}
+    facts: list[RepoFact] = []
+    for name in names:
+        spec = runtime.whitelist.get(name)
+        raw: dict[bytes, bytes] = redis.hgetall(REPO_KEY_PREFIX + name)
+        got = {k.decode(): v.decode() for k, v in raw.items()}
+        row = local.get(name)
+        if got.get("sha"):
+            facts.append(
+                RepoFact(
+                    name,
+                    spec.description if spec else "",
+                    got["sha"],
+                    _float(got.get("committed_at")),
+                    _float(got.get("refreshed_at")),
+                    got.get("host"),
+                    got.get("error") or None,
+                )
+            )
+        else:
+            facts.append(
+                RepoFact(
+                    name,
+                    spec.description if spec else "",
+                    row.sha if row else None,
+                    row.committed_at if row else None,
+                    row.created_at if row else None,
+                    None,
+                    got.get("error") or (row.last_error if row else None),
+                )
+            )
+    return facts
+
+
+def _float(value: str | None) -> float | None:
+    try:
+        return float(value) if value else None
+    except ValueError:
+        return None
+
+
+def age(seconds_ago: float | None) -> str:
+    """A short human age: `40 s`, `12 min`, `5 h`, `3 d`."""
+    if seconds_ago is None:
+        return "?"
+    seconds = max(0, int(seconds_ago))
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds // size} {unit}"
+    return f"{seconds} s"
+
+
+def repos_listing(redis: Redis, runtime: Runtime, channel_key: str | None) -> str:
+    """Markdown: the repos this channel may ask about, with commit, age and description."""
+    names = [r.name for r in runtime.whitelist.repos if channel_key is None or r.allowed_in(channel_key)]
+    if not names:
+        return texts.NO_REPOS_HERE
+    now = time.time()
+    lines = [texts.REPOS_HEADER]
+    for fact in repo_facts(redis, runtime, names):
+        state = texts.REPO_NOT_SYNCED
+        if fact.sha:
+            committed = age(now - fact.committed_at) if fact.committed_at else "?"
+            refreshed = age(now - fact.refreshed_at) if fact.refreshed_at else "?"
+            state = texts.REPO_STATE.format(sha=fact.sha[:7], committed=committed, refreshed=refreshed)
+        description = f" — {fact.description}" if fact.description else ""
+        lines.append(texts.REPO_LINE.format(name=fact.name, description=description, state=state))
+    return "\n".join(lines)
+
+
+# --- status ----------------------------------------------------------------------------------------
+
+
+def _ended(job: Job) -> float | None:
+    ended = job.ended_at
+    if ended is None:
+        return None
+    return (ended if ended.tzinfo else ended.replace(tzinfo=UTC)).timestamp()
+
+
+def failed_questions(redis: Redis, since: float) -> list[str]:
+    """Ids of questions that ended in failure since `since`: jobs RQ failed (timeouts, dead
+    workers) and jobs that finished by apologising."""
+    queue = questions_queue(redis)
+    failed_ids = FailedJobRegistry(queue=queue).get_job_ids()
+    finished_ids = FinishedJobRegistry(queue=queue).get_job_ids(start=-RECENT_FINISHED_SCANNED)
+    found: list[str] = []
+    for job in Job.fetch_many([*failed_ids, *finished_ids], connection=redis):
+        if job is None or (_ended(job) or 0) < since:
+            continue
+        if job.id in failed_ids:
+            found.append(job.id)
+            continue
+        result = job.return_value()
+        if isinstance(result, dict) and result.get("status") == "failed":
+            found.append(job.id)
+    return found
+
+
+def status_report(redis: Redis, runtime: Runtime) -> str:
+    """Markdown for `/codebot status`: queue, workers, recent failures, last refresh per repo."""
+    from worker.job import reference_id
+
+    now = time.time()
+    admin_waiting = Queue(ADMIN_QUEUE, connection=redis).count
+    lines = [texts.STATUS_TITLE, texts.STATUS_QUEUE.format(questions=queue_depth(redis), admin=admin_waiting)]
+    workers = Worker.all(connection=redis)
+    lines.append(texts.STATUS_WORKERS.format(count=len(workers)))
+    for worker in sorted(workers, key=lambda w: w.name):
+        job_id = worker.get_current_job_id()
+        state = f"busy with `{reference_id(job_id)}`" if job_id else str(worker.get_state())
+        lines.append(texts.STATUS_WORKER_LINE.format(name=worker.name, host=worker.hostname, state=state))
+    failed = failed_questions(redis, now - FAILED_WINDOW_SECONDS)
+    lines.append(texts.STATUS_FAILED.format(count=len(failed)))
+    if failed:
+        refs = ", ".join(f"`{reference_id(job_id)}`" for job_id in failed[-SHOWN_REFS:])
+        lines.append(texts.STATUS_FAILED_REFS.format(refs=refs))
+    lines.append(texts.STATUS_REPOS)
+    for fact in repo_facts(redis, runtime, runtime.whitelist.names()):
+        if fact.sha and fact.host:
+            detail = texts.STATUS_REPO_REFRESHED.format(
+                sha=fact.sha[:7],
+                age=age(now - fact.refreshed_at) if fact.refreshed_at else "?",
+                host=fact.host,
+            )
+        elif fact.sha:
+            detail = texts.STATUS_REPO_LOCAL.format(
+                sha=fact.sha[:7], age=age(now - fact.refreshed_at) if fact.refreshed_at else "?"
+            )
+        else:
+            detail = texts.STATUS_REPO_NEVER
+        if fact.error:
+            detail += texts.STATUS_REPO_ERROR.format(error=fact.error)
+        lines.append(texts.STATUS_REPO_LINE.format(name=fact.name, detail=detail))
+    return "\n".join(lines)

@@ -1,0 +1,149 @@
+"""Check every citation in a model's answer before anything is posted.
+
+A citation `[repo:path#L12-L30]` (or `#L12`) is verified when the repo is in scope, the file
+exists in the snapshot, the lines exist, and every one of those lines was shown to the model
+by a tool while answering this question. Verified ones become links to the exact commit;
+the others stay as plain text, and the reply says how many could not be verified.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from urllib.parse import quote
+
+from worker.sink import Source
+from worker.snapshot import Snapshot
+from worker.tools.context import ToolContext, ToolError
+from worker.tools.paths import resolve_path
+
+CITATION = re.compile(r"\[(?P<repo>[a-z0-9._-]+):(?P<path>[^\]\s#]+)#L(?P<start>\d+)(?:-L?(?P<end>\d+))?\]")
+# A citation the model already wrapped in a Markdown link: [[repo:path#L1]](url) — we relink it.
+_PRELINKED = re.compile(r"\[(\[[a-z0-9._-]+:[^\]\s#]+#L\d+(?:-L?\d+)?\])\]\([^)]*\)")
+MAX_CITED_LINES = 2000
+
+
+@dataclass(frozen=True)
+class Citation:
+    text: str
+    repo: str
+    path: str
+    start: int
+    end: int
+
+
+def link(snapshot: Snapshot, path: str, start: int, end: int) -> str | None:
+    """The commit-pinned web URL in the repo forge's own style, or None without a web URL."""
+    web = snapshot.repo.web_url
+    if not web:
+        return None
+    quoted = quote(path, safe="/")
+    sha = snapshot.sha
+    forge = snapshot.repo.forge
+    if forge == "gitlab":
+        lines = f"L{start}" if start == end else f"L{start}-{end}"
+        return f"{web}/-/blob/{sha}/{quoted}#{lines}"
+    if forge == "bitbucket":
+        lines = f"lines-{start}" if start == end else f"lines-{start}:{end}"
+        return f"{web}/src/{sha}/{quoted}#{lines}"
+    lines = f"L{start}" if start == end else f"L{start}-L{end}"
+    return f"{web}/blob/{sha}/{quoted}#{lines}"  # GitHub style, also for unknown forges
+
+
+def plain_label(snapshot: Snapshot, path: str, start: int, end: int) -> str:
+    lines = f"{start}" if start == end else f"{start}-{end}"
+    return f"{snapshot.repo.name}:{path}:{lines} @ {snapshot.short_sha}"
+
+
+def find_citations(text: str) -> list[Citation]:
+    found = []
+    for match in CITATION.finditer(text):
+        start = int(match.group("start"))
+        end = int(match.group("end") or start)
+        found.append(Citation(match.group(0), match.group("repo"), match.group("path"), start, end))
+    return found
+
+
+def _line_count(ctx: ToolContext, snapshot: Snapshot, path: str) -> int | None:
+    cached = ctx.file_cache.get((snapshot.repo.name, path))
+    if cached is not None:
+        return len(cached)
+    try:
+        absolute, _ = resolve_path(snapshot, path, ctx.settings)
+        if not absolute.is_file():
+            return None
+        with open(absolute, "rb") as handle:
+            data = handle.read()
+    except (ToolError, OSError):
+        return None
+    return data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
+
+
+def verify(ctx: ToolContext, citation: Citation) -> Source | None:
+    snapshot = ctx.snapshots.get(citation.repo)
+    if snapshot is None or citation.start < 1 or citation.end < citation.start:
+        return None
+    if citation.end - citation.start > MAX_CITED_LINES:
+        return None
+    count = _line_count(ctx, snapshot, citation.path)
+    if count is None or citation.end > count:
+        return None
+    if not ctx.shown.covers(citation.repo, citation.path, citation.start, citation.end):
+        return None
+    return Source(
+        repo=citation.repo,
+        path=citation.path,
+        start=citation.start,
+        end=citation.end,
+        url=link(snapshot, citation.path, citation.start, citation.end),
+        label=plain_label(snapshot, citation.path, citation.start, citation.end),
+    )
+
+
+@dataclass(frozen=True)
+class CheckedAnswer:
+    markdown: str
+    sources: list[Source]
+    unverified: int
+
+
+def check_answer(ctx: ToolContext, text: str) -> CheckedAnswer:
+    """Link verified citations, unlink the rest, and close with a Sources section."""
+    text = _PRELINKED.sub(lambda m: m.group(1), text)
+    sources: dict[str, Source] = {}
+    unverified = 0
+    verdicts: dict[str, Source | None] = {}
+    for citation in find_citations(text):
+        if citation.text not in verdicts:
+            verdicts[citation.text] = verify(ctx, citation)
+            if verdicts[citation.text] is None:
+                unverified += 1
+
+    def replace(match: re.Match[str]) -> str:
+        source = verdicts.get(match.group(0))
+        if source is None:
+            return f"`{match.group(0)[1:-1]}` (unverified)"
+        sources.setdefault(source.label, source)
+        return (
+            f"[{source.repo}:{source.path}#L{_lines(source)}]({source.url})"
+            if source.url
+            else f"`{source.label}`"
+        )
+
+    body = CITATION.sub(replace, text).rstrip()
+    closing = []
+    if sources:
+        closing.append("**Sources**")
+        for source in sources.values():
+            closing.append(f"- [{source.label}]({source.url})" if source.url else f"- `{source.label}`")
+    if unverified:
+        noun = "citation" if unverified == 1 else "citations"
+        closing.append(
+            f"_{unverified} {noun} could not be verified against the code read and {'is' if unverified == 1 else 'are'} not linked._"
+        )
+    markdown = body + ("\n\n" + "\n".join(closing) if closing else "")
+    return CheckedAnswer(markdown=markdown, sources=list(sources.values()), unverified=unverified)
+
+
+def _lines(source: Source) -> str:
+    return f"{source.start}" if source.start == source.end else f"{source.start}-L{source.end}"

@@ -1,0 +1,101 @@
+"""`codebot ask`: the whole path from a terminal, through the same queue and job as chat.
+
+The question is enqueued like any other; when no worker is listening, this process becomes
+a burst worker for it (same code path), while a thread prints the job's progress stream.
+"""
+
+from __future__ import annotations
+
+import getpass
+import threading
+import uuid
+
+from redis import Redis
+from rich.console import Console
+from rq import Queue, SimpleWorker, Worker
+
+from worker.question import Question, ReplyTarget, event_identity
+from worker.queue import QUESTIONS_QUEUE, enqueue_question, job_timeout_seconds
+from worker.repos_cli import run_sync
+from worker.runtime import Runtime
+from worker.scope import extract_repo_filter, resolve_scope
+from worker.sink import read_console_events
+
+MISSING_MODEL_MESSAGE = """\
+codebot needs a model endpoint (any OpenAI-compatible one). Set, in the environment or in .env:
+  OpenAI:      OPENAI_API_KEY=sk-...                       (CODEBOT_MODEL defaults to {model})
+  OpenRouter:  OPENAI_BASE_URL=https://openrouter.ai/api/v1  OPENAI_API_KEY=sk-or-...  CODEBOT_MODEL=openai/gpt-4o-mini
+  Ollama:      OPENAI_BASE_URL=http://localhost:11434/v1  CODEBOT_MODEL=qwen2.5-coder:7b
+  vLLM:        OPENAI_BASE_URL=http://localhost:8000/v1  CODEBOT_MODEL=<the served model>
+               (start vLLM with --enable-auto-tool-choice --tool-call-parser ...)"""
+EMPTY_QUESTION_MESSAGE = 'Ask a question, e.g. codebot ask "Where are slash commands handled?"'
+
+
+def workers_listening(redis: Redis) -> int:
+    queue = Queue(QUESTIONS_QUEUE, connection=redis)
+    return sum(1 for worker in Worker.all(queue=queue) if worker.state != "suspended")
+
+
+def run_ask(runtime: Runtime, redis: Redis, text: str, repo: str | None, out: Console) -> int:
+    settings = runtime.settings
+    cleaned, requested = extract_repo_filter(text)
+    if repo:
+        requested.append(repo.lower())
+    if not cleaned:
+        out.print(EMPTY_QUESTION_MESSAGE)
+        return 2
+    scope = resolve_scope(runtime.whitelist, None, requested)
+    if scope.refusal:
+        out.print(scope.refusal)
+        return 2
+    if not settings.openai_api_key and not settings.openai_base_url:
+        out.print(MISSING_MODEL_MESSAGE.format(model=settings.model), markup=False, highlight=False)
+        return 2
+    missing = [name for name in scope.repos if runtime.mirrors.current(name) is None]
+    if (
+        missing
+        and run_sync(settings, runtime.whitelist, missing, out) != 0
+        and all(runtime.mirrors.current(name) is None for name in scope.repos)
+    ):
+        return 1
+    question = Question(
+        id=event_identity("console", uuid.uuid4().hex),
+        asker=getpass.getuser(),
+        target=ReplyTarget(platform="console", channel="console"),
+        text=cleaned,
+        repos=scope.repos,
+    )
+    enqueue_question(redis, question, settings)
+    status: dict[str, int] = {}
+    printer = threading.Thread(
+        target=_print_events,
+        args=(redis, question.id, 2.0 * job_timeout_seconds(settings), out, status),
+        daemon=True,
+    )
+    printer.start()
+    if workers_listening(redis) == 0:
+        # Nobody else will take it: answer here, in this process, through the same job code.
+        SimpleWorker([Queue(QUESTIONS_QUEUE, connection=redis)], connection=redis).work(
+            burst=True, logging_level="WARNING"
+        )
+    else:
+        out.print("[dim]queued for a running worker…[/dim]")
+    printer.join()
+    return status.get("code", 1)
+
+
+def _print_events(
+    redis: Redis, question_id: str, timeout: float, out: Console, status: dict[str, int]
+) -> None:
+    for kind, fields in read_console_events(redis, question_id, timeout):
+        if kind == "progress":
+            out.print(f"[dim]… {fields.get('text', '')}[/dim]", highlight=False)
+        elif kind == "answer":
+            out.print()
+            out.print(str(fields.get("markdown", "")), markup=False, highlight=False)
+            status["code"] = 0
+        elif kind == "failed":
+            out.print(str(fields.get("text", "")), markup=False, highlight=False)
+            status["code"] = 1
+    if "code" not in status:
+        out.print("No answer arrived in time: is a worker running? (codebot worker)")

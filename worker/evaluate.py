@@ -1,0 +1,161 @@
+"""`codebot eval FILE.jsonl`: golden questions through the real agent, scored.
+
+Each line: {"question": "...", "repo": "codebot", "expected_keywords": [...], "expected_files": [...]}.
+Per question: keyword hit rate (in the answer), expected files cited and verified, verified and
+unverified citations, hops, tokens, seconds. The questions run in-process through the same
+QuestionRun as chat (console sink), one after another.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import time
+import uuid
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from pydantic import BaseModel, Field, ValidationError
+from rich.console import Console
+from rich.table import Table
+
+from config.errors import ConfigError
+from config.settings import Settings
+from worker.job import QuestionRun
+from worker.question import Question, ReplyTarget, event_identity
+from worker.redis_connection import connect
+from worker.runtime import Runtime, build_runtime
+
+
+class GoldenQuestion(BaseModel):
+    question: str
+    repo: str | None = None
+    expected_keywords: list[str] = Field(default_factory=list)
+    expected_files: list[str] = Field(default_factory=list)
+
+
+@dataclass
+class EvalRow:
+    question: str
+    status: str
+    keyword_hit_rate: float
+    expected_files_cited: float
+    verified: int
+    unverified: int
+    verified_rate: float
+    hops: int
+    tool_calls: int
+    tokens: int
+    seconds: float
+
+
+def load_golden(path: Path) -> list[GoldenQuestion]:
+    questions = []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the golden set ({exc.strerror})") from None
+    for number, line in enumerate(lines, start=1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        try:
+            questions.append(GoldenQuestion.model_validate(json.loads(line)))
+        except (json.JSONDecodeError, ValidationError) as exc:
+            first = str(exc).splitlines()[0]
+            raise ConfigError(f"{path}:{number}: not a golden question ({first})") from None
+    return questions
+
+
+def score(golden: GoldenQuestion, outcome: dict[str, object], seconds: float) -> EvalRow:
+    answer = str(outcome.get("answer", ""))
+    lowered = answer.lower()
+    keywords = golden.expected_keywords
+    hits = sum(1 for k in keywords if k.lower() in lowered)
+    cited_paths = {line for line in answer.splitlines() if line.startswith("- [")}
+    files_hit = sum(
+        1 for f in golden.expected_files if any(f"{f}:" in c or f"/{f}#" in c for c in cited_paths)
+    )
+    verified = int(outcome.get("verified", 0) or 0)  # type: ignore[call-overload]
+    unverified = int(outcome.get("unverified", 0) or 0)  # type: ignore[call-overload]
+    total = verified + unverified
+    return EvalRow(
+        question=golden.question,
+        status=str(outcome.get("status", "?")),
+        keyword_hit_rate=hits / len(keywords) if keywords else 1.0,
+        expected_files_cited=files_hit / len(golden.expected_files) if golden.expected_files else 1.0,
+        verified=verified,
+        unverified=unverified,
+        verified_rate=verified / total if total else 0.0,
+        hops=int(outcome.get("hops", 0) or 0),  # type: ignore[call-overload]
+        tool_calls=int(outcome.get("tool_calls", 0) or 0),  # type: ignore[call-overload]
+        tokens=int(outcome.get("prompt_tokens", 0) or 0) + int(outcome.get("completion_tokens", 0) or 0),  # type: ignore[call-overload]
+        seconds=round(seconds, 2),
+    )
+
+
+def run_one(runtime: Runtime, golden: GoldenQuestion) -> EvalRow:
+    repos = [golden.repo] if golden.repo else runtime.whitelist.names()
+    question = Question(
+        id=event_identity("console", "eval", uuid.uuid4().hex),
+        asker="eval",
+        target=ReplyTarget(platform="console", channel="eval"),
+        text=golden.question,
+        repos=repos,
+    )
+    started = time.monotonic()
+    outcome = QuestionRun(runtime, connect(runtime.settings), question).run()
+    return score(golden, outcome, time.monotonic() - started)
+
+
+def run_eval(settings: Settings, file: str, csv_path: str, out: Console) -> int:
+    questions = load_golden(Path(file))
+    runtime = build_runtime(settings)
+    for name in {q.repo for q in questions if q.repo}:
+        if runtime.whitelist.get(name) is None:
+            raise ConfigError(f"{file}: repo {name!r} is not in the whitelist {runtime.whitelist.path}")
+        if runtime.mirrors.current(name) is None:
+            runtime.mirrors.sync(name)
+    rows = [run_one(runtime, golden) for golden in questions]
+    table = Table(title=f"codebot eval: {len(rows)} questions, model {settings.model}")
+    for column in (
+        "question",
+        "status",
+        "keywords",
+        "files",
+        "verified",
+        "unverified",
+        "hops",
+        "tokens",
+        "s",
+    ):
+        table.add_column(column)
+    for row in rows:
+        table.add_row(
+            row.question[:50],
+            row.status,
+            f"{row.keyword_hit_rate:.0%}",
+            f"{row.expected_files_cited:.0%}",
+            str(row.verified),
+            str(row.unverified),
+            str(row.hops),
+            str(row.tokens),
+            f"{row.seconds:.1f}",
+        )
+    out.print(table)
+    if rows:
+
+        def mean(values: list[float]) -> float:
+            return sum(values) / len(values)
+
+        out.print(
+            f"keyword hit rate {mean([r.keyword_hit_rate for r in rows]):.0%} · "
+            f"verified citation rate {mean([r.verified_rate for r in rows]):.0%} · "
+            f"unverified {sum(r.unverified for r in rows)} · hops {mean([r.hops for r in rows]):.1f} · "
+            f"tokens {mean([r.tokens for r in rows]):.0f} · seconds {mean([r.seconds for r in rows]):.1f} per question"
+        )
+    with open(csv_path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(EvalRow.__dataclass_fields__))
+        writer.writeheader()
+        writer.writerows(asdict(row) for row in rows)
+    out.print(f"wrote {csv_path}")
+    return 0 if all(row.status == "answered" for row in rows) else 1

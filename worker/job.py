@@ -1,0 +1,185 @@
+"""The question job on RQ: a thin entry point, and the whole lifecycle in QuestionRun.run().
+
+A failure of any kind ends in a clear message to the asker with a short reference id (the
+details go to the log under the same id). A retried job never posts a second answer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import logging
+import time
+from typing import Any
+
+import openai
+from redis import Redis
+from rq import get_current_job
+from rq.job import Job
+
+from worker import runtime as runtime_module
+from worker.agent import Agent, ModelFailure
+from worker.citations import check_answer
+from worker.question import Question, ReplyTarget, Turn
+from worker.queue import claim_answer, was_answered
+from worker.runtime import Runtime
+from worker.sink import Answer, ConsoleSink, ReplySink
+from worker.threads import record_turn
+from worker.tools import make_context
+
+log = logging.getLogger("codebot.job")
+
+# platform -> "module:Class" of its ReplySink, constructed as Class(settings, redis, question)
+SINKS = {
+    "slack": "bot.slack_sink:SlackSink",
+    "discord": "bot.discord_sink:DiscordSink",
+}
+
+NO_SNAPSHOT_MESSAGE = (
+    "None of the repositories for this question has been synced on this worker yet. "
+    "An admin can run `codebot repos sync` (or `/codebot refresh all`)."
+)
+
+
+def reference_id(question_id: str) -> str:
+    """Short, stable id shown to the user and written in the logs."""
+    return hashlib.sha256(question_id.encode()).hexdigest()[:8]
+
+
+def make_sink(runtime: Runtime, redis: Redis, question: Question) -> ReplySink:
+    path = SINKS.get(question.target.platform)
+    if path is None:
+        return ConsoleSink(redis, question)
+    module_name, class_name = path.split(":")
+    sink_class = getattr(importlib.import_module(module_name), class_name)
+    sink: ReplySink = sink_class(runtime.settings, redis, question)
+    return sink
+
+
+def make_model_client(runtime: Runtime) -> openai.OpenAI:
+    """Created inside the job, never before the fork (PLATFORM_NOTES pitfall 15)."""
+    settings = runtime.settings
+    return openai.OpenAI(
+        api_key=settings.openai_api_key or "not-needed",  # local servers ignore it but the SDK wants one
+        base_url=settings.openai_base_url,
+        timeout=settings.model_timeout_seconds,
+        max_retries=settings.model_max_retries,
+    )
+
+
+def answer_question(question_json: str) -> dict[str, Any]:
+    """RQ entry point."""
+    job = get_current_job()
+    if job is None:
+        raise RuntimeError("answer_question runs inside an RQ job")
+    question = Question.model_validate_json(question_json)
+    return QuestionRun(runtime_module.current(), job.connection, question).run()
+
+
+class QuestionRun:
+    def __init__(self, runtime: Runtime, redis: Redis, question: Question) -> None:
+        self.runtime = runtime
+        self.redis = redis
+        self.question = question
+        self.ref = reference_id(question.id)
+
+    def run(self) -> dict[str, Any]:
+        question = self.question
+        if was_answered(self.redis, question.id):
+            return {"status": "already_answered", "ref": self.ref}
+        sink = make_sink(self.runtime, self.redis, question)
+        started = time.monotonic()
+        sink.received()
+        try:
+            outcome = self._answer(sink)
+        except ModelFailure as exc:
+            log.warning("question failed ref=%s id=%s reason=%s", self.ref, question.id, exc)
+            sink.failed(f"Sorry, I could not answer: {exc}. Reference: `{self.ref}`")
+            return {"status": "failed", "ref": self.ref}
+        except Exception:
+            log.exception("question crashed ref=%s id=%s", self.ref, question.id)
+            sink.failed(f"Sorry, something went wrong while answering. Reference: `{self.ref}`")
+            return {"status": "failed", "ref": self.ref}
+        outcome["seconds"] = round(time.monotonic() - started, 3)
+        log.info(
+            "question answered ref=%s id=%s platform=%s channel=%s repos=%s hops=%s tools=%s "
+            "tokens=%s/%s unverified=%s seconds=%s",
+            self.ref,
+            question.id,
+            question.target.platform,
+            question.target.channel,
+            ",".join(question.repos),
+            outcome.get("hops"),
+            outcome.get("tool_calls"),
+            outcome.get("prompt_tokens"),
+            outcome.get("completion_tokens"),
+            outcome.get("unverified"),
+            outcome["seconds"],
+        )
+        return outcome
+
+    def _answer(self, sink: ReplySink) -> dict[str, Any]:
+        runtime = self.runtime
+        with runtime.mirrors.lease(self.question.repos) as snapshots:
+            if not snapshots:
+                sink.failed(NO_SNAPSHOT_MESSAGE)
+                return {"status": "no_snapshot", "ref": self.ref}
+            ctx = make_context(runtime.settings, snapshots)
+            agent = Agent(
+                runtime.settings, make_model_client(runtime), runtime.registry, ctx, progress=sink.progress
+            )
+            result = agent.run(self.question)
+            checked = check_answer(ctx, ctx.redact(result.text))
+        answer = Answer(
+            markdown=checked.markdown,
+            sources=checked.sources,
+            unverified=checked.unverified,
+            ref=self.ref,
+            partial=result.partial,
+        )
+        if not claim_answer(self.redis, self.question.id):
+            return {"status": "already_answered", "ref": self.ref}
+        sink.answer(answer)
+        record_turn(
+            self.redis, self.question.target, Turn(question=self.question.text, answer=checked.markdown)
+        )
+        return {
+            "status": "answered",
+            "ref": self.ref,
+            "answer": checked.markdown,
+            "hops": result.hops,
+            "tool_calls": result.tool_calls,
+            "prompt_tokens": result.prompt_tokens,
+            "completion_tokens": result.completion_tokens,
+            "verified": len(checked.sources),
+            "unverified": checked.unverified,
+            "partial": result.partial,
+            "stop_reason": result.stop_reason,
+            "snapshots": {name: snap.sha for name, snap in snapshots.items()},
+            "trace": result.trace,
+        }
+
+
+def on_question_failed(job: Job, connection: Redis, *exc_info: Any) -> None:
+    """RQ failure callback: a timeout, or a worker that died mid-question (abandoned job).
+
+    RQ retries once when retries are left; the asker hears of it only when none is.
+    """
+    if "target" not in job.meta or not job.id.startswith("q-"):
+        return  # not a question (e.g. an admin job): nobody is waiting in a thread
+    try:
+        target = ReplyTarget.model_validate(job.meta["target"])
+        question = Question(id=job.id, asker=str(job.meta.get("asker", "")), target=target, text="", repos=[])
+        runtime = runtime_module.current()
+        sink = make_sink(runtime, connection, question)
+        ref = reference_id(job.id)
+        if was_answered(connection, job.id):
+            return
+        if job.retries_left:
+            sink.progress("the worker answering this stopped; trying again…")
+            return
+        sink.failed(
+            f"Sorry, the worker answering this stopped before it finished. Please ask again. Reference: `{ref}`"
+        )
+    except Exception:
+        log.exception("failure callback could not tell the asker job=%s", job.id)

@@ -1,0 +1,182 @@
+"""The locking protocol of a repo's snapshots: one refresh at a time, leases, and safe GC.
+
+These are flock(2) locks. They belong to an open file description and disappear when the
+holder closes it or dies (even by SIGKILL), so a crashed refresh or question never pins
+anything forever. Two opens of the same file conflict even inside one process, so threads
+get the same guarantees as processes. The descriptors are close-on-exec, so git and other
+children never inherit (and silently prolong) a lock.
+
+A snapshots folder holds, per commit: `<sha>/` (the files), `<sha>.json` (metadata) and
+`<sha>.lock` (the lease file). A question holds LOCK_SH on the lease file while it reads;
+GC removes a snapshot only when it gets LOCK_EX without waiting, and it deletes the lease
+file last, so a reader that locked a file GC then deleted notices and looks again.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import re
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+_SHA = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
+_LEASE_ATTEMPTS = 20
+
+
+def is_sha(text: str) -> bool:
+    """A full SHA-1 or SHA-256 object name, as snapshot folders are named."""
+    return bool(_SHA.match(text))
+
+
+class LockTimeout(Exception):
+    """Waited longer than allowed for a lock someone else holds."""
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    """Is `path` still the file `fd` has open? (A lock file may be unlinked while we wait.)"""
+    try:
+        on_disk = os.stat(path)
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fd)
+    return (held.st_dev, held.st_ino) == (on_disk.st_dev, on_disk.st_ino)
+
+
+@contextmanager
+def exclusive_lock(
+    path: Path, wait_seconds: float, on_wait: Callable[[], None] | None = None
+) -> Iterator[bool]:
+    """Hold an exclusive lock on `path` (created if missing); yields whether we had to wait.
+
+    Polls rather than blocking so the wait is bounded: a stuck holder is itself bounded by
+    the git timeout, and a caller should hear "gave up" rather than hang.
+    """
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        waited = False
+        deadline = time.monotonic() + wait_seconds
+        pause = 0.01
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if not waited and on_wait is not None:
+                    on_wait()
+                waited = True
+                if time.monotonic() >= deadline:
+                    raise LockTimeout(f"{path} is still held after {wait_seconds:g} s") from None
+                time.sleep(pause)
+                pause = min(pause * 2, 0.5)
+        yield waited
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def lock_shared_if_present(path: Path) -> int | None:
+    """Share-lock an existing lock file and return its descriptor (close it to release).
+
+    None when the file is missing or was removed while we waited: whoever removed it was
+    deleting what it guards, so the caller should look again at what is current.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        if _same_file(fd, path):
+            return fd
+    except BaseException:
+        os.close(fd)
+        raise
+    os.close(fd)
+    return None
+
+
+def try_lock_exclusive(path: Path) -> int | None:
+    """Exclusively lock `path` (created if missing) without waiting; None if anyone holds it."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+@dataclass(frozen=True)
+class SnapshotFolder:
+    """A repo's `snapshots/` folder: `<sha>/`, `<sha>.json` and `<sha>.lock` per commit."""
+
+    path: Path
+
+    def files(self, sha: str) -> Path:
+        return self.path / sha
+
+    def meta(self, sha: str) -> Path:
+        return self.path / f"{sha}.json"
+
+    def lease_file(self, sha: str) -> Path:
+        return self.path / f"{sha}.lock"
+
+    def is_complete(self, sha: str) -> bool:
+        return self.files(sha).is_dir() and self.meta(sha).is_file() and self.lease_file(sha).is_file()
+
+    def lease(self, current: Callable[[], str | None]) -> tuple[int, str] | None:
+        """Share-lock the snapshot `current()` names: (descriptor to close, sha), or None.
+
+        Looks again when GC removes the snapshot meanwhile (`current` has moved on then).
+        """
+        for _ in range(_LEASE_ATTEMPTS):
+            sha = current()
+            if sha is None:
+                return None
+            fd = lock_shared_if_present(self.lease_file(sha))
+            if fd is None:
+                continue
+            if self.files(sha).is_dir() and self.meta(sha).is_file():
+                return fd, sha
+            os.close(fd)
+        log.warning("could not lease a snapshot in %s: it kept changing", self.path)
+        return None
+
+    def remove_unleased(self, keep: str | None) -> list[str]:
+        """Delete every snapshot but `keep` that no one leases; returns the shas removed.
+
+        The caller holds the repo's refresh lock: builds and deletions happen only under it,
+        so any half-built (.tmp-*) or half-deleted (.trash-*) folder was left by a dead sync.
+        """
+        shas: set[str] = set()
+        for entry in self.path.iterdir():
+            if entry.name.startswith((".tmp-", ".trash-")):
+                shutil.rmtree(entry, ignore_errors=True)
+            elif is_sha(sha := entry.name.split(".", 1)[0]) and sha != keep:
+                shas.add(sha)
+        removed = []
+        for sha in sorted(shas):
+            fd = try_lock_exclusive(self.lease_file(sha))
+            if fd is None:
+                continue  # a question still reads it; a later GC will try again
+            trash = self.path / f".trash-{sha}-{os.getpid()}"
+            try:
+                if self.files(sha).exists():
+                    os.rename(self.files(sha), trash)
+                self.meta(sha).unlink(missing_ok=True)
+                self.lease_file(sha).unlink(missing_ok=True)
+            finally:
+                os.close(fd)
+            shutil.rmtree(trash, ignore_errors=True)
+            removed.append(sha)
+        return removed

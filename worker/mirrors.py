@@ -1,0 +1,456 @@
+"""Mirrors of the whitelisted repos and the immutable snapshots that questions read.
+
+Layout under `<data_dir>/repos/<name>/`:
+
+    mirror.git/             bare repo; the RepoSpec's url is never written into its config
+    snapshots/<sha>/        the commit's files from `git archive` (no .git at all), never modified
+    snapshots/<sha>.json    the snapshot's metadata (worker.snapshot.write_meta)
+    snapshots/<sha>.lock    lease file: a question holds LOCK_SH on it while it reads the snapshot
+    current -> snapshots/<sha>   swapped atomically (temp symlink, then rename over)
+    state.json              last attempt, last error, branch resolved
+    refresh.lock            LOCK_EX for a whole sync: one refresh of a repo at a time
+
+A refresh never touches a snapshot a question may hold: it builds the new commit beside the
+old ones, swaps `current`, and GC removes an old snapshot only when it can take LOCK_EX on its
+lease file, i.e. when no question holds it. GC runs under the refresh lock and only a refresh
+moves `current`, so GC never races a swap.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import ExitStack, contextmanager, suppress
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import IO, Any
+from urllib.parse import urlsplit
+
+from config.repos import RepoSpec, Whitelist
+from config.settings import Settings
+from worker.locks import LockTimeout, SnapshotFolder, exclusive_lock, is_sha
+from worker.snapshot import Snapshot, compute_meta, read_meta, write_meta
+
+log = logging.getLogger(__name__)
+
+Progress = Callable[[str, float | None], None]
+_REMOTE = "codebot"  # a remote whose url reaches git only through the environment
+_PROGRESS_LINE = re.compile(r"^(?:remote: )?([A-Z][a-z]+(?: [a-z]+)*):\s+(\d+)%")
+# The fetch phases we can measure, as slices of one bar; making the snapshot takes the rest.
+# (Small fetches are unpacked as loose objects instead of received as a pack.)
+_PHASE_SPAN = {
+    "Receiving objects": (0.0, 0.7), "Unpacking objects": (0.0, 0.7), "Resolving deltas": (0.7, 0.85)
+}
+_SNAPSHOT_START = 0.85
+_URL_USERINFO = re.compile(r"([a-zA-Z][a-zA-Z0-9+.-]*://)[^/\s@'\"]+@")
+
+
+class UnknownRepoError(ValueError):
+    """A name that is not in the whitelist (callers check names first, so this is a bug)."""
+
+
+class GitError(Exception):
+    """A git step failed; the message is scrubbed of credentials and fit to show a user."""
+
+
+@dataclass(frozen=True)
+class SyncResult:
+    name: str
+    ok: bool
+    sha: str | None  # the snapshot served now: the new one, or the last good one on failure
+    changed: bool  # `current` now points at a different commit than before
+    error: str | None
+    waited: bool  # another refresh of this repo was running, and this one waited for it
+
+
+@dataclass(frozen=True)
+class RepoStatus:
+    name: str
+    branch: str | None
+    sha: str | None
+    created_at: float | None
+    committed_at: float | None
+    size_bytes: int | None
+    last_error: str | None
+    last_attempt_at: float | None
+    display_url: str
+
+
+class _Paths:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.mirror = root / "mirror.git"
+        self.snapshots = SnapshotFolder(root / "snapshots")
+        self.current = root / "current"
+        self.state = root / "state.json"
+        self.refresh_lock = root / "refresh.lock"
+
+
+def scrub(text: str, spec: RepoSpec) -> str:
+    """Remove the repo URL's credential (and any `user:pass@` in any URL) from text."""
+    text = text.replace(spec.url, spec.display_url)
+    parts = urlsplit(spec.url) if "://" in spec.url else None
+    secrets = [parts.password] if parts and parts.password else []
+    if parts and parts.username and not parts.password and len(parts.username) >= 20:
+        secrets.append(parts.username)  # a token used as the user name
+    for secret in secrets:
+        if secret and len(secret) >= 3:
+            text = text.replace(secret, "***")
+    return _URL_USERINFO.sub(r"\1", text)
+
+
+def _git_env(spec: RepoSpec) -> dict[str, str]:
+    """The user's environment (SSH agent, credential helpers) plus our remote and no prompts.
+
+    The URL goes in as config through the environment, not argv: argv is world-readable in
+    `ps`, so a credential there would leak to every local user. Local paths become file://
+    URLs because git ignores --depth for plain paths.
+    """
+    env = dict(os.environ)
+    env["GIT_TERMINAL_PROMPT"] = "0"
+    config = {f"remote.{_REMOTE}.url": Path(spec.url).as_uri() if spec.url.startswith("/") else spec.url}
+    if "://" in spec.url and urlsplit(spec.url).username:
+        # The URL carries its own credential: keep helpers from storing it (`store` would
+        # write it in plain text to ~/.git-credentials) by emptying the helper list.
+        config["credential.helper"] = ""
+    index = int(env.get("GIT_CONFIG_COUNT") or 0)
+    for key, value in config.items():
+        env[f"GIT_CONFIG_KEY_{index}"], env[f"GIT_CONFIG_VALUE_{index}"] = key, value
+        index += 1
+    env["GIT_CONFIG_COUNT"] = str(index)
+    return env
+
+
+def _reason(lines: list[str]) -> str:
+    """git's most specific complaint: its first `fatal:`/`error:` line, else its last line."""
+    complaints = [line for line in lines if line.startswith(("fatal:", "error:"))]
+    line = complaints[0] if complaints else lines[-1] if lines else "git failed without a message"
+    return re.sub(r"^(fatal|error):\s*", "", line)[:300]
+
+
+def _kill_group(proc: subprocess.Popen[Any]) -> None:
+    """Kill a process and its helpers (ssh, git-remote-https), which share its session.
+
+    Killing git alone would leave a helper holding our pipe open, and reading it would hang.
+    """
+    with suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _report_git_progress(line: str, report: Progress) -> None:
+    match = _PROGRESS_LINE.match(line)
+    if match:
+        span = _PHASE_SPAN.get(match.group(1))
+        fraction = span[0] + (span[1] - span[0]) * int(match.group(2)) / 100 if span else None
+        report(match.group(1).lower(), fraction)
+
+
+class Mirrors:
+    def __init__(self, settings: Settings, whitelist: Whitelist) -> None:
+        self.settings = settings
+        self.whitelist = whitelist
+        # Absolute and canonical, so snapshot roots stay valid whatever the cwd and compare
+        # cleanly with resolved paths (the tools check that reads stay inside a snapshot).
+        self.root = settings.data_dir.resolve() / "repos"
+
+    # --- public API ------------------------------------------------------------------------
+
+    def sync(self, name: str, progress: Progress | None = None) -> SyncResult:
+        """Clone or fetch `name` and serve its newest commit; git failures never raise."""
+        spec, paths = self._spec(name), _Paths(self.root / name)
+        paths.snapshots.path.mkdir(parents=True, exist_ok=True)
+        report = progress or (lambda message, fraction: None)
+        wait_seconds = self.settings.sync_lock_wait_seconds
+        try:
+            with exclusive_lock(
+                paths.refresh_lock, wait_seconds, on_wait=lambda: report("waiting for another refresh", None)
+            ) as waited:
+                state = self._read_state(paths)
+                state["last_attempt_at"] = time.time()
+                try:
+                    branch = self._fetch(spec, paths, report)
+                    state["branch"] = branch
+                    sha = self._git(spec, paths, ["rev-parse", "--verify", f"refs/heads/{branch}^{{commit}}"])
+                    changed = self._serve(spec, paths, sha, branch, report)
+                except (GitError, OSError, ValueError) as exc:
+                    error = scrub(str(exc), spec)
+                    log.warning("sync of %s failed: %s", name, error)
+                    self._write_state(paths, {**state, "last_error": error})
+                    return SyncResult(name, False, self._current_sha(paths), False, error, waited)
+                self._write_state(paths, {**state, "last_error": None, "last_ok_at": time.time()})
+                self._collect(paths)
+                self._maintain(spec, paths)
+                report("done" if changed else "up to date", 1.0)
+                return SyncResult(name, True, sha, changed, None, waited)
+        except LockTimeout:
+            error = f"another refresh of {name} is still running after {wait_seconds:g} s; gave up waiting"
+            return SyncResult(name, False, self._current_sha(paths), False, error, True)
+
+    def current(self, name: str) -> Snapshot | None:
+        """The snapshot served now, unleased: for listings, not for reading its files."""
+        spec, paths = self._spec(name), _Paths(self.root / name)
+        sha = self._current_sha(paths)
+        if sha is None or not paths.snapshots.files(sha).is_dir():
+            return None
+        try:
+            return read_meta(paths.snapshots.meta(sha), spec, paths.snapshots.files(sha))
+        except (OSError, ValueError, KeyError):
+            return None
+
+    @contextmanager
+    def lease(self, names: Iterable[str]) -> Iterator[dict[str, Snapshot]]:
+        """Pin the current snapshot of each repo until the block exits (or the process dies)."""
+        with ExitStack() as held:
+            snapshots: dict[str, Snapshot] = {}
+            for name in dict.fromkeys(names):
+                spec, paths = self._spec(name), _Paths(self.root / name)
+                leased = paths.snapshots.lease(partial(self._current_sha, paths))
+                if leased is None:
+                    continue  # never synced (or being built for the first time)
+                fd, sha = leased
+                held.callback(os.close, fd)
+                try:
+                    snapshots[name] = read_meta(paths.snapshots.meta(sha), spec, paths.snapshots.files(sha))
+                except (OSError, ValueError, KeyError) as exc:
+                    log.warning("snapshot %s of %s is unreadable: %s", sha, name, exc)
+            yield snapshots
+
+    def status(self) -> list[RepoStatus]:
+        rows = []
+        for spec in self.whitelist.repos:
+            snap = self.current(spec.name)
+            state = self._read_state(_Paths(self.root / spec.name))
+            rows.append(
+                RepoStatus(
+                    name=spec.name,
+                    branch=snap.branch if snap else state.get("branch") or spec.branch,
+                    sha=snap.sha if snap else None,
+                    created_at=snap.created_at if snap else None,
+                    committed_at=snap.committed_at if snap else None,
+                    size_bytes=snap.meta.size_bytes if snap else None,
+                    last_error=state.get("last_error"),
+                    last_attempt_at=state.get("last_attempt_at"),
+                    display_url=spec.display_url,
+                )
+            )
+        return rows
+
+    def gc(self, name: str) -> list[str]:
+        """Remove the snapshots of `name` that are neither current nor leased; their shas."""
+        self._spec(name)
+        paths = _Paths(self.root / name)
+        if not paths.snapshots.path.is_dir():
+            return []
+        try:
+            with exclusive_lock(paths.refresh_lock, self.settings.sync_lock_wait_seconds):
+                return self._gc_locked(paths)
+        except LockTimeout:
+            return []
+
+    # --- git -------------------------------------------------------------------------------
+
+    def _fetch(self, spec: RepoSpec, paths: _Paths, report: Progress) -> str:
+        """Bring the branch's tip into the mirror; returns the branch fetched."""
+        if not (paths.mirror / "HEAD").exists():
+            self._git(spec, paths, ["init", "--bare", "--quiet"])
+        # The archived tree's own .gitattributes must not drop (export-ignore) or rewrite
+        # (export-subst) files: a snapshot holds exactly the files citations link to.
+        (paths.mirror / "info").mkdir(exist_ok=True)
+        (paths.mirror / "info" / "attributes").write_text("* -export-ignore -export-subst\n")
+        report("connecting", None)
+        try:
+            branch = spec.branch or self._default_branch(spec, paths)
+        except GitError as exc:
+            raise GitError(f"fetch failed: {exc}") from None
+        try:
+            args = ["fetch", "--progress", "--prune", "--no-tags", "--no-auto-gc", "--no-write-fetch-head"]
+            if self.settings.clone_depth > 0:
+                args.append(f"--depth={self.settings.clone_depth}")
+            elif (paths.mirror / "shallow").exists():
+                args.append("--unshallow")
+            self._git(spec, paths, [*args, _REMOTE, f"+refs/heads/{branch}:refs/heads/{branch}"], report)
+        except GitError as exc:
+            if "couldn't find remote ref" in str(exc):
+                raise GitError(f"fetch failed: branch {branch!r} not found on {spec.display_url}") from None
+            raise GitError(f"fetch failed: {exc}") from None
+        return branch
+
+    def _default_branch(self, spec: RepoSpec, paths: _Paths) -> str:
+        out = self._git(spec, paths, ["ls-remote", "--symref", _REMOTE, "HEAD"])
+        match = re.search(r"^ref: refs/heads/(\S+)\tHEAD$", out, re.MULTILINE)
+        if not match:
+            raise GitError(f"{spec.display_url} has no default branch (empty?): set branch in the repos file")
+        return match.group(1)
+
+    def _git(
+        self, spec: RepoSpec, paths: _Paths, args: list[str], report: Progress | None = None,
+        stdout: IO[bytes] | None = None,
+    ) -> str:
+        """Run git on the mirror: its stdout, or GitError with its complaint (scrubbed).
+
+        stderr is read as it comes, to drive `report` from --progress; stdout goes to a file,
+        so no pipe can fill up and stall git. start_new_session detaches git and ssh from our
+        terminal, so neither can prompt there: a missing credential fails instead of hanging.
+        """
+        timeout = self.settings.git_timeout_seconds
+        with tempfile.TemporaryFile() as out:
+            try:
+                proc = subprocess.Popen(
+                    ["git", "--git-dir", str(paths.mirror), *args], stdin=subprocess.DEVNULL,
+                    stdout=stdout or out, stderr=subprocess.PIPE, env=_git_env(spec), start_new_session=True,
+                )
+            except FileNotFoundError:
+                raise GitError("git is not installed (not found on PATH)") from None
+            started = time.monotonic()
+            timer = threading.Timer(timeout, _kill_group, [proc])
+            timer.start()
+            lines: list[str] = []
+            try:
+                assert proc.stderr is not None
+                pending = b""
+                while chunk := proc.stderr.read1(65536):  # type: ignore[attr-defined]
+                    *complete, pending = re.split(rb"[\r\n]", pending + chunk)
+                    for raw in complete:
+                        if line := raw.decode("utf-8", "replace").strip():
+                            lines = [*lines[-49:], line]
+                            if report is not None:
+                                _report_git_progress(line, report)
+                lines.append(pending.decode("utf-8", "replace").strip())
+                proc.wait()
+            finally:
+                timer.cancel()
+                proc.stderr.close()  # type: ignore[union-attr]
+            if proc.returncode == -signal.SIGKILL and time.monotonic() - started >= timeout:
+                raise GitError(f"git {args[0]} timed out after {timeout:g} s")
+            if proc.returncode != 0:
+                raise GitError(scrub(_reason([line for line in lines if line]), spec))
+            out.seek(0)
+            return out.read().decode("utf-8", "replace").strip()
+
+    def _maintain(self, spec: RepoSpec, paths: _Paths) -> None:
+        """Repack the mirror now and then, in the foreground so that it stays under our lock."""
+        try:
+            self._git(spec, paths, ["-c", "gc.autoDetach=false", "gc", "--auto", "--quiet"])
+        except GitError as exc:
+            log.warning("git gc of %s failed: %s", spec.name, exc)
+
+    # --- snapshots -------------------------------------------------------------------------
+
+    def _serve(self, spec: RepoSpec, paths: _Paths, sha: str, branch: str, report: Progress) -> bool:
+        """Make `sha` the current snapshot, building it if needed; True if `current` moved."""
+        if self._current_sha(paths) == sha and paths.snapshots.is_complete(sha):
+            return False
+        if not paths.snapshots.is_complete(sha):
+            report("making snapshot", _SNAPSHOT_START)
+            self._build(spec, paths, sha, branch)
+        link = paths.root / f".current-{os.getpid()}-{threading.get_ident()}"
+        link.unlink(missing_ok=True)
+        os.symlink(f"snapshots/{sha}", link)
+        os.replace(link, paths.current)
+        return True
+
+    def _build(self, spec: RepoSpec, paths: _Paths, sha: str, branch: str) -> None:
+        """Extract the commit into a temp dir, record its metadata, then rename it into place."""
+        folder = paths.snapshots
+        tmp = folder.path / f".tmp-{sha}-{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+        try:
+            self._extract(spec, paths, sha, tmp)
+            committed_at = float(self._git(spec, paths, ["log", "-1", "--format=%ct", sha]))
+            final = folder.files(sha)
+            made = Snapshot(spec, sha, branch, final, time.time(), committed_at, compute_meta(tmp))
+            write_meta(folder.meta(sha), made)
+            folder.lease_file(sha).touch()
+            # A leftover dir here is incomplete, so no lease can be holding it.
+            shutil.rmtree(final, ignore_errors=True)
+            os.rename(tmp, final)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def _extract(self, spec: RepoSpec, paths: _Paths, sha: str, dest: Path) -> None:
+        """`git archive <sha> | tar -x`: the commit's files and nothing else (no .git)."""
+        with tempfile.TemporaryFile() as tar_err:
+            tar = subprocess.Popen(
+                ["tar", "-x", "-f", "-", "-C", str(dest)], stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL, stderr=tar_err, start_new_session=True,
+            )
+            assert tar.stdin is not None
+            try:
+                self._git(spec, paths, ["archive", "--format=tar", sha], stdout=tar.stdin)
+            except GitError as exc:
+                archive_error: GitError | None = exc
+            else:
+                archive_error = None
+            finally:
+                tar.stdin.close()
+            try:
+                tar.wait(timeout=self.settings.git_timeout_seconds)
+            except subprocess.TimeoutExpired:
+                _kill_group(tar)
+                tar.wait()
+            # When tar dies first, git dies of SIGPIPE without a word: tar's complaint is the
+            # one to show, unless git was stopped for taking too long (tar then saw a cut archive).
+            if archive_error is not None and (tar.returncode == 0 or "timed out" in str(archive_error)):
+                raise GitError(f"snapshot failed: {archive_error}")
+            if tar.returncode != 0:
+                tar_err.seek(0)
+                lines = tar_err.read().decode("utf-8", "replace").splitlines()
+                raise GitError(f"snapshot failed: tar: {_reason(lines)}")
+
+    def _collect(self, paths: _Paths) -> None:
+        """GC after a sync; failing to delete is logged, never turned into a failed sync."""
+        try:
+            self._gc_locked(paths)
+        except OSError as exc:
+            log.warning("removing old snapshots of %s failed: %s", paths.root.name, exc)
+
+    def _gc_locked(self, paths: _Paths) -> list[str]:
+        """Remove unleased old snapshots; the caller holds the refresh lock."""
+        for leftover in paths.root.glob(".current-*"):
+            leftover.unlink(missing_ok=True)  # a swap that died half-way
+        removed = paths.snapshots.remove_unleased(keep=self._current_sha(paths))
+        if removed:
+            log.info("removed %d old snapshot(s) of %s", len(removed), paths.root.name)
+        return removed
+
+    # --- small helpers ---------------------------------------------------------------------
+
+    def _spec(self, name: str) -> RepoSpec:
+        spec = self.whitelist.get(name)
+        if spec is None:
+            known = ", ".join(self.whitelist.names()) or "none"
+            raise UnknownRepoError(f"unknown repo {name!r} — known repos: {known}")
+        return spec
+
+    @staticmethod
+    def _current_sha(paths: _Paths) -> str | None:
+        try:
+            sha = Path(os.readlink(paths.current)).name
+        except OSError:
+            return None
+        return sha if is_sha(sha) else None
+
+    @staticmethod
+    def _read_state(paths: _Paths) -> dict[str, Any]:
+        try:
+            state = json.loads(paths.state.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return state if isinstance(state, dict) else {}
+
+    @staticmethod
+    def _write_state(paths: _Paths, state: dict[str, Any]) -> None:
+        tmp = paths.state.with_name(f".state-{os.getpid()}-{threading.get_ident()}.tmp")
+        tmp.write_text(json.dumps(state), encoding="utf-8")
+        os.replace(tmp, paths.state)

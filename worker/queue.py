@@ -1,0 +1,91 @@
+"""The RQ queues and how a question gets onto one, exactly once.
+
+Named constants carry their unit. A question's job id comes from the platform's message
+identity and is enqueued with `unique=True`, so a duplicate delivery raises DuplicateJobError
+instead of creating a second job (PLATFORM_NOTES §3, pitfall 3).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from redis import Redis
+from rq import Callback, Queue, Retry
+from rq.exceptions import DuplicateJobError
+from rq.job import Job
+
+from config.settings import Settings
+from worker.question import Question
+
+QUESTIONS_QUEUE = "codebot-questions"
+ADMIN_QUEUE = "codebot-admin"
+ANSWERED_KEY_PREFIX = "codebot:answered:"
+ANSWERED_TTL_SECONDS = 7 * 24 * 3600
+QUESTION_RESULT_TTL_SECONDS = 24 * 3600  # a finished job id keeps blocking duplicates this long
+QUESTION_FAILURE_TTL_SECONDS = 7 * 24 * 3600
+# A question waiting longer than this in the queue is stale: the asker has moved on.
+QUESTION_QUEUED_TTL_SECONDS = 3600
+# RQ retries a job once when its worker died mid-question (the failure callback tells the
+# asker only when no retry is left).
+QUESTION_RETRIES = 1
+
+
+def job_timeout_seconds(settings: Settings) -> int:
+    """Longer than anything the agent can spend, so the agent's own deadline always fires first:
+    the question deadline, plus one model call that started just before it, plus posting."""
+    worst_call = settings.model_timeout_seconds * (settings.model_max_retries + 1)
+    return int(settings.question_deadline_seconds + worst_call + 60)
+
+
+@dataclass(frozen=True)
+class Enqueued:
+    job_id: str
+    duplicate: bool  # True: this message was already queued or answered; nothing new was created
+    position: int  # questions ahead of it in the queue (0 for a duplicate)
+
+
+def questions_queue(redis: Redis) -> Queue:
+    return Queue(QUESTIONS_QUEUE, connection=redis)
+
+
+def enqueue_question(redis: Redis, question: Question, settings: Settings) -> Enqueued:
+    queue = questions_queue(redis)
+    try:
+        queue.enqueue_call(
+            "worker.job.answer_question",
+            args=(question.model_dump_json(),),
+            job_id=question.id,
+            unique=True,
+            timeout=job_timeout_seconds(settings),
+            result_ttl=QUESTION_RESULT_TTL_SECONDS,
+            failure_ttl=QUESTION_FAILURE_TTL_SECONDS,
+            ttl=QUESTION_QUEUED_TTL_SECONDS,
+            retry=Retry(max=QUESTION_RETRIES),
+            # kept in meta so a failure callback can tell the asker without the job's args
+            meta={"target": question.target.model_dump(), "asker": question.asker},
+            on_failure=Callback("worker.job.on_question_failed"),
+            description=f"question {question.id}",
+        )
+    except DuplicateJobError:
+        return Enqueued(question.id, duplicate=True, position=0)
+    return Enqueued(question.id, duplicate=False, position=max(queue.count - 1, 0))
+
+
+def queue_depth(redis: Redis) -> int:
+    return questions_queue(redis).count
+
+
+def fetch_job(redis: Redis, job_id: str) -> Job | None:
+    try:
+        return Job.fetch(job_id, connection=redis)
+    except Exception:
+        return None
+
+
+def claim_answer(redis: Redis, question_id: str) -> bool:
+    """True for the first caller only: a retried job must never post a second answer."""
+    return bool(redis.set(ANSWERED_KEY_PREFIX + question_id, "1", nx=True, ex=ANSWERED_TTL_SECONDS))
+
+
+def was_answered(redis: Redis, question_id: str) -> bool:
+    return bool(redis.exists(ANSWERED_KEY_PREFIX + question_id))

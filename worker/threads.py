@@ -1,0 +1,48 @@
+"""Thread memory: the earlier questions and answers of a chat thread, kept in Redis.
+
+A thread the bot answered in has a key here, which is how adapters recognise a follow-up,
+and its turns are the context of the next question (they survive process restarts).
+"""
+
+from __future__ import annotations
+
+from redis import Redis
+
+from worker.question import ReplyTarget, Turn
+
+THREAD_KEY_PREFIX = "codebot:thread:"
+THREAD_TTL_SECONDS = 30 * 24 * 3600
+THREAD_MAX_TURNS = 20
+ANSWER_CHARS_KEPT = 6000  # enough context for a follow-up, bounded memory per thread
+
+
+def thread_key(platform: str, channel: str, thread: str) -> str:
+    return f"{THREAD_KEY_PREFIX}{platform}:{channel}:{thread}"
+
+
+def record_turn(redis: Redis, target: ReplyTarget, turn: Turn) -> None:
+    if not target.thread:
+        return
+    key = thread_key(target.platform, target.channel, target.thread)
+    kept = Turn(question=turn.question, answer=turn.answer[:ANSWER_CHARS_KEPT])
+    pipe = redis.pipeline()
+    pipe.rpush(key, kept.model_dump_json())
+    pipe.ltrim(key, -THREAD_MAX_TURNS, -1)
+    pipe.expire(key, THREAD_TTL_SECONDS)
+    pipe.execute()
+
+
+def mark_thread(redis: Redis, platform: str, channel: str, thread: str) -> None:
+    """Remember that the bot answers in this thread, before the first answer exists."""
+    key = thread_key(platform, channel, thread)
+    redis.expire(key, THREAD_TTL_SECONDS) or redis.set(key + ":open", "1", ex=THREAD_TTL_SECONDS)
+
+
+def is_bot_thread(redis: Redis, platform: str, channel: str, thread: str) -> bool:
+    key = thread_key(platform, channel, thread)
+    return bool(redis.exists(key) or redis.exists(key + ":open"))
+
+
+def load_turns(redis: Redis, platform: str, channel: str, thread: str) -> list[Turn]:
+    raw = redis.lrange(thread_key(platform, channel, thread), 0, -1)
+    return [Turn.model_validate_json(item) for item in raw]

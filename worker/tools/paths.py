@@ -1,0 +1,144 @@
+"""The one gate between a path the model sends and a file on disk.
+
+Every tool that takes a path calls `resolve_path`. It refuses, before touching the disk, what
+can never be allowed (NUL bytes, absolute paths, `..`, `.git`, secret file names, over-long
+paths), then resolves symlinks and refuses anything that lands outside the snapshot — which
+also covers a link into a sibling repo's snapshot — or on a `.git` or secret file.
+"""
+
+from __future__ import annotations
+
+import difflib
+import fnmatch
+import functools
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+from config.settings import Settings
+from worker.snapshot import Snapshot
+from worker.tools.context import ToolError
+
+_DRIVE = re.compile(r"^[A-Za-z]:")
+_SEPARATORS = re.compile(r"[/\\]")  # a backslash is a separator too: "..\\x" must not pass
+
+
+@functools.lru_cache(maxsize=8)
+def _secret_matcher(globs: tuple[str, ...]) -> list[tuple[str, re.Pattern[str]]]:
+    # Case-insensitive: ".ENV" is a different file from ".env" on Linux but just as secret.
+    return [(glob, re.compile(fnmatch.translate(glob), re.IGNORECASE)) for glob in globs]
+
+
+def secret_glob(name: str, settings: Settings) -> str | None:
+    """The secret-file pattern a file or folder name matches, if any."""
+    for glob, pattern in _secret_matcher(tuple(settings.secret_file_globs)):
+        if pattern.match(name):
+            return glob
+    return None
+
+
+def is_git_dir(name: str) -> bool:
+    return name.lower() == ".git"
+
+
+def hidden_name(name: str, settings: Settings) -> bool:
+    """Never listed, searched or read: `.git` and secret files (and folders named like them)."""
+    return is_git_dir(name) or secret_glob(name, settings) is not None
+
+
+def _check_parts(parts: list[str], shown: str, settings: Settings) -> None:
+    for part in parts:
+        if part == "..":
+            raise ToolError(
+                f"{shown!r}: '..' is not allowed; paths are relative to the repo root (e.g. 'src/app.py') "
+                "— use list_files to browse"
+            )
+        if is_git_dir(part):
+            raise ToolError(f"{shown!r}: the .git folder is not readable; read the repo's files instead")
+        glob = secret_glob(part, settings)
+        if glob is not None:
+            raise ToolError(f"{shown!r} is not readable: matches secret file pattern {glob!r}")
+
+
+def resolve_path(snapshot: Snapshot, user_path: str, settings: Settings) -> tuple[Path, str]:
+    """(absolute path on disk, normalised repo-relative path) for a path the model sent.
+
+    The relative path is the one asked for, normalised ("./src//a.py" -> "src/a.py", the root
+    is ""), so citations use the name the model saw even when it is an in-repo symlink.
+    Raises ToolError saying what to do instead.
+    """
+    if "\x00" in user_path:
+        raise ToolError("the path contains a NUL byte; give a plain relative path like 'src/app.py'")
+    if len(user_path) > settings.path_max_chars:
+        raise ToolError(f"the path is longer than {settings.path_max_chars} characters; give a shorter one")
+    raw = user_path.strip()
+    if raw.startswith(("/", "\\")) or _DRIVE.match(raw):
+        raise ToolError(
+            f"{raw!r} is an absolute path; paths are relative to the repo root, e.g. 'src/app.py' "
+            "— use list_files to see the root"
+        )
+    parts = [part for part in _SEPARATORS.split(raw) if part not in ("", ".")]
+    _check_parts(parts, raw, settings)
+    relative = "/".join(parts)
+
+    root = os.path.realpath(snapshot.root)
+    target = os.path.realpath(os.path.join(root, *parts)) if parts else root
+    if target != root and not target.startswith(root + os.sep):
+        raise ToolError(f"{relative!r} is a link that leads outside the repo; it is not readable")
+    resolved = os.path.relpath(target, root)
+    if resolved != ".":
+        # The link's target must pass the same checks as a name asked for directly.
+        _check_parts(resolved.split(os.sep), relative, settings)
+    return Path(target), relative
+
+
+def walk(root: Path, start: Path, settings: Settings) -> Iterator[tuple[str, os.DirEntry[str]]]:
+    """(path relative to `root`, entry) of every file and link under `start`, sorted, without
+    following symlinks and without `.git` or secret files; at most list_walk_max_entries."""
+    budget = settings.list_walk_max_entries
+    stack = [start]
+    while stack:
+        folder = stack.pop()
+        try:
+            with os.scandir(folder) as scan:
+                entries = sorted(scan, key=lambda e: e.name)
+        except OSError:
+            continue
+        subfolders = []
+        for entry in entries:
+            budget -= 1
+            if budget < 0:
+                return
+            if hidden_name(entry.name, settings):
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                subfolders.append(Path(entry.path))
+            else:
+                yield os.path.relpath(entry.path, root).replace(os.sep, "/"), entry
+        stack.extend(reversed(subfolders))
+
+
+def not_found(snapshot: Snapshot, relative: str, settings: Settings) -> ToolError:
+    """'x does not exist' with the closest real paths, so the model can correct itself."""
+    root = Path(os.path.realpath(snapshot.root))
+    known = [path for path, _ in walk(root, root, settings)]
+    name = relative.rsplit("/", 1)[-1]
+    near = [path for path in known if path.rsplit("/", 1)[-1] == name][:3]
+    near += [p for p in difflib.get_close_matches(relative, known, n=3, cutoff=0.6) if p not in near]
+    hint = f" Did you mean: {', '.join(repr(p) for p in near[:4])}?" if near else ""
+    return ToolError(
+        f"{relative!r} does not exist in repo {snapshot.repo.name!r}.{hint} "
+        "Use list_files to browse or search to find the file."
+    )
+
+
+def human_size(size: int) -> str:
+    if size < 1024:
+        return f"{size} B"
+    value = float(size)
+    for unit in ("KB", "MB", "GB"):
+        value /= 1024
+        if value < 1024 or unit == "GB":
+            return f"{value:.1f} {unit}"
+    return f"{size} B"  # unreachable; keeps mypy's return check simple

