@@ -1,6 +1,6 @@
 """Benchmark the `search` tool against raw ripgrep and grep on large real corpora.
 
-    .venv/bin/python bench/search.py [--repeats 5] [--keep DIR]
+    .venv/bin/python bench/search.py [--repeats 9] [--keep DIR]
 
 Corpora, built from what every machine with this venv has:
   stdlib       the Python standard library's sources (sysconfig "stdlib", without __pycache__,
@@ -37,11 +37,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from config.settings import Settings, load_settings  # noqa: E402
-from tests.support.fixture_repos import git, snapshot_repo  # noqa: E402
-from worker.snapshot import Snapshot  # noqa: E402
-from worker.tools import build_registry, make_context  # noqa: E402
-from worker.tools.search import ripgrep_binary, ripgrep_command  # noqa: E402
+from config.settings import Settings, load_settings
+from tests.support.fixture_repos import git, snapshot_repo
+from worker.snapshot import Snapshot
+from worker.tools import build_registry, make_context
+from worker.tools.search import ripgrep_binary, ripgrep_command
 
 # (label, pattern, ignore_case): the same regex means the same thing to rg and grep -E.
 PATTERNS = [
@@ -84,12 +84,18 @@ def build_corpora(work: Path) -> dict[str, Snapshot]:
 def _drain(command: list[str], cwd: Path) -> tuple[float, int, int]:
     """Run a command reading all its output; (seconds, output bytes, JSON match lines)."""
     started = time.perf_counter()
-    process = subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    # stdin from /dev/null: without a path argument rg searches stdin when that is a pipe.
+    process = subprocess.Popen(
+        command, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+    )
     assert process.stdout is not None
     size = matches = 0
+    marker = b'{"type":"match"'
+    tail = b""  # the end of the previous chunk, so a marker split across chunks counts once
     while chunk := process.stdout.read(1 << 20):
         size += len(chunk)
-        matches += chunk.count(b'{"type":"match"')
+        matches += (tail + chunk).count(marker)
+        tail = chunk[-(len(marker) - 1) :]
     process.wait()
     return time.perf_counter() - started, size, matches
 
@@ -151,9 +157,17 @@ def _size(root: Path) -> tuple[int, int]:
 
 
 def report(corpora: dict[str, Snapshot], rows: list[Row], repeats: int) -> str:
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor() or "unknown CPU")
-    rg_version = subprocess.run([ripgrep_binary(), "--version"], capture_output=True, text=True).stdout.split("\n")[0]
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor() or "unknown CPU",
+    )
+    rg_version = subprocess.run([ripgrep_binary(), "--version"], capture_output=True, text=True).stdout.split(
+        "\n"
+    )[0]
     grep_version = subprocess.run(["grep", "--version"], capture_output=True, text=True).stdout.split("\n")[0]
     out = [
         f"Machine: {os.cpu_count()} cores ({cpu}), {platform.system()} {platform.release()}, "
@@ -186,8 +200,10 @@ def report(corpora: dict[str, Snapshot], rows: list[Row], repeats: int) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--repeats", type=int, default=5)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--repeats", type=int, default=9)
     parser.add_argument("--keep", type=Path, help="build the corpora here and keep them")
     args = parser.parse_args()
     work = args.keep or Path(tempfile.mkdtemp(prefix="codebot-bench-"))

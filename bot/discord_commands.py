@@ -87,12 +87,11 @@ class Commands:
 
     # --- commands ------------------------------------------------------------------------------
     def _place(self, interaction: discord.Interaction) -> Place:
-        place = place_of_channel(interaction.channel, interaction.guild)
+        place = place_of_channel(interaction.channel, interaction.guild_id)
         if place is not None:
             return place
-        channel = str(interaction.channel_id)
-        guild = str(interaction.guild_id) if interaction.guild_id else None
-        return Place(channel, None, guild, can_thread=False)  # unknown kind of channel: reply, no thread
+        channel = str(interaction.channel_id)  # a channel unknown to the cache: reply, no thread
+        return Place(channel, None, str(interaction.guild_id), can_thread=False)
 
     async def ask(self, interaction: discord.Interaction, question: str) -> None:
         place = self._place(interaction)

@@ -160,17 +160,26 @@ class Intake:
         return Outcome("duplicate" if enqueued.duplicate else "enqueued", question=question)
 
 
-def place_of_channel(channel: object, guild: discord.Guild | None) -> Place | None:
-    """The place for a known channel object; None when it must be looked up (uncached thread)."""
-    guild_id = str(guild.id) if guild else None
-    if guild is None:
-        return Place(str(getattr(channel, "id", "")), None, None, can_thread=False)
+def place_of_channel(channel: object, guild_id: int | None) -> Place | None:
+    """The place for a channel object; None when discord.py's cache does not know the channel
+    (a PartialMessageable, e.g. a thread created while the adapter was not running)."""
+    channel_id = str(getattr(channel, "id", ""))
+    if guild_id is None:
+        return Place(channel_id, None, None, can_thread=False)
     if isinstance(channel, discord.Thread):
-        return Place(str(channel.parent_id), str(channel.id), guild_id, can_thread=False)
+        return Place(str(channel.parent_id), channel_id, str(guild_id), can_thread=False)
     channel_type = getattr(channel, "type", None)
-    if channel_type is None:  # a PartialMessageable: the cache does not know this channel
+    if isinstance(channel, discord.PartialMessageable) or channel_type is None:
         return None
-    return Place(str(getattr(channel, "id", "")), None, guild_id, can_thread=channel_type in THREADABLE)
+    return Place(channel_id, None, str(guild_id), can_thread=channel_type in THREADABLE)
+
+
+def guild_of(message: discord.Message) -> int | None:
+    """The guild id, also when the guild is not (yet) in the cache; None for DMs."""
+    if message.guild is not None:
+        return message.guild.id
+    guild_id = getattr(message.channel, "guild_id", None)
+    return guild_id if isinstance(guild_id, int) else None
 
 
 class MessageHandler:
@@ -187,6 +196,7 @@ class MessageHandler:
         if message.type not in USER_MESSAGE_TYPES:
             return
         mentioned = me.id in {user.id for user in message.mentions}
+        log.warning("DBG id=%s mentioned=%s content=%r channel=%r guild=%r", message.id, mentioned, message.content, message.channel, message.guild)
         place = await self._place(message, mentioned)
         if place is None:
             return
@@ -205,17 +215,17 @@ class MessageHandler:
         await self._deliver(message, outcome)
 
     async def _place(self, message: discord.Message, mentioned: bool) -> Place | None:
-        place = place_of_channel(message.channel, message.guild)
-        if place is not None:
+        guild_id = guild_of(message)
+        place = place_of_channel(message.channel, guild_id)
+        if place is not None or guild_id is None:
             return place
         channel_id = str(message.channel.id)
-        guild_id = str(message.guild.id) if message.guild else None
         try:
             parent = await asyncio.to_thread(self.intake.is_follow_up, channel_id)
         except REDIS_DOWN:
             parent = None
         if parent is not None:
-            return Place(parent, channel_id, guild_id, can_thread=False)
+            return Place(parent, channel_id, str(guild_id), can_thread=False)
         if not mentioned:
             return None
         try:
@@ -223,7 +233,7 @@ class MessageHandler:
         except discord.HTTPException as exc:
             log.warning("cannot resolve channel %s: %s", channel_id, exc)
             return None
-        return place_of_channel(channel, message.guild)
+        return place_of_channel(channel, guild_id)
 
     async def _deliver(self, message: discord.Message, outcome: Outcome) -> None:
         try:

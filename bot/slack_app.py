@@ -27,6 +27,7 @@ from typing import Any
 
 from slack_bolt import App, BoltRequest, BoltResponse
 from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError
 
 from bot.slack_handlers import SlackDeps, SlackHandlers
 from bot.slack_sink import make_client
@@ -150,20 +151,35 @@ def _check(settings: Settings) -> None:
         raise ConfigError("SLACK_APP_TOKEN: must be an app-level token (xapp-…) with connections:write")
 
 
+def _verify_bot_token(app: App) -> None:
+    try:
+        app.client.auth_test()
+    except SlackApiError as exc:
+        raise ConfigError(f"SLACK_BOT_TOKEN: Slack refused it ({exc.response.get('error')})") from None
+    except OSError as exc:
+        raise ConfigError(
+            f"SLACK_API_URL: cannot reach the Slack Web API at {app.client.base_url} ({exc})"
+        ) from None
+
+
 def serve(settings: Settings, port: int = 3000) -> int:
     """Run the adapter until SIGTERM/SIGINT."""
     from worker.redis_connection import connect, describe
     from worker.runtime import build_runtime
 
     _check(settings)
-    deps = SlackDeps(settings=settings, redis=connect(settings), runtime=build_runtime(settings))
     app = build_app(settings)
+    _verify_bot_token(app)
+    deps = SlackDeps(settings=settings, redis=connect(settings), runtime=build_runtime(settings))
     register(app, deps)
     if settings.slack_app_token:
         from slack_bolt.adapter.socket_mode import SocketModeHandler
 
         log.info("slack adapter: Socket Mode, queue on %s", describe(settings))
-        SocketModeHandler(app, settings.slack_app_token).start()
+        try:
+            SocketModeHandler(app, settings.slack_app_token).start()
+        except SlackApiError as exc:
+            raise ConfigError(f"SLACK_APP_TOKEN: Slack refused it ({exc.response.get('error')})") from None
         return 0
     server = SlackHTTPServer(app, port=port)
 

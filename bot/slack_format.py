@@ -29,7 +29,7 @@ _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.*?)\s*#*\s*$")
 _BULLET = re.compile(r"^(\s*)[-*+]\s+(.*)$")
 _QUOTE = re.compile(r"^(\s*(?:>\s?)+)(.*)$")
 _RULE = re.compile(r"^\s{0,3}([-*_])(?:\s*\1){2,}\s*$")
-_CODE_SPAN = re.compile(r"(`+)(.+?)\1")
+_CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)")
 _LINK = re.compile(
     r"(!?)\[((?:[^\[\]]|\[[^\[\]]*\])*)\]"  # [text], one level of nested brackets allowed
     r"\(\s*<?([^()\s<>]*(?:\([^()\s]*\)[^()\s<>]*)*)>?(?:\s+\"[^\"]*\")?\s*\)"  # (url "title")
@@ -43,6 +43,7 @@ _SAFE_SCHEMES = ("http://", "https://", "mailto:")
 _BOLD_MARK = "\x02"  # stands for a bold `*` while italics are converted
 _LINK_MARK = "\x03"  # stands for a link while the text around it is escaped
 _WORD_JOINER = "\u2060"
+_BROKEN_FENCE = "`\u200b`\u200b`"  # looks like ``` but never opens or closes a code block
 
 
 def escape(text: str) -> str:
@@ -84,7 +85,7 @@ def _inline_text(text: str) -> str:
 
     text = _LINK.sub(link, text.replace(_LINK_MARK, "").replace(_BOLD_MARK, ""))
     text = _AUTOLINK.sub(lambda m: keep(f"<{_safe_url(m.group(1))}>"), text)
-    rendered = _plain(text)
+    rendered = _plain(text).replace(FENCE, _BROKEN_FENCE)  # a stray ``` would open a code block
     return re.sub(_LINK_MARK, lambda _m: links.pop(0), rendered)
 
 
@@ -120,7 +121,7 @@ def _block_line(line: str) -> str:
 
 def _code_line(line: str) -> str:
     """Inside a code block: escaped, and no run of backticks that would close Slack's block."""
-    return neutralise(line).replace(FENCE, "`\u200b`\u200b`")
+    return neutralise(line).replace(FENCE, _BROKEN_FENCE)
 
 
 def to_mrkdwn(markdown: str) -> str:

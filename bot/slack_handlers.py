@@ -15,7 +15,7 @@ Rules (README "Slack"):
 - Scope: `repo:NAME` in the text, checked against the channel's allow-list (`slack:<channel
   id>`). A DM is a channel like any other: it sees the repos with no allow-list, plus those
   listing that DM's id. A follow-up without `repo:` keeps the scope its thread started with.
-- Redis unreachable: the asker is told (worker/texts QUEUE_UNAVAILABLE) once per message;
+- Redis unreachable: the asker is told (bot/texts QUEUE_UNAVAILABLE) once per message;
   the redis-py client reconnects by itself when the server is back.
 """
 

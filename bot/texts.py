@@ -55,7 +55,9 @@ REFRESH_LINE_OK = "• `{name}`: at commit `{sha}` ({change})"
 REFRESH_CHANGED = "new commit"
 REFRESH_UNCHANGED = "already up to date"
 REFRESH_LINE_FAILED = "• `{name}`: failed: {error} (still serving {sha})"
-REFRESH_JOB_FAILED = "The refresh of {names} did not finish: the worker stopped or timed out. Reference: `{ref}`"
+REFRESH_JOB_FAILED = (
+    "The refresh of {names} did not finish: the worker stopped or timed out. Reference: `{ref}`"
+)
 
 # --- /codebot status --------------------------------------------------------------------------
 STATUS_TITLE = "**codebot status**"
@@ -70,4 +72,6 @@ STATUS_REPO_REFRESHED = "commit `{sha}`, refreshed {age} ago on `{host}`"
 STATUS_REPO_LOCAL = "commit `{sha}` on this machine, snapshot {age} old"
 STATUS_REPO_NEVER = "never refreshed"
 STATUS_REPO_ERROR = "; last error: {error}"
-EMPTY_ANSWER = "I found nothing to say about this; try rephrasing the question or naming a repo with `repo:NAME`."
+EMPTY_ANSWER = (
+    "I found nothing to say about this; try rephrasing the question or naming a repo with `repo:NAME`."
+)

@@ -85,7 +85,9 @@ def test_an_answer_over_40000_characters_is_split_without_breaking_code_blocks(r
     markdown = "\n\n".join(f"Part {n}: " + "words " * 300 + "\n\n" + block for n in range(4))
     assert len(markdown) > SLACK_TEXT_LIMIT_CHARS
     target = ReplyTarget(platform="slack", channel="C1", thread="1.1", message="1.1")
-    sink = SlackSink(rig.settings, rig.redis, Question(id="q-long", asker="U1", target=target, text="x", repos=[]))
+    sink = SlackSink(
+        rig.settings, rig.redis, Question(id="q-long", asker="U1", target=target, text="x", repos=[])
+    )
     sink.received()
     sink.answer(Answer(markdown=markdown))
     posted = rig.api.thread_texts("C1", "1.1")
@@ -97,7 +99,9 @@ def test_an_answer_over_40000_characters_is_split_without_breaking_code_blocks(r
 
 def test_a_429_from_slack_is_waited_out_as_retry_after_says(rig: SlackRig) -> None:
     target = ReplyTarget(platform="slack", channel="C1", thread="2.2", message="2.2")
-    sink = SlackSink(rig.settings, rig.redis, Question(id="q-429", asker="U1", target=target, text="x", repos=[]))
+    sink = SlackSink(
+        rig.settings, rig.redis, Question(id="q-429", asker="U1", target=target, text="x", repos=[])
+    )
     sink.received()
     rig.api.rate_limit("chat.update", count=1, retry_after=1)
     started = time.monotonic()

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import json
+import re
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from rq import Queue, Worker
+from rq.worker import WorkerStatus
 
 from tests.support.e2e import make_git_repo
 from tests.support.slack_rig import SECRET_CHANNEL, SlackRig, build_slack_rig
+from worker.queue import QUESTIONS_QUEUE
 
 
 @pytest.fixture
@@ -64,6 +69,16 @@ def test_an_admin_refresh_runs_on_a_worker_and_reports_the_new_commit(rig: Slack
     assert rig.runtime.mirrors.current("payments").sha == new_sha  # type: ignore[union-attr]
 
 
+def test_the_refresh_report_comes_as_a_dm_when_the_channel_cannot_take_an_ephemeral(rig: SlackRig) -> None:
+    rig.api.fail("chat.postEphemeral", "not_in_channel")
+    rig.command("refresh payments", user="UADMIN", channel="CNOTMEMBER")
+    rig.settle()
+    rig.work()
+    (dm,) = rig.api.calls_to("chat.postMessage")
+    assert dm.body["channel"] == "UADMIN"
+    assert f"• `payments`: at commit `{rig.sha[:7]}` (already up to date)" in dm.body["text"]
+
+
 def test_refreshing_an_unknown_repo_names_the_nearest_ones(rig: SlackRig) -> None:
     rig.command("refresh paymnt", user="UADMIN")
     (answer,) = responses(rig)
@@ -75,11 +90,21 @@ def test_status_shows_queue_workers_failures_and_last_refresh(rig: SlackRig) -> 
     rig.command("refresh all", user="UADMIN")
     rig.settle()
     rig.work()
+    rig.model.set_handler(lambda body: None)  # the model fails: one failed question
+    rig.mention("a question that fails?")
+    rig.settle()
+    rig.work()
     rig.mention("a question waiting in the queue?")
+    rig.settle()
+    alive = Worker([Queue(QUESTIONS_QUEUE, connection=rig.redis)], connection=rig.redis, name="w-alive")
+    alive.register_birth()
+    alive.set_state(WorkerStatus.IDLE)
     rig.command("status", user="UADMIN")
     text = responses(rig)[-1]["text"]
-    assert "*codebot status*" in text
+    alive.register_death()
+    assert text.startswith("*codebot status*")
     assert "Queue: 1 question(s) waiting, 0 admin job(s)" in text
-    assert "Workers alive: 0" in text
-    assert "Failed questions in the last hour: 0" in text
-    assert f"`payments`: commit `{rig.sha[:7]}`, refreshed 0 s ago" in text or "refreshed" in text
+    assert "Workers alive: 1" in text and f"`w-alive` on `{socket.gethostname()}`: idle" in text
+    assert "Failed questions in the last hour: 1" in text
+    line = rf"`payments`: commit `{rig.sha[:7]}`, refreshed \d s ago on `{re.escape(socket.gethostname())}`"
+    assert re.search(line, text)

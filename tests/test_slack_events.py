@@ -7,9 +7,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from rq.job import Job
 
 from tests.support.slack_api import BOT_USER_ID, event_body, mention, message, signed_post
 from tests.support.slack_rig import SECRET, SECRET_CHANNEL, SlackRig, build_slack_rig
+from worker.question import Question
 
 
 @pytest.fixture
@@ -36,7 +38,9 @@ def test_a_request_signed_more_than_five_minutes_ago_is_refused(rig: SlackRig) -
 
 def test_a_mention_is_acked_at_once_enqueued_and_marked_received(rig: SlackRig) -> None:
     ts = rig.next_ts()
-    status, _, seconds = signed_post(rig.events_url, event_body(mention("C1", ts, "how does retry work?")), SECRET)
+    status, _, seconds = signed_post(
+        rig.events_url, event_body(mention("C1", ts, "how does retry work?")), SECRET
+    )
     rig.settle()
     assert status == 200 and seconds < 1.0
     assert rig.question_jobs() == [f"q-slack-C1-{ts.replace('.', '_')}"]
@@ -57,7 +61,10 @@ def test_a_retried_delivery_makes_one_job(rig: SlackRig) -> None:
 def test_the_same_message_as_app_mention_and_message_makes_one_job(rig: SlackRig) -> None:
     ts = rig.next_ts()
     text = f"<@{BOT_USER_ID}> where is the retry limit set?"
-    statuses = [rig.send(mention("C1", ts, "where is the retry limit set?")), rig.send(message("C1", ts, text))]
+    statuses = [
+        rig.send(mention("C1", ts, "where is the retry limit set?")),
+        rig.send(message("C1", ts, text)),
+    ]
     rig.settle()
     assert statuses == [200, 200]
     assert len(rig.question_jobs()) == 1
@@ -141,3 +148,16 @@ def test_a_full_queue_turns_new_questions_away_politely(tmp_path: Path) -> None:
         assert len(rig.question_jobs()) == 1
         (reply,) = rig.api.thread_texts("C1", ts)
         assert reply.startswith("I'm busy with 1 questions right now. Please try again")
+
+
+def test_a_follow_up_without_repo_keeps_the_scope_its_thread_started_with(rig: SlackRig) -> None:
+    root = rig.mention("how does retry work? repo:payments")
+    follow_up = rig.next_ts()
+    rig.settle()
+    rig.send(message("C1", follow_up, "and the backoff?", thread_ts=root))
+    rig.settle()
+    job = Job.fetch(f"q-slack-C1-{follow_up.replace('.', '_')}", connection=rig.redis)
+    question = Question.model_validate_json(job.args[0])
+    assert question.repos == ["payments"]
+    assert question.text == "and the backoff?"
+    assert (question.target.thread, question.target.message) == (root, follow_up)

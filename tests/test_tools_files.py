@@ -127,3 +127,12 @@ def test_a_glob_lists_matching_files_at_any_depth_with_a_cap(corpus: Corpus) -> 
     assert len(capped.data["entries"]) == 2 and "[showing 2 of" in capped.text
     with pytest.raises(ToolError, match="is a file, not a folder"):
         list_files(context(corpus), "app", "README.md")
+
+
+def test_a_glob_over_a_tree_bigger_than_the_walk_limit_says_its_count_is_partial(tmp_path: Path) -> None:
+    make_repo(tmp_path / "repo", {f"pkg/m{n:03d}.py": "x = 1\n" for n in range(150)})
+    snapshot = snapshot_repo(tmp_path / "repo", "r", tmp_path / "snap")
+    ctx = make_context(load_settings(env_file=None, list_walk_max_entries=100), {"r": snapshot})
+    result = list_files(ctx, "r", glob="*.py")
+    assert "files matching '*.py': at least 99" in result.text
+    assert "stopped after looking at 100 entries" in result.text

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from tests.support.fixture_repos import NEEDLE_LINES, Corpus, context, shared_corpus
 from worker.tools import build_registry
 from worker.tools.context import ToolError
-from worker.tools.search import search
+from worker.tools.search import ripgrep_binary, search
 
 
 @pytest.fixture(scope="module")
@@ -95,3 +97,14 @@ def test_a_repeated_identical_search_is_answered_from_the_cache(corpus: Corpus) 
     second = registry.call(ctx, "search", '{"pattern": "retry"}')
     assert second.text.startswith("(You already ran this exact search") and second.data == first.data
     assert len(ctx.result_cache) == 1
+
+
+def test_a_missing_ripgrep_binary_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    ripgrep_binary.cache_clear()
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "python"))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    try:
+        with pytest.raises(ToolError, match=r"ripgrep binary \(rg\) is not installed"):
+            ripgrep_binary()
+    finally:
+        ripgrep_binary.cache_clear()  # the next test finds the real one again

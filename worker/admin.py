@@ -279,7 +279,10 @@ def status_report(redis: Redis, runtime: Runtime) -> str:
     lines.append(texts.STATUS_WORKERS.format(count=len(workers)))
     for worker in sorted(workers, key=lambda w: w.name):
         job_id = worker.get_current_job_id()
-        state = f"busy with `{reference_id(job_id)}`" if job_id else str(worker.get_state())
+        raw_state = worker.get_state()
+        state = (
+            f"busy with `{reference_id(job_id)}`" if job_id else str(getattr(raw_state, "value", raw_state))
+        )
         lines.append(texts.STATUS_WORKER_LINE.format(name=worker.name, host=worker.hostname, state=state))
     failed = failed_questions(redis, now - FAILED_WINDOW_SECONDS)
     lines.append(texts.STATUS_FAILED.format(count=len(failed)))

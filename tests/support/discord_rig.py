@@ -94,14 +94,13 @@ def discord_rig(tmp: Path, **overrides: Any) -> Iterator[DiscordRig]:
         "progress_min_interval_seconds": 0.0,
     }
     options.update(overrides)
-    rigs = build_rig(tmp, **options)
-    rig = next(rigs)
-    bot: RunningBot | None = None
     try:
-        bot = RunningBot(rig.settings, rig.runtime)
-        yield DiscordRig(fake, rig, bot)
+        with contextmanager(build_rig)(tmp, **options) as rig:  # the model server, embedded Redis
+            bot = RunningBot(rig.settings, rig.runtime)
+            fake.wait_for(lambda: bot.client.get_guild(int(fake.guild_id)))  # GUILD_CREATE handled
+            try:
+                yield DiscordRig(fake, rig, bot)
+            finally:
+                bot.close()
     finally:
-        if bot is not None:
-            bot.close()
-        rigs.close()  # stops the model server and the embedded Redis
         fake.close()

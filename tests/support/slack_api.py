@@ -91,6 +91,7 @@ class SlackAPI:
         self._lock = threading.Lock()
         self._ts = itertools.count(1)
         self._limits: dict[str | None, list[int]] = {}  # method (None: any) -> [count left, retry_after]
+        self._failures: dict[str, list[Any]] = {}  # method -> [count left, error]
         self._server = _Server(("127.0.0.1", 0), _Handler)
         self._server.api = self
         self._thread = threading.Thread(
@@ -126,6 +127,11 @@ class SlackAPI:
         """Answer the next `count` calls (of `method`, or of any method) with 429 Retry-After."""
         with self._lock:
             self._limits[method] = [count, retry_after]
+
+    def fail(self, method: str, error: str, count: int = 1) -> None:
+        """Answer the next `count` calls of `method` with `{"ok": false, "error": error}`."""
+        with self._lock:
+            self._failures[method] = [count, error]
 
     def calls_to(self, method: str) -> list[Call]:
         with self._lock:
@@ -171,6 +177,10 @@ class SlackAPI:
                 if limit and limit[0] > 0:
                     limit[0] -= 1
                     return 429, {"ok": False, "error": "ratelimited"}, {"Retry-After": str(limit[1])}
+            failure = self._failures.get(method)
+            if failure and failure[0] > 0:
+                failure[0] -= 1
+                return 200, {"ok": False, "error": failure[1]}, {}
             if method == "response_url":
                 return 200, {"ok": True}, {}
             auth = next((v for k, v in headers.items() if k.lower() == "authorization"), "")

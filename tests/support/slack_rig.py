@@ -133,9 +133,15 @@ def build_slack_rig(tmp: Path, **overrides: Any) -> Iterator[SlackRig]:
     )
     api, model = SlackAPI(), ScriptedModel()
     options: dict[str, Any] = {
-        "data_dir": tmp / "data", "repos_file": repos_file, "slack_bot_token": "xoxb-test",
-        "slack_signing_secret": SECRET, "slack_api_url": api.url, "openai_base_url": model.base_url,
-        "openai_api_key": "test", "model_max_retries": 0, "model_timeout_seconds": 10.0,
+        "data_dir": tmp / "data",
+        "repos_file": repos_file,
+        "slack_bot_token": "xoxb-test",
+        "slack_signing_secret": SECRET,
+        "slack_api_url": api.url,
+        "openai_base_url": model.base_url,
+        "openai_api_key": "test",
+        "model_max_retries": 0,
+        "model_timeout_seconds": 10.0,
         "progress_min_interval_seconds": 0.0,
     }
     settings = load_settings(env_file=None, **{**options, **overrides})

@@ -280,13 +280,18 @@ def list_files(ctx: ToolContext, repo: str, path: str = "", glob: str | None = N
             raise ToolError(
                 f"invalid glob {glob!r} ({exc}); use a pattern like '*.py' or 'src/**/test_*.py'"
             ) from None
-        for path_from_root, entry in walk(Path(root), absolute, settings):
+        truncated: list[bool] = []
+        for path_from_root, entry in walk(Path(root), absolute, settings, truncated):
             below = os.path.relpath(entry.path, absolute).replace(os.sep, "/")
             if spec.match_file(below):
                 total += 1
                 if len(rows) < settings.list_max_entries:
                     rows.append(_entry_line(entry, path_from_root, root))
-        title = f"{where} files matching {glob!r}: {total}"
+        title = f"{where} files matching {glob!r}: {'at least ' if truncated else ''}{total}"
+        if truncated:
+            title += (
+                f" (stopped after looking at {settings.list_walk_max_entries:,} entries; pass a deeper path)"
+            )
     else:
         with os.scandir(absolute) as scan:
             entries = sorted(scan, key=lambda e: (not e.is_dir(follow_symlinks=False), e.name))

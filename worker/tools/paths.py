@@ -93,9 +93,12 @@ def resolve_path(snapshot: Snapshot, user_path: str, settings: Settings) -> tupl
     return Path(target), relative
 
 
-def walk(root: Path, start: Path, settings: Settings) -> Iterator[tuple[str, os.DirEntry[str]]]:
+def walk(
+    root: Path, start: Path, settings: Settings, truncated: list[bool] | None = None
+) -> Iterator[tuple[str, os.DirEntry[str]]]:
     """(path relative to `root`, entry) of every file and link under `start`, sorted, without
-    following symlinks and without `.git` or secret files; at most list_walk_max_entries."""
+    following symlinks and without `.git` or secret files; at most list_walk_max_entries are
+    looked at (then True is appended to `truncated`)."""
     budget = settings.list_walk_max_entries
     stack = [start]
     while stack:
@@ -109,6 +112,8 @@ def walk(root: Path, start: Path, settings: Settings) -> Iterator[tuple[str, os.
         for entry in entries:
             budget -= 1
             if budget < 0:
+                if truncated is not None:
+                    truncated.append(True)
                 return
             if hidden_name(entry.name, settings):
                 continue

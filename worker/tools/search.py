@@ -12,15 +12,16 @@ import base64
 import functools
 import json
 import os
+import select
 import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from config.settings import Settings
 from worker.snapshot import Snapshot
@@ -134,39 +135,29 @@ def _show_line(ctx: ToolContext, snapshot: Snapshot, path: str, number: int, tex
     return redacted
 
 
-def _kill(process: subprocess.Popen[bytes], run: _Run) -> None:
-    run.timed_out = True
-    process.kill()
-
-
 def _search_repo(
     ctx: ToolContext, snapshot: Snapshot, command: list[str], run: _Run, deadline: float
 ) -> None:
-    remaining = deadline - time.monotonic()
-    if remaining <= 0:
+    if deadline <= time.monotonic():
         run.timed_out = True
         return
     with tempfile.TemporaryFile() as errors:  # a file, not a pipe: stderr can never block rg
         process = subprocess.Popen(
             command,
             cwd=snapshot.root,
+            # Not a pipe: given no path, rg searches its stdin when that is a pipe or a file.
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=errors,
             env={"PATH": os.environ.get("PATH", ""), "LC_ALL": "C.UTF-8"},
         )
-        stdout = process.stdout
-        if stdout is None:  # cannot happen with stdout=PIPE; keeps the types honest
-            raise ToolError("search failed to start ripgrep")
-        timer = threading.Timer(remaining, _kill, (process, run))
-        timer.start()
         try:
-            _consume(ctx, snapshot, process, stdout, run)
+            _consume(ctx, snapshot, process, run, deadline)
         finally:
-            timer.cancel()
-            stdout.close()
-            if process.poll() is None and (run.hit_count_limit or run.timed_out):
-                process.kill()
+            if process.stdout:
+                process.stdout.close()
+            if process.poll() is None:
+                process.kill()  # enough counted, timed out, or an error: the rest would only cost time
             returncode = process.wait()
         if returncode == 2 and not run.timed_out:
             errors.seek(0)
@@ -176,11 +167,33 @@ def _search_repo(
                 raise ToolError(f"ripgrep rejected the search: {message}. {_REGEX_HINT}")
 
 
+def _lines(process: subprocess.Popen[bytes], run: _Run, deadline: float) -> Iterator[bytes]:
+    """rg's output lines until it ends or the deadline passes (then run.timed_out is set).
+
+    select() with a timeout instead of a timer thread: starting a thread per search costs
+    more than a small search itself."""
+    if process.stdout is None:  # cannot happen with stdout=PIPE; keeps the types honest
+        return
+    fd = process.stdout.fileno()
+    pending = b""
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+            run.timed_out = True
+            return
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            return
+        lines = (pending + chunk).split(b"\n")
+        pending = lines.pop()
+        yield from lines
+
+
 def _consume(
-    ctx: ToolContext, snapshot: Snapshot, process: subprocess.Popen[bytes], stdout: IO[bytes], run: _Run
+    ctx: ToolContext, snapshot: Snapshot, process: subprocess.Popen[bytes], run: _Run, deadline: float
 ) -> None:
     settings = ctx.settings
-    for raw in stdout:
+    for raw in _lines(process, run, deadline):
         if raw.startswith(_MATCH_PREFIX):
             run.total += 1
             if len(run.shown) < settings.search_max_results:
@@ -191,9 +204,8 @@ def _consume(
                 run.shown.append(_Match(snapshot.repo.name, path, number, text))
             if run.total >= settings.search_count_limit:
                 run.hit_count_limit = True
-                process.kill()  # enough counted: the rest would only cost time
                 return
-        elif raw.rstrip().endswith(b'"type":"summary"}'):
+        elif raw.endswith(b'"type":"summary"}'):
             run.files_searched += int(json.loads(raw)["data"]["stats"]["searches"])
 
 

@@ -1,0 +1,163 @@
+"""Ack latency of the Slack HTTP adapter, and exactly-once enqueueing under concurrency.
+
+Runs the real `codebot slack --port N` in a subprocess (HTTP mode), against a local stand-in
+for the Slack Web API and the embedded Redis in a temporary data dir, then sends N signed
+`app_mention` deliveries C at a time (default 200, 20 at a time) from distinct users. With
+`--twins` each mention is also delivered as its `message.channels` twin (another event id,
+the same message), as Slack does when both are subscribed. Reports ack latency p50/p99/max
+as the sender measures it (TCP connect to response), and checks that every message became
+exactly one job and got exactly one 👀.
+
+    .venv/bin/python bench/slack_ack.py [--mentions 200] [--concurrency 20] [--twins]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from rq import Queue  # noqa: E402
+
+from config.settings import load_settings  # noqa: E402
+from tests.support.slack_api import BOT_USER_ID, SlackAPI, event_body, mention, message, signed_post  # noqa: E402
+from worker.queue import QUESTIONS_QUEUE  # noqa: E402
+from worker.redis_connection import connect, stop_embedded_server  # noqa: E402
+
+SECRET = "bench-signing-secret"
+GOAL_P99_MS = 100.0
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_healthy(url: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=1) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.1)
+    raise SystemExit(f"the adapter did not come up at {url}")
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--mentions", type=int, default=200)
+    parser.add_argument("--concurrency", type=int, default=20)
+    parser.add_argument("--twins", action="store_true", help="also deliver each as a message.channels event")
+    args = parser.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="codebot-bench-"))
+    repos = work / "repos.toml"
+    repos.write_text('[[repo]]\nname = "payments"\nurl = "https://github.com/acme/payments.git"\n')
+    api = SlackAPI()
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("CODEBOT_", "SLACK_", "REDIS_URL"))},
+        "SLACK_BOT_TOKEN": "xoxb-bench",
+        "SLACK_SIGNING_SECRET": SECRET,
+        "SLACK_API_URL": api.url,
+        "CODEBOT_DATA_DIR": str(work / "data"),
+        "CODEBOT_REPOS_FILE": str(repos),
+        "CODEBOT_QUEUE_MAX_DEPTH": str(args.mentions * 10),
+    }
+    settings = load_settings(env_file=None, data_dir=work / "data", repos_file=repos)
+    redis = connect(settings)  # starts the embedded server the adapter will share
+    port = free_port()
+    adapter = subprocess.Popen(
+        [sys.executable, "-m", "codebot.cli", "slack", "--port", str(port)],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{port}/slack/events"
+    try:
+        wait_healthy(f"http://127.0.0.1:{port}/health")
+        warm = {"type": "reaction_added", "user": "U0", "reaction": "x", "item": {}, "event_ts": "1.0"}
+        signed_post(url, event_body(warm), SECRET)  # bolt's first request calls auth.test once
+
+        deliveries: list[str] = []
+        for n in range(args.mentions):
+            ts, user = f"1720000000.{n:06d}", f"U{n:05d}"
+            deliveries.append(event_body(mention("CBENCH", ts, f"question number {n}?", user=user)))
+            if args.twins:
+                text = f"<@{BOT_USER_ID}> question number {n}?"
+                deliveries.append(event_body(message("CBENCH", ts, text, user=user)))
+        started = time.monotonic()
+        with ThreadPoolExecutor(args.concurrency) as pool:
+            results = list(pool.map(lambda body: signed_post(url, body, SECRET), deliveries))
+        sent_seconds = time.monotonic() - started
+        latencies = [seconds * 1000 for _, _, seconds in results]
+        statuses = {status for status, _, _ in results}
+
+        deadline = time.monotonic() + 30
+        queue = Queue(QUESTIONS_QUEUE, connection=redis)
+        while time.monotonic() < deadline and len(api.calls_to("reactions.add")) < args.mentions:
+            time.sleep(0.05)
+        time.sleep(0.5)  # let any duplicate that would slip through show up
+        job_ids = queue.job_ids
+        expected = {f"q-slack-CBENCH-1720000000_{n:06d}" for n in range(args.mentions)}
+        reacted = [c.body["timestamp"] for c in api.calls_to("reactions.add")]
+        report = {
+            "deliveries": len(deliveries),
+            "concurrency": args.concurrency,
+            "http_statuses": sorted(statuses),
+            "ack_ms_p50": round(statistics.median(latencies), 1),
+            "ack_ms_p99": round(percentile(latencies, 99), 1),
+            "ack_ms_max": round(max(latencies), 1),
+            "send_seconds": round(sent_seconds, 2),
+            "jobs": len(job_ids),
+            "unique_jobs": len(set(job_ids)),
+            "jobs_match_messages": set(job_ids) == expected,
+            "eyes_reactions": len(reacted),
+            "eyes_unique": len(set(reacted)),
+        }
+        print(json.dumps(report, indent=2))
+        ok = (
+            statuses == {200}
+            and report["ack_ms_p99"] < GOAL_P99_MS
+            and report["jobs_match_messages"]
+            and len(job_ids) == args.mentions
+            and len(reacted) == len(set(reacted)) == args.mentions
+        )
+        print(
+            f"{'PASS' if ok else 'FAIL'}: p99 goal < {GOAL_P99_MS:.0f} ms, every message enqueued exactly once"
+        )
+        return 0 if ok else 1
+    finally:
+        adapter.send_signal(signal.SIGTERM)
+        try:
+            adapter.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            adapter.kill()
+        api.close()
+        stop_embedded_server(settings)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
