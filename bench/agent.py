@@ -6,7 +6,8 @@
 2. Throughput: a scripted model that takes 1 s per turn, Q questions, `codebot worker
    --concurrency N`: completed per minute as a fraction of the ideal N×60/(turns per question).
    Goal ≥ 0.9.
-3. Memory: worker RSS (parent + children + work horses) while N questions run, per question.
+3. Memory: worker PSS (parent + children + work horses; shared pages split fairly) at its peak
+   while N questions run, per question.
 
 Run: .venv/bin/python bench/agent.py [--questions 200] [--concurrency 4 8 16]
 """
@@ -118,14 +119,15 @@ def overhead(tmp: Path, repos_file: Path, runs: int) -> list[float]:
     return samples[1:]  # the first run warms the page cache and imports
 
 
-def rss_kib(pid: int) -> int:
+def pss_kib(pid: int) -> int:
     total = 0
     pids = [pid]
     while pids:
         current = pids.pop()
         try:
-            with open(f"/proc/{current}/status") as handle:
-                total += next(int(line.split()[1]) for line in handle if line.startswith("VmRSS:"))
+            # PSS, not RSS: forked workers share copy-on-write pages that RSS would count N times
+            with open(f"/proc/{current}/smaps_rollup") as handle:
+                total += next(int(line.split()[1]) for line in handle if line.startswith("Pss:"))
             children = Path(f"/proc/{current}/task/{current}/children").read_text().split()
         except (OSError, StopIteration):
             continue
@@ -182,7 +184,7 @@ def throughput(tmp: Path, repos_file: Path, questions: int, concurrency: int) ->
 
     def sample() -> None:
         while worker.poll() is None:
-            peak[0] = max(peak[0], rss_kib(worker.pid))
+            peak[0] = max(peak[0], pss_kib(worker.pid))
             time.sleep(0.5)
 
     sampler = threading.Thread(target=sample, daemon=True)
@@ -229,7 +231,7 @@ def main() -> None:
         )
         print("\n### Throughput (1 s per model turn, 3 turns per question)\n")
         print(
-            "| concurrency | answered | seconds | per minute | ideal | ratio | peak worker RSS | RSS per question |"
+            "| concurrency | answered | seconds | per minute | ideal | ratio | peak worker PSS | PSS per question |"
         )
         print("|---|---|---|---|---|---|---|---|")
         for n in args.concurrency:

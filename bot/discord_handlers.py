@@ -196,7 +196,7 @@ class MessageHandler:
         if message.type not in USER_MESSAGE_TYPES:
             return
         mentioned = me.id in {user.id for user in message.mentions}
-        log.warning("DBG id=%s mentioned=%s content=%r channel=%r guild=%r", message.id, mentioned, message.content, message.channel, message.guild)
+        open("/tmp/dtest/dbg.txt", "a").write(f"id={message.id} mentioned={mentioned} content={message.content!r} ch={message.channel!r} guild={message.guild!r}\n")
         place = await self._place(message, mentioned)
         if place is None:
             return

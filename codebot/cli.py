@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 from collections.abc import Callable, Sequence
 
@@ -158,16 +157,13 @@ COMMANDS: dict[str, Callable[[Settings, argparse.Namespace, Console], int]] = {
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s", stream=sys.stderr
-    )
-    logging.getLogger("httpx").setLevel(logging.WARNING)
-    logging.getLogger("httpx2").setLevel(logging.WARNING)
     out = Console(highlight=False)
+    from worker.logs import configure_logging
     from worker.redis_connection import RedisUnavailable
 
     try:
         settings = load_settings()
+        configure_logging(settings)
         return COMMANDS[args.command](settings, args, out)
     except (ConfigError, RedisUnavailable) as exc:
         print(f"codebot: {exc}", file=sys.stderr)

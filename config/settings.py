@@ -83,6 +83,15 @@ class Settings(BaseSettings):
     progress_min_interval_seconds: float = Field(default=1.0, ge=0)
     worker_maintenance_interval_seconds: int = Field(default=30, ge=1)
 
+    # --- operations --------------------------------------------------------------------------
+    log_format: str = Field(default="text", pattern="^(text|json)$")
+    # Log the question text (never code) with each question: off by default, for privacy.
+    log_question_text: bool = False
+    metrics_port: int | None = Field(default=None, ge=0, le=65535)  # serve /metrics here; unset: off
+    daily_token_budget: int = Field(default=0, ge=0)  # tokens per UTC day for everyone; 0: no limit
+    model_input_usd_per_million_tokens: float = Field(default=0.0, ge=0)  # for cost reports; 0: unknown
+    model_output_usd_per_million_tokens: float = Field(default=0.0, ge=0)
+
     # --- chat platforms ----------------------------------------------------------------------
     slack_bot_token: str | None = Field(default=None, validation_alias=_env("SLACK_BOT_TOKEN"))
     slack_signing_secret: str | None = Field(default=None, validation_alias=_env("SLACK_SIGNING_SECRET"))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,6 +46,7 @@ class AgentResult:
     partial: bool = False  # the answer was forced by a budget or built from evidence after a failure
     stop_reason: str = "answered"  # answered | hop_limit | deadline | model_failed
     trace: list[str] = field(default_factory=list)  # one line per tool call, for logs and eval
+    tool_names: Counter[str] = field(default_factory=Counter)  # calls per tool, for metrics
 
 
 def describe_call(name: str, arguments: dict[str, Any], default_repo: str | None) -> str:
@@ -155,6 +157,7 @@ class Agent:
         outcome = self.registry.call(self.ctx, name, raw_arguments)
         self.progress(describe_call(name, outcome.arguments, default_repo))
         result.tool_calls += 1
+        result.tool_names[name if name in self.registry.tools else "unknown"] += 1
         result.trace.append(
             f"{name} {json.dumps(outcome.arguments)[:200]} -> {'ok' if outcome.ok else 'error'}"
         )

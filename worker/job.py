@@ -14,12 +14,15 @@ from typing import Any
 
 import openai
 from redis import Redis
+from redis.exceptions import RedisError
 from rq import get_current_job
 from rq.job import Job
 
 from worker import runtime as runtime_module
+from worker.accounting import budget_spent, record_usage
 from worker.agent import Agent, ModelFailure
 from worker.citations import check_answer
+from worker.metrics import count, observe_question
 from worker.question import Question, ReplyTarget, Turn
 from worker.queue import claim_answer, was_answered
 from worker.runtime import Runtime
@@ -35,6 +38,9 @@ SINKS = {
     "discord": "bot.discord_sink:DiscordSink",
 }
 
+BUDGET_SPENT_MESSAGE = (
+    "Sorry, today's question budget is used up. Please ask again tomorrow (UTC), or ask an admin to raise it."
+)
 NO_SNAPSHOT_MESSAGE = (
     "None of the repositories for this question has been synced on this worker yet. "
     "An admin can run `codebot repos sync` (or `/codebot refresh all`)."
@@ -90,32 +96,73 @@ class QuestionRun:
         sink = make_sink(self.runtime, self.redis, question)
         started = time.monotonic()
         sink.received()
+        if budget_spent(self.redis, self.runtime.settings):
+            sink.failed(BUDGET_SPENT_MESSAGE)
+            return self._finish({"status": "budget_spent", "ref": self.ref}, started)
         try:
             outcome = self._answer(sink)
         except ModelFailure as exc:
-            log.warning("question failed ref=%s id=%s reason=%s", self.ref, question.id, exc)
             sink.failed(f"Sorry, I could not answer: {exc}. Reference: `{self.ref}`")
-            return {"status": "failed", "ref": self.ref}
+            return self._finish({"status": "failed", "ref": self.ref, "reason": str(exc)}, started)
         except Exception:
-            log.exception("question crashed ref=%s id=%s", self.ref, question.id)
+            log.exception("question crashed", extra={"job_id": question.id, "ref": self.ref})
             sink.failed(f"Sorry, something went wrong while answering. Reference: `{self.ref}`")
-            return {"status": "failed", "ref": self.ref}
+            return self._finish({"status": "failed", "ref": self.ref, "reason": "crash"}, started)
+        return self._finish(outcome, started)
+
+    def _finish(self, outcome: dict[str, Any], started: float) -> dict[str, Any]:
+        """Log, count and account one question: the same facts everywhere, never its code."""
+        question = self.question
+        settings = self.runtime.settings
         outcome["seconds"] = round(time.monotonic() - started, 3)
-        log.info(
-            "question answered ref=%s id=%s platform=%s channel=%s repos=%s hops=%s tools=%s "
-            "tokens=%s/%s unverified=%s seconds=%s",
-            self.ref,
-            question.id,
-            question.target.platform,
-            question.target.channel,
-            ",".join(question.repos),
-            outcome.get("hops"),
-            outcome.get("tool_calls"),
-            outcome.get("prompt_tokens"),
-            outcome.get("completion_tokens"),
-            outcome.get("unverified"),
-            outcome["seconds"],
+        tools: dict[str, int] = outcome.get("tools", {})
+        prompt, completion = outcome.get("prompt_tokens", 0), outcome.get("completion_tokens", 0)
+        fields = {
+            "job_id": question.id,
+            "ref": self.ref,
+            "platform": question.target.platform,
+            "channel": question.target.channel,
+            "user": question.asker,
+            "repos": ",".join(question.repos),
+            "status": outcome["status"],
+            "hops": outcome.get("hops", 0),
+            "tool_calls": outcome.get("tool_calls", 0),
+            "tools": tools,
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "unverified": outcome.get("unverified", 0),
+            "seconds": outcome["seconds"],
+        }
+        if "reason" in outcome:
+            fields["reason"] = outcome["reason"]
+        if settings.log_question_text:
+            fields["question"] = question.text
+        log.log(
+            logging.WARNING if outcome["status"] == "failed" else logging.INFO,
+            "question %s",
+            outcome["status"],
+            extra=fields,
         )
+        observe_question(
+            self.redis,
+            question.target.platform,
+            outcome["status"],
+            outcome["seconds"],
+            tools,
+            (prompt, completion),
+        )
+        if outcome["status"] == "failed":
+            count(
+                self.redis,
+                "codebot_failures_total",
+                reason="model" if outcome.get("reason") != "crash" else "crash",
+            )
+        if prompt or completion:
+            user_key = f"{question.target.platform}:{question.asker}"
+            try:
+                record_usage(self.redis, settings, user_key, prompt, completion)
+            except RedisError:
+                log.warning("could not record usage", extra={"job_id": question.id})
         return outcome
 
     def _answer(self, sink: ReplySink) -> dict[str, Any]:
@@ -155,6 +202,7 @@ class QuestionRun:
             "unverified": checked.unverified,
             "partial": result.partial,
             "stop_reason": result.stop_reason,
+            "tools": dict(result.tool_names),
             "snapshots": {name: snap.sha for name, snap in snapshots.items()},
             "trace": result.trace,
         }

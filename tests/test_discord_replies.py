@@ -1,0 +1,103 @@
+"""How the worker posts on Discord over REST: long answers, inert mentions, 429s, retried jobs."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bot.discord_sink import DiscordSink
+from tests.support.discord_rig import DiscordRig, discord_rig
+from tests.support.model_server import text, tool_calls
+from worker.question import Question, ReplyTarget, event_identity
+
+FENCE = re.compile(r"^```", re.MULTILINE)
+NO_MENTIONS = {"parse": [], "replied_user": False}
+
+
+@pytest.fixture
+def drig(tmp_path: Path) -> Iterator[DiscordRig]:
+    with discord_rig(tmp_path) as rig:
+        yield rig
+
+
+def long_answer() -> str:
+    code = "\n".join(f"    step_{i} = retry(call, attempts={i})  # attempt number {i}" for i in range(40))
+    prose = "Retry sleeps longer after each failure [payments:payments/retry.py#L6-L12]. " * 12
+    return "\n\n".join([prose, f"```python\ndef plan():\n{code}\n```", prose, f"```python\n{code}\n```", prose])
+
+
+def test_a_5000_character_answer_is_split_into_messages_that_keep_code_blocks_whole(drig: DiscordRig) -> None:
+    answer = long_answer()
+    assert len(answer) > 5000
+    drig.script_answer(answer)
+    question = drig.mention("walk me through retry")
+    drig.queued()
+    drig.work()
+    parts = [m["content"] for m in drig.fake.posted(question["id"])]
+    assert len(parts) >= 3
+    assert all(len(p) <= 2000 for p in parts)
+    assert all(len(FENCE.findall(p)) % 2 == 0 for p in parts)  # every block opened is closed
+    joined = "\n".join(parts)
+    assert all(f"step_{i} = retry(call, attempts={i})" in joined for i in range(40))
+    assert sum(p.count("```python") for p in parts) > 2  # a cut block reopens with its language
+
+
+def test_mentions_in_model_output_are_sent_inert(drig: DiscordRig) -> None:
+    drig.script_answer("@everyone and @here: <@&123456789012345678> owns it, ask <@123456789012345679>.")
+    question = drig.mention("who owns retry?")
+    drig.queued()
+    drig.work()
+    [answer] = drig.fake.posted(question["id"])
+    assert "<@&123456789012345678>" in answer["content"] and "@everyone" in answer["content"]
+    writes = drig.fake.find("POST", r"/messages$") + drig.fake.find("PATCH", r"/messages/\d+$")
+    assert len(writes) >= 3
+    assert all(call.body["allowed_mentions"] == NO_MENTIONS for call in writes)
+
+
+def test_a_429_is_waited_out_for_its_retry_after_then_the_message_is_sent_once(drig: DiscordRig) -> None:
+    fake = drig.fake
+    drig.script_answer("Retries back off [payments:payments/retry.py#L6-L12].")
+    question = drig.mention("how does retry work?")
+    drig.queued()
+    fake.rate_limit(1, retry_after=0.6, method="POST", path=rf"^/channels/{question['id']}/messages$")
+    drig.work()
+    posts = fake.find("POST", rf"^/channels/{question['id']}/messages$")
+    assert [c.status for c in posts] == [429, 200]
+    assert len(fake.posted(question["id"])) == 1
+    limited, retried = (fake.calls.index(c) for c in posts)
+    assert retried > limited
+    assert ("PUT", "✅") in drig.reactions(question["id"])
+
+
+def test_a_retried_job_gets_its_earlier_messages_back_instead_of_posting_twice(drig: DiscordRig) -> None:
+    fake = drig.fake
+    asked = fake.message_create("how does retry work?")
+    target = ReplyTarget(
+        platform="discord", channel=fake.channel_id, thread=asked["id"], message=asked["id"], guild=fake.guild_id
+    )
+    question = Question(
+        id=event_identity("discord", asked["id"]), asker="1", target=target, text="how?", repos=["payments"]
+    )
+    for _attempt in range(2):  # the first worker died after posting its progress message
+        sink = DiscordSink(drig.settings, drig.rig.redis, question)
+        sink.received()
+        sink.progress("reading payments/retry.py")
+        sink.close()
+    assert len(fake.find("POST", "/threads$")) == 2  # the second attempt found the thread there
+    assert len(fake.posted(asked["id"])) == 1
+    nonces = {c.body["nonce"] for c in fake.find("POST", rf"^/channels/{asked['id']}/messages$")}
+    assert len(nonces) == 1 and len(nonces.pop()) <= 25
+
+
+def test_a_model_failure_ends_in_an_apology_and_a_warning_sign(drig: DiscordRig) -> None:
+    drig.rig.model.enqueue(tool_calls(("search", {"pattern": "retry"})))
+    drig.rig.model.set_handler(lambda _request: text(""))  # nothing usable, ever again
+    question = drig.mention("how does retry work?")
+    drig.queued()
+    drig.work()
+    [reply] = drig.fake.posted(question["id"])
+    assert reply["content"]
+    assert drig.reactions(question["id"])[-2:] in ([("PUT", "⚠️"), ("DELETE", "👀")], [("PUT", "✅"), ("DELETE", "👀")])

@@ -1,0 +1,72 @@
+"""Logging for every process: plain text for a terminal, or one JSON object per line.
+
+Question logs carry job id, platform, channel, repos, tool calls, tokens and duration as
+fields; never message text or code unless `log_question_text` is set.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+
+from config.settings import Settings
+
+# Fields a record may carry via `extra=` that the JSON formatter writes out.
+FIELDS = (
+    "job_id",
+    "ref",
+    "platform",
+    "channel",
+    "user",
+    "repos",
+    "status",
+    "hops",
+    "tool_calls",
+    "tools",
+    "prompt_tokens",
+    "completion_tokens",
+    "verified",
+    "unverified",
+    "seconds",
+    "reason",
+    "question",
+)
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, object] = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+            + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        for name in FIELDS:
+            if name in record.__dict__:
+                entry[name] = record.__dict__[name]
+        if record.exc_info:
+            entry["exc"] = self.formatException(record.exc_info)
+        return json.dumps(entry, default=str)
+
+
+class TextFormatter(logging.Formatter):
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = super().format(record)
+        extras = " ".join(f"{name}={record.__dict__[name]}" for name in FIELDS if name in record.__dict__)
+        return f"{line} {extras}" if extras else line
+
+
+def configure_logging(settings: Settings, level: int = logging.INFO) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter() if settings.log_format == "json" else TextFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    for noisy in ("httpx", "httpx2", "openai", "discord", "slack_bolt", "slack_sdk", "urllib3"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
