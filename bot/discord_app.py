@@ -45,8 +45,13 @@ def intents_for(settings: Settings) -> discord.Intents:
 
 class CodebotDiscord(discord.Client):
     def __init__(self, settings: Settings, runtime: Runtime, **options: Any) -> None:
+        # No message cache: an edit arriving before on_message runs would otherwise rewrite the
+        # very Message object on_message is about to read (and the adapter never looks one up).
         super().__init__(
-            intents=intents_for(settings), allowed_mentions=discord.AllowedMentions.none(), **options
+            intents=intents_for(settings),
+            allowed_mentions=discord.AllowedMentions.none(),
+            max_messages=None,
+            **options,
         )
         self.settings = settings
         self.redis = RedisHolder(settings)

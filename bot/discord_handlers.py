@@ -196,7 +196,6 @@ class MessageHandler:
         if message.type not in USER_MESSAGE_TYPES:
             return
         mentioned = me.id in {user.id for user in message.mentions}
-        open("/tmp/dtest/dbg.txt", "a").write(f"id={message.id} mentioned={mentioned} content={message.content!r} ch={message.channel!r} guild={message.guild!r}\n")
         place = await self._place(message, mentioned)
         if place is None:
             return

@@ -172,6 +172,10 @@ def serve(settings: Settings, port: int = 3000) -> int:
     _verify_bot_token(app)
     deps = SlackDeps(settings=settings, redis=connect(settings), runtime=build_runtime(settings))
     register(app, deps)
+    if settings.metrics_port is not None:
+        from worker.metrics import serve_metrics
+
+        serve_metrics(deps.redis, settings.metrics_port)
     if settings.slack_app_token:
         from slack_bolt.adapter.socket_mode import SocketModeHandler
 

@@ -39,6 +39,7 @@ from bot import texts
 from bot.slack_format import format_for_slack
 from bot.slack_sink import RECEIVED, add_reaction, post_markdown
 from config.settings import Settings
+from worker.accounting import BUDGET_SPENT_MESSAGE, budget_spent
 from worker.admin import enqueue_refresh, is_admin, repos_listing, status_report
 from worker.limits import check_rate, queue_full
 from worker.question import Question, ReplyTarget, event_identity
@@ -191,6 +192,9 @@ class SlackHandlers:
         scope = resolve_scope(deps.runtime.whitelist, incoming.channel_key, requested)
         if scope.refusal:
             self._reply(client, incoming, scope.refusal)
+            return
+        if budget_spent(redis, deps.settings):
+            self._reply(client, incoming, BUDGET_SPENT_MESSAGE)
             return
         depth = queue_full(redis, deps.settings)
         if depth is not None:

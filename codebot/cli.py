@@ -54,6 +54,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub.add_parser("discord", help="run the Discord adapter")
 
+    sub.add_parser("status", help="queue, workers, failures, refreshes and today's usage")
+
     redis_cmd = sub.add_parser("redis", help="the embedded Redis server")
     redis_sub = redis_cmd.add_subparsers(dest="redis_command", required=True, metavar="ACTION")
     redis_sub.add_parser("stop", help="stop the embedded server (its data is kept)")
@@ -129,6 +131,24 @@ def _cmd_discord(settings: Settings, args: argparse.Namespace, out: Console) -> 
     return serve(settings)
 
 
+def _cmd_status(settings: Settings, args: argparse.Namespace, out: Console) -> int:
+    from worker.accounting import usage_of_day
+    from worker.admin import status_report
+    from worker.redis_connection import connect, describe
+    from worker.runtime import build_runtime
+
+    redis = connect(settings)
+    out.print(f"queue: {describe(settings)}", markup=False)
+    out.print(status_report(redis, build_runtime(settings)), markup=False)
+    usage = usage_of_day(redis)
+    budget = f" of {settings.daily_token_budget} budget" if settings.daily_token_budget else ""
+    out.print(
+        f"today (UTC): {usage.questions} questions, {usage.tokens} tokens{budget}, ${usage.cost_usd:.4f}",
+        markup=False,
+    )
+    return 0
+
+
 def _cmd_redis(settings: Settings, args: argparse.Namespace, out: Console) -> int:
     from worker.redis_connection import describe, stop_embedded_server
 
@@ -151,6 +171,7 @@ COMMANDS: dict[str, Callable[[Settings, argparse.Namespace, Console], int]] = {
     "eval": _cmd_eval,
     "slack": _cmd_slack,
     "discord": _cmd_discord,
+    "status": _cmd_status,
     "redis": _cmd_redis,
 }
 

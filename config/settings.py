@@ -150,6 +150,23 @@ class Settings(BaseSettings):
     list_walk_max_entries: int = Field(default=100_000, ge=100)
     secret_file_globs: tuple[str, ...] = DEFAULT_SECRET_FILE_GLOBS
 
+    # --- code navigation: the symbol index built with each snapshot -----------------------------
+    # Files larger than this (minified bundles, generated code) are left out of the index.
+    symbols_max_file_bytes: int = Field(default=1_000_000, ge=1)
+    # Files indexed per snapshot (in path order); beyond this the index is partial and says so.
+    symbols_max_files: int = Field(default=50_000, ge=1)
+    definition_max_results: int = Field(default=10, ge=1, le=200)  # definitions shown per call
+    definition_preview_lines: int = Field(default=8, ge=1, le=200)  # lines shown of each definition
+    references_max_results: int = Field(default=50, ge=1, le=1000)  # reference lines shown per call
+
+    # --- MCP server (`codebot mcp`) ---------------------------------------------------------------
+    # The bearer token HTTP clients must send; `codebot mcp --http` refuses to start without one.
+    mcp_token: str | None = None
+    # Repos the MCP tools may read (JSON list). Empty: every repo over stdio; over HTTP, every repo
+    # without a `channels` allow-list (a channel-restricted repo must be named here to be served).
+    mcp_repos: tuple[str, ...] = ()
+    mcp_http_host: str = "127.0.0.1"
+
     @field_validator("data_dir", "repos_file", mode="after")
     @classmethod
     def _expand_user(cls, value: Path) -> Path:
@@ -167,7 +184,7 @@ class Settings(BaseSettings):
             raise ValueError("must be one of 60, 1440, 4320, 10080 (minutes)")
         return value
 
-    @field_validator("redis_url", "openai_api_key", "openai_base_url", mode="after")
+    @field_validator("redis_url", "openai_api_key", "openai_base_url", "mcp_token", mode="after")
     @classmethod
     def _blank_is_unset(cls, value: str | None) -> str | None:
         return value or None

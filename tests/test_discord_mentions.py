@@ -11,7 +11,7 @@ import pytest
 from bot import texts
 from tests.support.discord_payloads import snowflake, user
 from tests.support.discord_rig import DiscordRig, discord_rig
-from worker.queue import queue_depth, questions_queue
+from worker.queue import questions_queue, queue_depth
 from worker.redis_connection import ensure_embedded_server, kill_embedded_server
 
 
@@ -44,7 +44,7 @@ def test_messages_without_a_mention_and_edits_are_ignored(drig: DiscordRig) -> N
     edited = {**plain, "content": f"<@{fake.bot_id}> how does retry work?", "mentions": [fake.bot_user]}
     fake.dispatch("MESSAGE_UPDATE", edited)
     last = drig.mention("a real question")  # handled after the two above
-    drig.queued()
+    drig.acked(last)
     assert questions_queue(drig.rig.redis).job_ids == [f"q-discord-{last['id']}"]
     assert drig.reactions(plain["id"]) == []
     assert [c.path for c in fake.find("PUT", "/reactions/")] == [
@@ -59,8 +59,7 @@ def test_everyone_here_role_mentions_and_other_bots_do_not_wake_the_bot(drig: Di
     fake.message_create("@here anyone?", mention_everyone=True)
     fake.message_create(f"<@&{role}> please review", mention_roles=[role])
     fake.message_create(f"<@{fake.bot_id}> ping", author=user("otherbot", bot=True), mentions=[fake.bot_user])
-    drig.mention("the only question")
-    drig.queued()
+    drig.acked(drig.mention("the only question"))
     assert queue_depth(drig.rig.redis) == 1
     assert len(fake.find("PUT", "/reactions/")) == 1
     assert fake.find("POST", "/messages$") == []

@@ -17,6 +17,9 @@ from config.settings import Settings
 USAGE_KEY_PREFIX = "codebot:usage:"
 USAGE_TTL_SECONDS = 40 * 24 * 3600
 MICRO = 1_000_000
+BUDGET_SPENT_MESSAGE = (
+    "Sorry, today's question budget is used up. Please ask again tomorrow (UTC), or ask an admin to raise it."
+)
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from rq import get_current_job
 from rq.job import Job
 
 from worker import runtime as runtime_module
-from worker.accounting import budget_spent, record_usage
+from worker.accounting import BUDGET_SPENT_MESSAGE, budget_spent, record_usage
 from worker.agent import Agent, ModelFailure
 from worker.citations import check_answer
 from worker.metrics import count, observe_question
@@ -38,9 +38,6 @@ SINKS = {
     "discord": "bot.discord_sink:DiscordSink",
 }
 
-BUDGET_SPENT_MESSAGE = (
-    "Sorry, today's question budget is used up. Please ask again tomorrow (UTC), or ask an admin to raise it."
-)
 NO_SNAPSHOT_MESSAGE = (
     "None of the repositories for this question has been synced on this worker yet. "
     "An admin can run `codebot repos sync` (or `/codebot refresh all`)."

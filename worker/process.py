@@ -20,6 +20,7 @@ from rq.job import Job
 import worker.agent
 import worker.job
 from worker import runtime as runtime_module
+from worker.metrics import serve_metrics
 from worker.queue import ADMIN_QUEUE, QUESTIONS_QUEUE
 from worker.redis_connection import connect
 from worker.runtime import Runtime
@@ -53,6 +54,8 @@ def _work(runtime: Runtime, burst: bool, index: int) -> None:
 
 def run_workers(runtime: Runtime, burst: bool, concurrency: int) -> int:
     runtime_module.install(runtime)
+    if runtime.settings.metrics_port is not None:
+        serve_metrics(connect(runtime.settings), runtime.settings.metrics_port)
     if concurrency == 1:
         _work(runtime, burst, 0)
         return 0

@@ -71,6 +71,10 @@ class DiscordRig:
     def queued(self, count: int = 1) -> None:
         self.fake.wait_for(lambda: queue_depth(self.rig.redis) >= count)
 
+    def acked(self, message: dict[str, Any]) -> None:
+        """Wait for the adapter's 👀 on a message: it was enqueued."""
+        self.fake.wait_for(lambda: ("PUT", "👀") in self.reactions(message["id"]))
+
     def work(self) -> None:
         self.rig.work()
 
