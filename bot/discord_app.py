@@ -25,13 +25,33 @@ from discord import app_commands
 from discord.gateway import DiscordWebSocket
 
 from bot.discord_commands import Commands
-from bot.discord_handlers import Intake, MessageHandler, RedisHolder
+from bot.discord_handlers import REDIS_DOWN, Intake, MessageHandler, RedisHolder
 from bot.discord_rest import use_api_base
 from config.errors import ConfigError
 from config.settings import Settings
 from worker.runtime import Runtime, build_runtime
 
 log = logging.getLogger("codebot.discord")
+
+# What the bot needs in a channel: see it, read the question's history (replies, reactions),
+# react (👀 ✅ ⚠️), start a thread from the question and post in it, and show the Sources embed.
+BOT_PERMISSIONS = discord.Permissions(
+    view_channel=True,
+    read_message_history=True,
+    add_reactions=True,
+    send_messages=True,
+    create_public_threads=True,
+    send_messages_in_threads=True,
+    embed_links=True,
+)
+
+
+def invite_url(application_id: int | str) -> str:
+    """The OAuth2 URL that adds the bot with its permissions and the slash-command scope."""
+    return (
+        f"https://discord.com/oauth2/authorize?client_id={application_id}"
+        f"&scope=bot+applications.commands&permissions={BOT_PERMISSIONS.value}"
+    )
 
 
 def intents_for(settings: Settings) -> discord.Intents:
@@ -83,7 +103,7 @@ class CodebotDiscord(discord.Client):
         log.info("synced %d application command(s) %s", len(self.synced), where)
 
     async def on_ready(self) -> None:
-        log.info("connected to Discord as %s (%s)", self.user, self.user.id if self.user else "?")
+        log.info("connected to Discord as %s; invite: %s", self.user, invite_url(self.application_id or "?"))
 
     async def on_message(self, message: discord.Message) -> None:
         await self.handler.on_message(message)
@@ -100,9 +120,28 @@ def build_client(settings: Settings, runtime: Runtime | None = None, **options: 
     return client
 
 
+def serve_metrics_if_possible(client: CodebotDiscord, port: int) -> None:
+    from worker.metrics import serve_metrics
+
+    try:
+        serve_metrics(client.redis.get(), port)
+    except REDIS_DOWN as exc:
+        log.warning("/metrics not served: Redis is unreachable at start (%s)", exc)
+
+
+class _NoVoiceNotice(logging.Filter):
+    """discord.py warns at start that voice libraries are missing; codebot never uses voice."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "voice will NOT be supported" not in record.getMessage()
+
+
 def serve(settings: Settings) -> int:
+    logging.getLogger("discord.client").addFilter(_NoVoiceNotice())
     client = build_client(settings)
     assert settings.discord_bot_token is not None
+    if settings.metrics_port is not None:
+        serve_metrics_if_possible(client, settings.metrics_port)
     try:
         client.run(settings.discord_bot_token, log_handler=None)
     except discord.LoginFailure:

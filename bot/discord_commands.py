@@ -95,7 +95,7 @@ class Commands:
 
     async def ask(self, interaction: discord.Interaction, question: str) -> None:
         place = self._place(interaction)
-        _, scope = self.intake.precheck(question, place)
+        _, _, scope = self.intake.precheck(question, place)
         if scope.refusal:  # no I/O needed: a private answer at once
             refusal = one_message(scope.refusal)
             await interaction.response.send_message(refusal, ephemeral=True, allowed_mentions=NONE)

@@ -10,8 +10,9 @@ Triggers (PLATFORM_NOTES §2a, pitfalls 7 and 12):
 Ignored: bots (the bot itself included), webhooks, system messages, edits (MESSAGE_UPDATE has
 no handler).
 
-Scoping: `repo:NAME` in the text, and allow-lists keyed `discord:<channel id>`. A thread is
-governed by its parent channel (a forum post by its forum). A DM's key is its DM channel id.
+Scoping: `repo:NAME` in the text (a follow-up naming none keeps the last one named in its
+thread), and allow-lists keyed `discord:<channel id>`. A thread is governed by its parent
+channel (a forum post by its forum). A DM's key is its DM channel id.
 A guild id in `channels` does NOT grant the guild's channels: in older guilds the first text
 channel has the guild's id, so such an entry would silently widen access.
 
@@ -35,6 +36,7 @@ from bot import texts
 from bot.discord_format import one_message, strip_mentions_of
 from config.repos import Whitelist
 from config.settings import Settings
+from worker.accounting import BUDGET_SPENT_MESSAGE, budget_spent
 from worker.limits import check_rate, queue_full
 from worker.question import Question, ReplyTarget, event_identity
 from worker.queue import QUESTION_RESULT_TTL_SECONDS, enqueue_question
@@ -45,7 +47,9 @@ from worker.threads import THREAD_TTL_SECONDS, load_turns
 log = logging.getLogger("codebot.discord")
 
 SEEN_KEY_PREFIX = "codebot:discord:seen:"  # one reply per Discord message, whatever it is
-OPENED_KEY_PREFIX = "codebot:discord:opened:"  # thread id -> parent channel id, for follow-ups
+# thread id -> hash: `parent` (channel id; only for threads the bot opened: follow-ups) and
+# `repos` (the `repo:` names its first question asked for, kept by follow-ups that name none)
+THREAD_META_PREFIX = "codebot:discord:thread:"
 REDIS_DOWN = (redis_lib.ConnectionError, redis_lib.TimeoutError, RedisUnavailable, OSError)
 THREADABLE = (discord.ChannelType.text, discord.ChannelType.news)
 USER_MESSAGE_TYPES = (discord.MessageType.default, discord.MessageType.reply)
@@ -103,16 +107,17 @@ class Intake:
         self.whitelist = whitelist
         self.redis = redis
 
-    def precheck(self, text: str, place: Place) -> tuple[str, Scope]:
-        """(question text, scope) from the text alone; no Redis. Scope.refusal says why not."""
+    def precheck(self, text: str, place: Place, kept: list[str] | None = None) -> tuple[str, list[str], Scope]:
+        """(question text, repos asked for, scope) without Redis; Scope.refusal says why not.
+        `kept`: the repos of the thread's first question, used when this one names none."""
         cleaned, requested = extract_repo_filter(text)
         if not cleaned:
-            return "", Scope([], texts.HELP_IN_DM if place.is_dm else texts.EMPTY_MENTION)
-        return cleaned, resolve_scope(self.whitelist, place.key, requested)
+            return "", requested, Scope([], texts.HELP_IN_DM if place.is_dm else texts.EMPTY_MENTION)
+        return cleaned, requested, resolve_scope(self.whitelist, place.key, requested or kept or [])
 
     def is_follow_up(self, thread: str) -> str | None:
         """The parent channel of a thread the bot opened, else None."""
-        raw = self.redis.get().get(OPENED_KEY_PREFIX + thread)
+        raw = self.redis.get().hget(THREAD_META_PREFIX + thread, "parent")
         return raw.decode() if isinstance(raw, bytes) else raw
 
     def submit(self, asker: str, place: Place, text: str, message: str, identity: str) -> Outcome:
@@ -128,15 +133,18 @@ class Intake:
         job_id = event_identity("discord", identity)
         if not redis.set(SEEN_KEY_PREFIX + job_id, "1", nx=True, ex=QUESTION_RESULT_TTL_SECONDS):
             return Outcome("duplicate")
-        cleaned, scope = self.precheck(text, place)
+        kept = self._kept_repos(redis, place.thread) if place.thread else []
+        cleaned, requested, scope = self.precheck(text, place, kept)
         if scope.refusal:
             return Outcome("reply", scope.refusal)
-        wait = check_rate(redis, f"discord:{asker}", self.settings)
-        if wait is not None:
-            return Outcome("reply", texts.RATE_LIMITED.format(seconds=wait))
+        if budget_spent(redis, self.settings):
+            return Outcome("reply", BUDGET_SPENT_MESSAGE)
         depth = queue_full(redis, self.settings)
         if depth is not None:
             return Outcome("reply", texts.QUEUE_FULL.format(depth=depth))
+        wait = check_rate(redis, f"discord:{asker}", self.settings)
+        if wait is not None:
+            return Outcome("reply", texts.RATE_LIMITED.format(seconds=wait))
         thread = place.thread or (message if place.can_thread else None)
         history = load_turns(redis, "discord", place.channel, place.thread) if place.thread else []
         question = Question(
@@ -154,10 +162,29 @@ class Intake:
             repos=scope.repos,
             history=history,
         )
-        if thread is not None and thread == message:  # the worker starts this thread from the message
-            redis.set(OPENED_KEY_PREFIX + thread, place.channel, ex=THREAD_TTL_SECONDS)
+        if thread is not None:
+            self._remember_thread(redis, thread, place.channel if thread == message else None, requested)
         enqueued = enqueue_question(redis, question, self.settings)
         return Outcome("duplicate" if enqueued.duplicate else "enqueued", question=question)
+
+
+    @staticmethod
+    def _kept_repos(redis: Redis, thread: str) -> list[str]:
+        raw = redis.hget(THREAD_META_PREFIX + thread, "repos")
+        text = raw.decode() if isinstance(raw, bytes) else (raw or "")
+        return [name for name in text.split(",") if name]
+
+    @staticmethod
+    def _remember_thread(redis: Redis, thread: str, opened_in: str | None, requested: list[str]) -> None:
+        """Before the job runs, so a follow-up is recognised even before the first answer."""
+        key = THREAD_META_PREFIX + thread
+        pipe = redis.pipeline()
+        if opened_in is not None:  # the worker starts this thread from the question message
+            pipe.hset(key, "parent", opened_in)
+        if requested:  # the latest `repo:` named in the thread holds for the next follow-ups
+            pipe.hset(key, "repos", ",".join(requested))
+        pipe.expire(key, THREAD_TTL_SECONDS)
+        pipe.execute()
 
 
 def place_of_channel(channel: object, guild_id: int | None) -> Place | None:
@@ -208,6 +235,8 @@ class MessageHandler:
             except REDIS_DOWN:
                 return  # cannot tell whether this thread is ours: stay quiet rather than spam
         text = strip_mentions_of(message.content, me.id)
+        if not (text or mentioned or place.is_dm):
+            return  # a follow-up with nothing to ask (an image, a sticker): not a question
         outcome = await asyncio.to_thread(
             self.intake.submit, str(message.author.id), place, text, str(message.id), str(message.id)
         )

@@ -25,6 +25,7 @@ import weakref
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
+import aiohttp
 from discord.errors import HTTPException
 from redis import Redis
 
@@ -39,6 +40,8 @@ from worker.sink import Answer
 log = logging.getLogger("codebot.discord.sink")
 
 EYES, DONE, WARNING = "👀", "✅", "⚠️"
+# Failures a cosmetic step survives: Discord said no, or could not be reached.
+TRANSIENT = (HTTPException, aiohttp.ClientError, asyncio.TimeoutError, OSError)
 T = TypeVar("T")
 
 
@@ -66,7 +69,10 @@ class DiscordSink:
 
     # --- ReplySink ---------------------------------------------------------------------------
     def received(self) -> None:
-        self._run(self._received())
+        try:
+            self._run(self._received())
+        except TRANSIENT as exc:  # the answer matters more: it tries again to find its way
+            log.warning("could not mark question=%s as received: %s", self.question.id, exc)
 
     def progress(self, text: str) -> None:
         now = time.monotonic()
@@ -75,7 +81,7 @@ class DiscordSink:
         self._last_progress = now
         try:
             self._run(self._show_progress(one_message(texts.PROGRESS.format(step=text))))
-        except HTTPException as exc:  # progress is cosmetic: never fail the question for it
+        except TRANSIENT as exc:  # progress is cosmetic: never fail the question for it
             log.warning("progress update failed question=%s: %s", self.question.id, exc)
 
     def answer(self, answer: Answer) -> None:

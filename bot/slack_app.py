@@ -21,6 +21,7 @@ import signal
 import threading
 from collections.abc import Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
+from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import FrameType
 from typing import Any
@@ -39,6 +40,8 @@ log = logging.getLogger("codebot.slack")
 EVENTS_PATH = "/slack/events"
 HEALTH_PATH = "/health"
 MAX_BODY_BYTES = 1_000_000  # Slack payloads are a few KB; anything bigger is not from Slack
+REQUEST_TIMEOUT_SECONDS = 30  # Slack sends a request at once; a connection idle this long is closed
+_DIGITS = re.compile(r"[0-9]{1,12}")  # a Content-Length, an X-Slack-Request-Timestamp
 
 
 def register(app: App, deps: SlackDeps) -> SlackHandlers:
@@ -60,6 +63,17 @@ def _log_error(error: Exception, body: dict[str, Any]) -> None:
     log.error("slack listener failed on %s: %r", body.get("type") or body.get("command"), error)
 
 
+class _DropEnvTokenWarning(logging.Filter):
+    """Bolt reads SLACK_BOT_TOKEN from the environment by itself and then warns that the client
+    we pass (on SLACK_API_URL, with retries) wins over it: true, intended, and noise."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "`token` will be unused" not in record.getMessage()
+
+
+logging.getLogger("slack_bolt.App").addFilter(_DropEnvTokenWarning())
+
+
 def build_app(settings: Settings, client: WebClient | None = None, executor: Executor | None = None) -> App:
     """The bolt App; `client` defaults to one on SLACK_API_URL that honours Retry-After, and
     listeners run on `executor` (default: `slack_listener_threads` threads)."""
@@ -78,6 +92,7 @@ def build_app(settings: Settings, client: WebClient | None = None, executor: Exe
 class _Handler(BaseHTTPRequestHandler):
     server: SlackHTTPServer
     protocol_version = "HTTP/1.1"
+    timeout = REQUEST_TIMEOUT_SECONDS  # a client that stalls mid-request loses its connection
 
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("http %s", format % args)
@@ -90,15 +105,40 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         path, _, query = self.path.partition("?")
-        length = int(self.headers.get("Content-Length") or 0)
-        if path != EVENTS_PATH or length > MAX_BODY_BYTES:
-            self._send(BoltResponse(status=404 if path != EVENTS_PATH else 413, body=""))
+        if path != EVENTS_PATH:
+            self._refuse(404)
             return
-        body = self.rfile.read(length).decode("utf-8")
+        declared = (self.headers.get("Content-Length") or "").strip()
+        if not _DIGITS.fullmatch(declared):
+            self._refuse(411 if not declared else 400)  # no framing we can trust: never read on
+            return
+        if int(declared) > MAX_BODY_BYTES:
+            self._refuse(413)
+            return
+        try:
+            raw = self.rfile.read(int(declared))
+        except TimeoutError:
+            self.close_connection = True  # a body that never came
+            return
+        # Bolt verifies the signature, but only after parsing the body, and it reads the timestamp
+        # with int(): junk in either would end in a 500 or a dropped connection, not a refusal.
+        if not _DIGITS.fullmatch(self.headers.get("X-Slack-Request-Timestamp") or ""):
+            self._refuse(401)
+            return
         headers: dict[str, str | Sequence[str]] = {
             k.lower(): self.headers.get_all(k) or [] for k in self.headers
         }
-        self._send(self.server.app.dispatch(BoltRequest(body=body, query=query, headers=headers)))
+        try:
+            request = BoltRequest(body=raw.decode("utf-8"), query=query, headers=headers)
+        except (ValueError, RecursionError):  # not UTF-8, not JSON, not a form
+            self._refuse(400)
+            return
+        self._send(self.server.app.dispatch(request))
+
+    def _refuse(self, status: int) -> None:
+        """An error answer; the connection is closed since its body may not have been read."""
+        self.close_connection = True
+        self._send(BoltResponse(status=status, body={"error": HTTPStatus(status).phrase.lower()}))
 
     def _send(self, response: BoltResponse) -> None:
         body = response.body if isinstance(response.body, str) else json.dumps(response.body)
@@ -162,6 +202,16 @@ def _verify_bot_token(app: App) -> None:
         ) from None
 
 
+def _verify_app_token(settings: Settings) -> None:
+    """Ask for a Socket Mode URL once ourselves, so a refused app token is one clear line and
+    not bolt's logged traceback (the URL is single-use and simply dropped)."""
+    assert settings.slack_app_token is not None
+    try:
+        make_client(settings).apps_connections_open(app_token=settings.slack_app_token)
+    except SlackApiError as exc:
+        raise ConfigError(f"SLACK_APP_TOKEN: Slack refused it ({exc.response.get('error')})") from None
+
+
 def serve(settings: Settings, port: int = 3000) -> int:
     """Run the adapter until SIGTERM/SIGINT."""
     from worker.redis_connection import connect, describe
@@ -170,6 +220,8 @@ def serve(settings: Settings, port: int = 3000) -> int:
     _check(settings)
     app = build_app(settings)
     _verify_bot_token(app)
+    if settings.slack_app_token:
+        _verify_app_token(settings)
     deps = SlackDeps(settings=settings, redis=connect(settings), runtime=build_runtime(settings))
     register(app, deps)
     if settings.metrics_port is not None:

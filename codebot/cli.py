@@ -48,6 +48,11 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("file", help="a .jsonl file of golden questions")
     evaluate.add_argument("--csv", default="eval-results.csv", help="where to write the per-question CSV")
 
+    mcp = sub.add_parser("mcp", help="serve the tools and `ask` over the Model Context Protocol")
+    mcp.add_argument("--http", action="store_true", help="streamable HTTP instead of stdio (needs CODEBOT_MCP_TOKEN)")
+    mcp.add_argument("--port", type=int, default=8765, help="HTTP port (default 8765)")
+    mcp.add_argument("--host", help="HTTP address to listen on (default CODEBOT_MCP_HTTP_HOST, 127.0.0.1)")
+
     slack = sub.add_parser("slack", help="run the Slack adapter")
     slack.add_argument(
         "--port", type=int, default=3000, help="HTTP port when not in Socket Mode (default 3000)"
@@ -119,6 +124,16 @@ def _cmd_eval(settings: Settings, args: argparse.Namespace, out: Console) -> int
     return run_eval(settings, args.file, args.csv, out)
 
 
+def _cmd_mcp(settings: Settings, args: argparse.Namespace, out: Console) -> int:
+    from worker.mcp_server import serve_http, serve_stdio
+    from worker.runtime import build_runtime
+
+    runtime = build_runtime(settings)
+    if args.http:
+        return serve_http(runtime, args.host or settings.mcp_http_host, args.port)
+    return serve_stdio(runtime)
+
+
 def _cmd_slack(settings: Settings, args: argparse.Namespace, out: Console) -> int:
     from bot.slack_app import serve
 
@@ -169,6 +184,7 @@ COMMANDS: dict[str, Callable[[Settings, argparse.Namespace, Console], int]] = {
     "repos": _cmd_repos,
     "tool": _cmd_tool,
     "eval": _cmd_eval,
+    "mcp": _cmd_mcp,
     "slack": _cmd_slack,
     "discord": _cmd_discord,
     "status": _cmd_status,

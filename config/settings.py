@@ -82,6 +82,21 @@ class Settings(BaseSettings):
     history_max_turns: int = Field(default=6, ge=0)  # earlier turns of a thread sent as context
     progress_min_interval_seconds: float = Field(default=1.0, ge=0)
     worker_maintenance_interval_seconds: int = Field(default=30, ge=1)
+    # A dead worker's questions (worker/reaper.py): a busy worker proves it is alive every
+    # `worker_heartbeat_seconds`; a question whose worker missed its beat by
+    # `worker_heartbeat_grace_seconds` is retried elsewhere (or the asker told) by the next
+    # reaper pass, run every `reaper_interval_seconds` on every worker machine.
+    worker_heartbeat_seconds: int = Field(default=5, ge=1)
+    worker_heartbeat_grace_seconds: int = Field(default=15, ge=1)
+    reaper_interval_seconds: float = Field(default=5.0, gt=0)
+    # Many machines (worker/refresh.py): each machine checks this often for scheduled
+    # refreshes (`refresh_minutes` in repos.toml) and for a newer commit another machine fetched.
+    refresh_check_seconds: float = Field(default=30.0, gt=0)
+    # Before answering, a worker catches up to the commit last refreshed anywhere, waiting at
+    # most this long for git (else it answers from its last good snapshot) ...
+    catch_up_timeout_seconds: float = Field(default=30.0, gt=0)
+    # ... and after a failed catch-up it serves its last good snapshot this long before trying again.
+    catch_up_retry_seconds: float = Field(default=300.0, ge=0)
 
     # --- operations --------------------------------------------------------------------------
     log_format: str = Field(default="text", pattern="^(text|json)$")

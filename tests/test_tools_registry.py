@@ -24,8 +24,9 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Corpus:
 
 def test_the_schemas_have_exactly_the_contract_names_and_parameters() -> None:
     schemas = build_registry().schemas()
-    assert [s["function"]["name"] for s in schemas] == list(CONTRACT)
-    for schema in schemas:
+    # The contract's five first, in its order; more tools may follow (code navigation).
+    assert [s["function"]["name"] for s in schemas][: len(CONTRACT)] == list(CONTRACT)
+    for schema in schemas[: len(CONTRACT)]:
         function = schema["function"]
         params, required = CONTRACT[function["name"]]
         assert list(function["parameters"]["properties"]) == params

@@ -77,3 +77,19 @@ def test_a_killed_work_horse_is_retried_and_the_asker_gets_exactly_one_answer(ri
     kind, fields = rig.final(events)
     assert kind == "answer" and "second try" in fields["markdown"]
     assert any(k == "progress" and "trying again" in f.get("text", "") for k, f in events)
+
+
+def test_sigterm_lets_the_running_question_finish_before_the_worker_exits(rig: Rig) -> None:
+    rig.model.enqueue(slow(2.0, tool_calls(("list_repos", {}))), text("finished after SIGTERM"))
+    question = rig.question("how does retry work?")
+    rig.enqueue(question)
+    worker = start_worker(rig, "--concurrency", "2")  # not burst: it would idle forever without the signal
+    try:
+        rig.model.wait_for_requests(1, timeout=30)
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(timeout=60) == 0
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+    kind, fields = rig.final(rig.events(question, timeout=5))
+    assert kind == "answer" and "finished after SIGTERM" in fields["markdown"]

@@ -9,6 +9,7 @@ budget that trims the oldest tool output first. Every tool call gets exactly one
 from __future__ import annotations
 
 import json
+import random
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -70,6 +71,10 @@ def describe_call(name: str, arguments: dict[str, Any], default_repo: str | None
         return f"looking over {repo}"
     if name == "list_repos":
         return "listing the repositories"
+    if name == "find_definition":
+        return f"finding the definition of `{short(arguments.get('symbol', ''))}` in {repo}"
+    if name == "find_references":
+        return f"finding uses of `{short(arguments.get('symbol', ''))}` in {repo}"
     return f"calling {short(name)}"
 
 
@@ -209,10 +214,6 @@ class Agent:
         tools: bool,
         tool_choice: str | None,
     ) -> Any:
-        left = deadline - self.clock()
-        retries = self.settings.model_max_retries
-        # Each attempt gets its share of the time left, so retries can never outlast the deadline.
-        per_attempt = max(min(self.settings.model_timeout_seconds, left / (retries + 1)), 1.0)
         kwargs: dict[str, Any] = {
             "model": self.settings.model,
             "messages": trim_to_budget(messages, self.settings.context_budget_chars),
@@ -221,16 +222,59 @@ class Agent:
             kwargs["tools"] = self.registry.schemas()
             if tool_choice:
                 kwargs["tool_choice"] = tool_choice
-        response = self.client.with_options(timeout=per_attempt, max_retries=retries).chat.completions.create(
-            **kwargs
-        )
-        if not getattr(response, "choices", None):
+        response = self._create(kwargs, deadline)
+        if not getattr(response, "choices", None) or response.choices[0].message is None:
             raise ValueError("the reply had no choices")
         usage = getattr(response, "usage", None)
         if usage is not None:
             result.prompt_tokens += usage.prompt_tokens or 0
             result.completion_tokens += usage.completion_tokens or 0
         return response.choices[0].message
+
+
+    def _create(self, kwargs: dict[str, Any], deadline: float) -> Any:
+        """One chat completion with up to `model_max_retries` retries, all within the deadline.
+
+        We retry rather than the SDK, whose waits (a server's Retry-After up to 2 min) know
+        nothing of our deadline: a 429 storm must end in an answer or an apology in time. Each
+        attempt gets its share of the time left; a wait that would leave no time is not taken.
+        """
+        retries = self.settings.model_max_retries
+        for attempt in range(retries + 1):
+            left = deadline - self.clock()
+            per_attempt = max(min(self.settings.model_timeout_seconds, left / (retries - attempt + 1)), 1.0)
+            client = self.client.with_options(timeout=per_attempt, max_retries=0)
+            try:
+                return client.chat.completions.create(
+                    **kwargs, extra_headers={"x-stainless-retry-count": str(attempt)}
+                )
+            except openai.APIError as exc:
+                wait = retry_wait_seconds(exc, attempt)
+                if wait is None or attempt == retries or self.clock() + wait + MIN_CALL_SECONDS > deadline:
+                    raise
+                time.sleep(wait)
+        raise AssertionError("unreachable")
+
+
+def retry_wait_seconds(exc: openai.APIError, attempt: int) -> float | None:
+    """How long to wait before retrying after `exc`, or None when it is not worth retrying.
+
+    As the SDK would: connection errors, timeouts, 408, 409, 429 and 5xx are retried, after the
+    server's Retry-After (or retry-after-ms), else after 0.5 s doubling up to 8 s.
+    """
+    if isinstance(exc, openai.APIStatusError):
+        headers = exc.response.headers
+        status = exc.response.status_code
+        if headers.get("x-should-retry") == "false" or not (status in (408, 409, 429) or status >= 500):
+            return None
+        for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+            try:
+                return max(0.0, float(headers.get(name, "")) * scale)
+            except ValueError:
+                continue
+    elif not isinstance(exc, openai.APIConnectionError):
+        return None  # a reply the SDK could not parse: asking again will not help
+    return min(0.5 * 2**attempt, 8.0) * (1 - 0.25 * random.random())
 
 
 def _assistant_message(message: Any) -> dict[str, Any]:

@@ -20,6 +20,14 @@ from worker.tools.paths import resolve_path
 CITATION = re.compile(r"\[(?P<repo>[a-z0-9._-]+):(?P<path>[^\]\s#]+)#L(?P<start>\d+)(?:-L?(?P<end>\d+))?\]")
 # A citation the model already wrapped in a Markdown link: [[repo:path#L1]](url) — we relink it.
 _PRELINKED = re.compile(r"\[(\[[a-z0-9._-]+:[^\]\s#]+#L\d+(?:-L?\d+)?\])\]\([^)]*\)")
+# A Markdown link whose text looks like a citation, in any spelling: [App:x.py#L1](url),
+# [repo: x.py#L1-L3 ](url), [repo:x.py:1-3 @ abc1234](url). Only check_answer links citations,
+# to the commit it verified: the link is dropped and its text is checked like any citation.
+_MARKDOWN_LINK = re.compile(
+    r"\[(?P<label>(?:[^\[\]\n]|\[[^\[\]\n]*\])*)\]"
+    r"\(\s*(?:<[^>\n]*>|[^()\s]*(?:\([^()\s]*\)[^()\s]*)*)(?:\s+\"[^\"\n]*\")?\s*\)"
+)
+_CITATION_LIKE = re.compile(r"[\w.-]+\s*:\s*[^\s:\]]+?(?:\s*#\s*L\s*\d|:\d)", re.IGNORECASE)
 MAX_CITED_LINES = 2000
 
 
@@ -109,6 +117,7 @@ class CheckedAnswer:
 
 def check_answer(ctx: ToolContext, text: str) -> CheckedAnswer:
     """Link verified citations, unlink the rest, and close with a Sources section."""
+    text = _MARKDOWN_LINK.sub(_unlink_citation_like, text)
     text = _PRELINKED.sub(lambda m: m.group(1), text)
     sources: dict[str, Source] = {}
     unverified = 0
@@ -143,6 +152,13 @@ def check_answer(ctx: ToolContext, text: str) -> CheckedAnswer:
         )
     markdown = body + ("\n\n" + "\n".join(closing) if closing else "")
     return CheckedAnswer(markdown=markdown, sources=list(sources.values()), unverified=unverified)
+
+
+def _unlink_citation_like(match: re.Match[str]) -> str:
+    label = match.group("label").strip()
+    if not _CITATION_LIKE.search(label):
+        return match.group(0)
+    return label if label.startswith("[") and label.endswith("]") else f"[{label}]"
 
 
 def _lines(source: Source) -> str:

@@ -71,7 +71,8 @@ def score(golden: GoldenQuestion, outcome: dict[str, object], seconds: float) ->
     lowered = answer.lower()
     keywords = golden.expected_keywords
     hits = sum(1 for k in keywords if k.lower() in lowered)
-    cited_paths = {line for line in answer.splitlines() if line.startswith("- [")}
+    # Sources lines: "- [label](url)", or "- `label`" for a repo without a web URL
+    cited_paths = {line for line in answer.splitlines() if line.startswith(("- [", "- `"))}
     files_hit = sum(
         1 for f in golden.expected_files if any(f"{f}:" in c or f"/{f}#" in c for c in cited_paths)
     )

@@ -10,6 +10,7 @@ import hashlib
 import importlib
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 import openai
@@ -25,6 +26,7 @@ from worker.citations import check_answer
 from worker.metrics import count, observe_question
 from worker.question import Question, ReplyTarget, Turn
 from worker.queue import claim_answer, was_answered
+from worker.refresh import catch_up
 from worker.runtime import Runtime
 from worker.sink import Answer, ConsoleSink, ReplySink
 from worker.threads import record_turn
@@ -42,6 +44,10 @@ NO_SNAPSHOT_MESSAGE = (
     "None of the repositories for this question has been synced on this worker yet. "
     "An admin can run `codebot repos sync` (or `/codebot refresh all`)."
 )
+
+
+# An answer ready while Redis restarts waits this long to be claimed before the asker gets an apology.
+CLAIM_WAIT_SECONDS = 15.0
 
 
 def reference_id(question_id: str) -> str:
@@ -162,16 +168,42 @@ class QuestionRun:
                 log.warning("could not record usage", extra={"job_id": question.id})
         return outcome
 
+    def _claim(self) -> bool:
+        """claim_answer, waiting out a Redis restart: an answer that is ready is not thrown away."""
+        deadline = time.monotonic() + CLAIM_WAIT_SECONDS
+        while True:
+            try:
+                return claim_answer(self.redis, self.question.id)
+            except RedisError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+
+    def _progress(self, sink: ReplySink) -> Callable[[str], None]:
+        """sink.progress, silent once the question is answered: a run whose worker was taken for
+        dead (a missed heartbeat) must not overwrite the answer its retry posted."""
+
+        def report(text: str) -> None:
+            try:
+                if was_answered(self.redis, self.question.id):
+                    return
+            except RedisError:
+                pass
+            sink.progress(text)
+
+        return report
+
     def _answer(self, sink: ReplySink) -> dict[str, Any]:
         runtime = self.runtime
+        # another machine may have refreshed a repo: fetch that commit first, bounded (worker/refresh.py)
+        catch_up(runtime, self.redis, self.question.repos, progress=sink.progress)
         with runtime.mirrors.lease(self.question.repos) as snapshots:
             if not snapshots:
                 sink.failed(NO_SNAPSHOT_MESSAGE)
                 return {"status": "no_snapshot", "ref": self.ref}
             ctx = make_context(runtime.settings, snapshots)
-            agent = Agent(
-                runtime.settings, make_model_client(runtime), runtime.registry, ctx, progress=sink.progress
-            )
+            client, progress = make_model_client(runtime), self._progress(sink)
+            agent = Agent(runtime.settings, client, runtime.registry, ctx, progress=progress)
             result = agent.run(self.question)
             checked = check_answer(ctx, ctx.redact(result.text))
         answer = Answer(
@@ -181,12 +213,15 @@ class QuestionRun:
             ref=self.ref,
             partial=result.partial,
         )
-        if not claim_answer(self.redis, self.question.id):
+        if not self._claim():
             return {"status": "already_answered", "ref": self.ref}
         sink.answer(answer)
-        record_turn(
-            self.redis, self.question.target, Turn(question=self.question.text, answer=checked.markdown)
-        )
+        try:
+            record_turn(
+                self.redis, self.question.target, Turn(question=self.question.text, answer=checked.markdown)
+            )
+        except RedisError:  # the answer is posted; only a follow-up's context is lost
+            log.warning("could not record the thread turn", extra={"job_id": self.question.id})
         return {
             "status": "answered",
             "ref": self.ref,

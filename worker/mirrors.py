@@ -6,6 +6,7 @@ Layout under `<data_dir>/repos/<name>/`:
     snapshots/<sha>/        the commit's files from `git archive` (no .git at all), never modified
     snapshots/<sha>.json    the snapshot's metadata (worker.snapshot.write_meta)
     snapshots/<sha>.lock    lease file: a question holds LOCK_SH on it while it reads the snapshot
+    symbols/<sha>.sqlite    the snapshot's symbol index (worker.symbols), removed after its snapshot
     current -> snapshots/<sha>   swapped atomically (temp symlink, then rename over)
     state.json              last attempt, last error, branch resolved
     refresh.lock            LOCK_EX for a whole sync: one refresh of a repo at a time
@@ -40,6 +41,7 @@ from config.repos import RepoSpec, Whitelist
 from config.settings import Settings
 from worker.locks import LockTimeout, SnapshotFolder, exclusive_lock, is_sha
 from worker.snapshot import Snapshot, compute_meta, read_meta, write_meta
+from worker.symbols import build_index_quietly, index_path, prune_indexes
 
 log = logging.getLogger(__name__)
 
@@ -371,6 +373,7 @@ class Mirrors:
             final = folder.files(sha)
             made = Snapshot(spec, sha, branch, final, time.time(), committed_at, compute_meta(tmp))
             write_meta(folder.meta(sha), made)
+            build_index_quietly(tmp, index_path(final), self.settings)  # code navigation
             folder.lease_file(sha).touch()
             # A leftover dir here is incomplete, so no lease can be holding it.
             shutil.rmtree(final, ignore_errors=True)
@@ -420,6 +423,7 @@ class Mirrors:
         for leftover in paths.root.glob(".current-*"):
             leftover.unlink(missing_ok=True)  # a swap that died half-way
         removed = paths.snapshots.remove_unleased(keep=self._current_sha(paths))
+        prune_indexes(paths.root)  # the symbol indexes of snapshots just removed
         if removed:
             log.info("removed %d old snapshot(s) of %s", len(removed), paths.root.name)
         return removed

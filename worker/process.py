@@ -7,25 +7,32 @@ SIGTERM/SIGINT is a warm shutdown: running questions finish first; a second sign
 
 from __future__ import annotations
 
+import itertools
 import logging
 import multiprocessing
 import os
 import signal
+import time
 from resource import struct_rusage
 from types import FrameType
 
+from redis.exceptions import RedisError
 from rq import Queue, Worker
 from rq.job import Job
 
 import worker.agent
 import worker.job
 from worker import runtime as runtime_module
+from worker.housekeeping import run_housekeeper
 from worker.metrics import serve_metrics
 from worker.queue import ADMIN_QUEUE, QUESTIONS_QUEUE
-from worker.redis_connection import connect
+from worker.reaper import die_with_parent, make_codebot_worker
+from worker.redis_connection import RedisUnavailable, connect
 from worker.runtime import Runtime
 
 log = logging.getLogger("codebot.worker")
+RESTART_PAUSE_SECONDS = 2.0  # a worker that lost Redis tries again this often
+_top_pid = 0  # the `codebot worker` process itself
 
 
 def tell_asker_horse_died(job: Job, _pid: int, _status: int, _usage: struct_rusage) -> None:
@@ -33,38 +40,85 @@ def tell_asker_horse_died(job: Job, _pid: int, _status: int, _usage: struct_rusa
     worker.job.on_question_failed(job, job.connection)
 
 
-def make_worker(runtime: Runtime, name: str | None = None) -> Worker:
-    redis = connect(runtime.settings)
+def make_worker(runtime: Runtime, name: str | None = None, start_embedded: bool = True) -> Worker:
+    redis = connect(runtime.settings, start_embedded=start_embedded)
     queues = [Queue(ADMIN_QUEUE, connection=redis), Queue(QUESTIONS_QUEUE, connection=redis)]
-    return Worker(
-        queues,
-        connection=redis,
-        name=name,
-        # RQ's default pass is every 10 min; abandoned questions must be found much sooner.
-        maintenance_interval=runtime.settings.worker_maintenance_interval_seconds,
-        work_horse_killed_handler=tell_asker_horse_died,
+    # Short heartbeats, horses that die with their worker (worker/reaper.py); RQ's own
+    # maintenance pass runs every worker_maintenance_interval_seconds instead of 10 min.
+    return make_codebot_worker(
+        runtime.settings, queues, redis, name=name, work_horse_killed_handler=tell_asker_horse_died
     )
 
 
 def _work(runtime: Runtime, burst: bool, index: int) -> None:
+    """One RQ worker; started again when Redis went away under it (RQ then quits its loop)."""
     runtime_module.install(runtime)
-    worker = make_worker(runtime, name=f"codebot-{os.uname().nodename}-{os.getpid()}-{index}")
-    worker.work(burst=burst, logging_level="WARNING", with_scheduler=False)
+    if _top_pid and os.getpid() != _top_pid:
+        die_with_parent(signal.SIGTERM)  # a child of `codebot worker --concurrency N`: warm stop
+    stopping = False
+    for generation in itertools.count():
+        name = f"codebot-{os.uname().nodename}-{os.getpid()}-{index}" + (f".{generation}" if generation else "")
+        rq_worker = None
+        try:
+            rq_worker = make_worker(runtime, name=name, start_embedded=generation == 0)
+            rq_worker.work(burst=burst, logging_level="WARNING", with_scheduler=False)
+        except (RedisError, RedisUnavailable) as exc:
+            log.warning("worker %s lost Redis (%s)", name, exc)
+        if burst or stopping or (rq_worker is not None and rq_worker._shutdown_requested_date is not None):
+            return
+
+        def stop(_signum: int, _frame: FrameType | None) -> None:
+            nonlocal stopping
+            stopping = True
+
+        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGINT, stop)
+        log.warning("worker %s stopped on an error; starting again in %g s", name, RESTART_PAUSE_SECONDS)
+        deadline = time.monotonic() + RESTART_PAUSE_SECONDS
+        while not stopping and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if stopping:
+            return
+
+
+def start_housekeeper(runtime: Runtime) -> multiprocessing.process.BaseProcess:
+    """The reaper and the refresher, in a process of their own (worker/housekeeping.py)."""
+    process = multiprocessing.get_context("fork").Process(
+        target=run_housekeeper, args=(runtime,), name="codebot-housekeeper", daemon=False
+    )
+    process.start()
+    return process
+
+
+def _stop(process: multiprocessing.process.BaseProcess) -> None:
+    if process.pid and process.is_alive():
+        os.kill(process.pid, signal.SIGTERM)
+    process.join(timeout=10)
 
 
 def run_workers(runtime: Runtime, burst: bool, concurrency: int) -> int:
     runtime_module.install(runtime)
     if runtime.settings.metrics_port is not None:
         serve_metrics(connect(runtime.settings), runtime.settings.metrics_port)
+    global _top_pid
+    _top_pid = os.getpid()
+    # Burst workers (tests, one-off runs) have no housekeeper: no reaper, no scheduled refresh.
+    housekeeper = None if burst else start_housekeeper(runtime)
     if concurrency == 1:
-        _work(runtime, burst, 0)
+        try:
+            _work(runtime, burst, 0)
+        finally:
+            if housekeeper is not None:
+                _stop(housekeeper)
         return 0
     context = multiprocessing.get_context("fork")
-    children = [
+    children: list[multiprocessing.process.BaseProcess] = [
         context.Process(target=_work, args=(runtime, burst, i), daemon=False) for i in range(concurrency)
     ]
     for child in children:
         child.start()
+    if housekeeper is not None:
+        children.append(housekeeper)
     signals_seen = 0
 
     def forward(signum: int, _frame: FrameType | None) -> None:

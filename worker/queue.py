@@ -60,7 +60,8 @@ def enqueue_question(redis: Redis, question: Question, settings: Settings) -> En
             result_ttl=QUESTION_RESULT_TTL_SECONDS,
             failure_ttl=QUESTION_FAILURE_TTL_SECONDS,
             ttl=QUESTION_QUEUED_TTL_SECONDS,
-            retry=Retry(max=QUESTION_RETRIES),
+            # a retried question has waited longest: it goes to the front, not behind the queue
+            retry=Retry(max=QUESTION_RETRIES, enqueue_at_front=True),
             # kept in meta so a failure callback can tell the asker without the job's args
             meta={"target": question.target.model_dump(), "asker": question.asker},
             on_failure=Callback("worker.job.on_question_failed"),

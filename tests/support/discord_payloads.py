@@ -96,7 +96,7 @@ def command_interaction(
     data: dict[str, Any] = {
         "id": snowflake(), "application_id": application_id, "type": 2, "token": f"tok{snowflake()}",
         "version": 1, "channel_id": channel["id"], "channel": channel, "app_permissions": "0",
-        "locale": "en-US", "entitlements": [], "context": 0 if guild_id else 1,
+        "locale": "en-US", "entitlements": [], "context": 0 if guild_id else 1, "attachment_size_limit": 10485760,
         "authorizing_integration_owners": {"0": guild_id or "0"},
         "data": {"id": command_id, "name": "codebot", "type": 1,
                  "options": [{"name": sub, "type": 1, "options": sub_options}]},

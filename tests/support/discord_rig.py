@@ -89,8 +89,11 @@ class DiscordRig:
 
 
 @contextmanager
-def discord_rig(tmp: Path, **overrides: Any) -> Iterator[DiscordRig]:
-    fake = FakeDiscord().start()
+def discord_rig(tmp: Path, fake: FakeDiscord | None = None, **overrides: Any) -> Iterator[DiscordRig]:
+    """Everything up and connected; `fake` when the test needs its ids in the settings (the
+    caller then closes it)."""
+    own = fake is None
+    fake = fake or FakeDiscord().start()
     options: dict[str, Any] = {
         "discord_bot_token": "test-token",
         "discord_api_url": fake.base_url,
@@ -101,10 +104,11 @@ def discord_rig(tmp: Path, **overrides: Any) -> Iterator[DiscordRig]:
     try:
         with contextmanager(build_rig)(tmp, **options) as rig:  # the model server, embedded Redis
             bot = RunningBot(rig.settings, rig.runtime)
-            fake.wait_for(lambda: bot.client.get_guild(int(fake.guild_id)))  # GUILD_CREATE handled
             try:
+                fake.wait_for(lambda: bot.client.get_guild(int(fake.guild_id)))  # GUILD_CREATE handled
                 yield DiscordRig(fake, rig, bot)
             finally:
                 bot.close()
     finally:
-        fake.close()
+        if own:
+            fake.close()

@@ -26,7 +26,7 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote
 
@@ -48,6 +48,7 @@ class Call:
     query: dict[str, str]
     body: Any
     status: int = 200
+    at: float = field(default_factory=time.monotonic)
 
 
 @dataclass
@@ -71,6 +72,7 @@ class FakeDiscord:
         self.commands: list[dict[str, Any]] = []
         self.command_route = ""  # where the commands were last synced
         self.announce_threads = True  # False: no THREAD_CREATE, as if the adapter was restarted since
+        self.forbid_threads = False  # True: the bot lacks Create Public Threads (403, code 50013)
         self._interaction_channels: dict[str, str] = {}
         self._nonces: dict[tuple[str, str], str] = {}
         self._limits: list[_RateLimit] = []
@@ -290,6 +292,8 @@ class FakeDiscord:
             self.reactions.append((method, channel, message["id"], parts[4]))
             return 204, None
         if parts[3:] == ["threads"] and method == "POST":
+            if self.forbid_threads:
+                return 403, {"message": "Missing Permissions", "code": 50013}
             if message["id"] in self.channels:
                 return 400, {"message": "A thread has already been created for this message", "code": THREAD_EXISTS}
             archive = body.get("auto_archive_duration", 1440)

@@ -1,4 +1,4 @@
-"""The model's tools: five read-only functions over the snapshots of whitelisted repos.
+"""The model's tools: read-only functions over the snapshots of whitelisted repos.
 
 `build_registry()` gives them to the agent and to `codebot tool`; `make_context()` prepares
 what one question's calls share, with redaction wired in.
@@ -12,12 +12,16 @@ from config.settings import Settings
 from worker.snapshot import Snapshot
 from worker.tools.context import ToolContext, ToolError
 from worker.tools.files import list_files, read_file
+from worker.tools.navigation import find_definition, find_references
 from worker.tools.redact import get_redactor
 from worker.tools.registry import ToolOutcome, ToolRegistry, ToolResult
 from worker.tools.repo_info import list_repos, repo_overview
 from worker.tools.search import search
 
-TOOL_FUNCTIONS = (list_repos, search, read_file, list_files, repo_overview)
+CONTRACT_TOOLS = (list_repos, search, read_file, list_files, repo_overview)
+# Code navigation from the snapshot's symbol index (worker/symbols.py), after the contract's five.
+NAVIGATION_TOOLS = (find_definition, find_references)
+TOOL_FUNCTIONS = (*CONTRACT_TOOLS, *NAVIGATION_TOOLS)
 
 __all__ = [
     "TOOL_FUNCTIONS",
@@ -32,7 +36,7 @@ __all__ = [
 
 
 def build_registry() -> ToolRegistry:
-    """The five contract tools, in the contract's order."""
+    """The five contract tools, in the contract's order, then the code navigation tools."""
     return ToolRegistry(TOOL_FUNCTIONS)
 
 

@@ -21,6 +21,8 @@ from worker.snapshot import Snapshot
 from worker.tools.context import ToolError
 
 _DRIVE = re.compile(r"^[A-Za-z]:")
+_NAME_MAX_BYTES = 255  # NAME_MAX of Linux file systems
+_PATH_MAX_BYTES = 3072  # well under PATH_MAX (4096) with the snapshot's own path in front
 _SEPARATORS = re.compile(r"[/\\]")  # a backslash is a separator too: "..\\x" must not pass
 
 
@@ -80,6 +82,16 @@ def resolve_path(snapshot: Snapshot, user_path: str, settings: Settings) -> tupl
         )
     parts = [part for part in _SEPARATORS.split(raw) if part not in ("", ".")]
     _check_parts(parts, raw, settings)
+    try:
+        encoded = [os.fsencode(part) for part in parts]
+    except UnicodeEncodeError:
+        raise ToolError("the path is not valid text (a lone surrogate); give a plain relative path") from None
+    if any(len(part) > _NAME_MAX_BYTES for part in encoded) or sum(map(len, encoded)) > _PATH_MAX_BYTES:
+        # The file system could not hold such a name; asking it would fail with ENAMETOOLONG.
+        raise ToolError(
+            f"{raw[:80]!r}…: no file has a name that long (at most {_NAME_MAX_BYTES} bytes per part); "
+            "use list_files to browse"
+        )
     relative = "/".join(parts)
 
     root = os.path.realpath(snapshot.root)

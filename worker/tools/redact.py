@@ -161,6 +161,7 @@ _KEY_BODY = re.compile(r"""^\s*["']?([A-Za-z0-9+/]{40,}={0,2})(?:\\n)?["']?\s*[,
 _KEY_BODY_SHORT = re.compile(r"""^\s*["']?[A-Za-z0-9+/]+={0,2}(?:\\n)?["']?\s*[,;+)]?\s*\\?$""")
 _PEM_HEADER_LINE = re.compile(r"^\s*[A-Za-z-]+: \S")  # "Proc-Type: 4,ENCRYPTED" inside a block
 _MAX_OPEN_BODY_LINES = 200
+_TOKEN_TAIL = re.compile(r"[A-Za-z0-9_+/=-]*")  # always matches (maybe empty)
 
 
 def _slug(secret_type: str) -> str:
@@ -247,7 +248,14 @@ class _Detector:
                     found.append(match.span())
                 else:
                     found.append(match.span(best))
-        return found
+        # A match glued to more token characters is one token: redact it to its end. (The JWT
+        # pattern matches lazily and stops before the signature, which is the secret part.)
+        return [(start, _token_end(line, end)) for start, end in found]
+
+
+def _token_end(line: str, end: int) -> int:
+    tail = _TOKEN_TAIL.match(line, end)
+    return tail.end() if tail else end
 
 
 def _value_spans(line: str, values: Iterable[str]) -> list[tuple[int, int]]:

@@ -172,7 +172,11 @@ class ToolRegistry:
             bound = tool.bind(parsed)
             result = tool.function(ctx, **bound)
         except ToolError as exc:
-            return ToolOutcome(name, parsed, False, ctx.redact(f"Error: {exc}"))
+            text = ctx.redact(f"Error: {exc}")
+            limit = ctx.settings.tool_output_max_chars  # errors echo arguments, which may be huge
+            if len(text) > limit:
+                text = text[: limit - 40] + " …[error message cut]"
+            return ToolOutcome(name, parsed, False, text)
         except Exception as exc:  # a bug in a tool must not crash the question
             return ToolOutcome(
                 name, parsed, False, f"Error: the tool failed unexpectedly ({type(exc).__name__})"
@@ -191,6 +195,8 @@ def _parse_arguments(arguments: str | dict[str, Any] | None) -> dict[str, Any]:
         raise ToolError(
             f"the arguments are not valid JSON ({exc.msg} at character {exc.pos}); send a JSON object"
         ) from None
+    except RecursionError:
+        raise ToolError("the arguments are nested too deeply; send a flat JSON object") from None
     if not isinstance(parsed, dict):
         raise ToolError('the arguments must be a JSON object, e.g. {"repo": "name"}')
     return parsed

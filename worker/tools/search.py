@@ -12,6 +12,7 @@ import base64
 import functools
 import json
 import os
+import re
 import select
 import shutil
 import subprocess
@@ -32,6 +33,8 @@ from worker.tools.redact import finish, looks_like_key_body, maybe_key_fragment
 from worker.tools.registry import ToolResult
 
 _MATCH_PREFIX = b'{"type":"match"'  # how ripgrep starts every match line of --json output
+_CUT_SLACK_CHARS = 200  # a line is redacted this far past its cut, so a secret across it is whole
+_SPACE = re.compile(r"\s")
 _NO_MATCH_HINT = (
     "Try ignore_case=true, fewer or shorter words, an alternation like 'retry|backoff', "
     "or escape regex characters ( ) [ ] { } . * + ? | with a backslash to match them literally."
@@ -125,13 +128,19 @@ def _show_line(ctx: ToolContext, snapshot: Snapshot, path: str, number: int, tex
     if maybe_key_fragment(text):
         # A short base64 line may be the tail of a key body, which only the whole file reveals.
         text = _in_file_context(ctx, snapshot, path, number)
-    # Redact with some slack beyond the cut, so a secret straddling the cut is still whole when
-    # the detectors see it; then cut.
-    redacted = ctx.redact(text[: limit + 200])
+    # Redact with some slack beyond the cut (up to the next space), so a secret straddling the
+    # cut is still whole when the detectors see it; then cut.
+    space = _SPACE.search(text, limit, limit + _CUT_SLACK_CHARS)
+    window = text[: space.start() if space else limit + _CUT_SLACK_CHARS]
+    redacted = ctx.redact(window)
     if looks_like_key_body(redacted):
         return "[REDACTED:private-key]"
     if len(text) > limit:
-        return redacted[:limit] + f" …[line cut: {len(text):,} chars]"
+        # A window cut inside a token may end in a piece of a secret too short to be recognised;
+        # a redaction that shortened the window would pull that piece into view: show less.
+        cut_in_token = len(window) < len(text) and not text[len(window)].isspace()
+        shrunk = max(0, len(window) - len(redacted)) if cut_in_token else 0
+        return redacted[: max(0, limit - shrunk)] + f" …[line cut: {len(text):,} chars]"
     return redacted
 
 
@@ -209,6 +218,17 @@ def _consume(
             run.files_searched += int(json.loads(raw)["data"]["stats"]["searches"])
 
 
+def _check_argument(name: str, value: str) -> None:
+    """What cannot be passed to ripgrep as a command-line argument."""
+    if "\x00" in value:
+        hint = "; write \\x00 to match one" if name == "pattern" else ""
+        raise ToolError(f"the {name} contains a NUL byte, which ripgrep cannot take{hint}")
+    try:
+        os.fsencode(value)
+    except UnicodeEncodeError:
+        raise ToolError(f"the {name} is not valid text (a lone surrogate); send plain text") from None
+
+
 def search(
     ctx: ToolContext,
     pattern: str,
@@ -240,6 +260,11 @@ def search(
         )
     if glob is not None and not glob.strip():
         glob = None
+    _check_argument("pattern", pattern)
+    if glob is not None:
+        if len(glob) > settings.pattern_max_chars:
+            raise ToolError(f"the glob is longer than {settings.pattern_max_chars} characters; use a shorter one")
+        _check_argument("glob", glob)
     snapshots = [ctx.snapshot(repo)] if repo else [ctx.snapshots[name] for name in sorted(ctx.snapshots)]
     if not snapshots:
         raise ToolError("no repo is in scope for this question, so there is nothing to search")

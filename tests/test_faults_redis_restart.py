@@ -1,0 +1,81 @@
+"""Redis killed and restarted under a running Slack adapter and a running `codebot worker`.
+
+The adapter answers "try again" while Redis is down and stays up; the worker reconnects by
+itself; every question queued before the crash is answered exactly once afterwards (the
+embedded server runs with appendonly + appendfsync everysec; README "Production layout").
+"""
+
+from __future__ import annotations
+
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot import texts
+from bot.slack_format import format_for_slack
+from tests.support.model_server import Reply, last_user_text, slow, text, tool_calls
+from tests.support.slack_rig import SlackRig, build_slack_rig, wait_until
+from tests.support.worker_procs import start_worker, stop_worker
+from worker.redis_connection import connect, is_reachable, kill_embedded_server
+
+TURN_SECONDS = 0.3
+
+
+@pytest.fixture
+def rig(tmp_path: Path) -> Iterator[SlackRig]:
+    yield from build_slack_rig(tmp_path, worker_heartbeat_seconds=1, reaper_interval_seconds=0.5)
+
+
+def answer_slowly(body: dict[str, Any]) -> Reply:
+    if not any(m["role"] == "tool" for m in body["messages"]):
+        return slow(TURN_SECONDS, tool_calls(("read_file", {"repo": "payments", "path": "payments/retry.py"})))
+    return slow(TURN_SECONDS, text(f"answer to: {last_user_text(body)} [payments:payments/retry.py#L6]"))
+
+
+def posts_in_thread(rig: SlackRig, ts: str) -> int:
+    return sum(1 for call in rig.api.calls_to("chat.postMessage") if call.body.get("thread_ts") == ts)
+
+
+def settled(rig: SlackRig, ts: str) -> bool:
+    """The thread ended: its one message is the answer (or an apology), with ✅ or ⚠️."""
+    return any(r in rig.api.reactions("C1", ts) for r in ("white_check_mark", "warning"))
+
+
+@pytest.mark.slow
+def test_redis_restarting_under_the_adapter_and_a_worker_loses_no_queued_question(
+    rig: SlackRig, tmp_path: Path
+) -> None:
+    rig.model.set_handler(answer_slowly)
+    worker = start_worker(rig.settings, log=tmp_path / "worker.log")
+    try:
+        queued = [rig.mention(f"question {n}?", user=f"U{n}") for n in range(6)]
+        rig.settle()
+        rig.model.wait_for_requests(1, timeout=30)  # the worker is busy with the first one
+        time.sleep(1.1)  # appendfsync everysec: what was queued is on disk
+        kill_embedded_server(rig.settings)
+        wait_until(lambda: not is_reachable(rig.redis))
+        during = rig.mention("asked while Redis is down", user="U90")
+        rig.settle()
+        assert rig.api.thread_texts("C1", during) == format_for_slack(texts.QUEUE_UNAVAILABLE)
+        health = urllib.request.urlopen(f"http://127.0.0.1:{rig.server.port}/health", timeout=5)
+        assert health.status == 200  # the adapter stayed up
+        time.sleep(2.0)  # down long enough for the worker to notice
+        connect(rig.settings)  # Redis is back, with its data
+        after = rig.mention("asked after the restart", user="U91")
+        rig.settle()
+        for ts in [*queued, after]:
+            wait_until(lambda ts=ts: settled(rig, ts), timeout=60)
+        time.sleep(1.0)  # a duplicate answer, if any, would arrive now
+    finally:
+        stop_worker(worker)
+    replies = {ts: rig.api.thread_texts("C1", ts) for ts in [*queued, after]}
+    assert all(posts_in_thread(rig, ts) == 1 and len(replies[ts]) == 1 for ts in replies)  # never two
+    answered = [n for n, ts in enumerate(queued) if f"answer to: question {n}?" in replies[ts][0]]
+    # every question queued is answered; the one in flight at the crash at worst gets an apology
+    assert len(answered) >= len(queued) - 1, replies
+    assert all("Reference: `" in replies[ts][0] for n, ts in enumerate(queued) if n not in answered)
+    assert "answer to: asked after the restart" in replies[after][0]

@@ -1,0 +1,68 @@
+"""The symbol index's life: built with the snapshot, reused by every question, removed with it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.support.git_remote import GitRemote, mirrors_for
+from tests.support.polyglot import POLYGLOT
+from worker.mirrors import Mirrors
+from worker.symbols import index_path
+from worker.tools import build_registry, make_context
+
+FILES = {path: str(POLYGLOT[path]) for path in ("payments/retry.py", "payments/api.py", "worker/main.go")}
+
+
+def synced(tmp_path: Path) -> tuple[GitRemote, Mirrors]:
+    remote = GitRemote.create(tmp_path / "origin", files=FILES)
+    mirrors = mirrors_for(tmp_path, remote)
+    assert mirrors.sync("app").ok
+    return remote, mirrors
+
+
+def ask_definition(mirrors: Mirrors, symbol: str) -> str:
+    """One question's worth of tool use: a lease, a fresh context, one call."""
+    with mirrors.lease(["app"]) as snapshots:
+        ctx = make_context(mirrors.settings, snapshots)
+        return build_registry().call(ctx, "find_definition", {"symbol": symbol}).text
+
+
+def test_the_index_is_built_when_the_snapshot_is_made_and_reused_by_later_questions(tmp_path: Path) -> None:
+    _, mirrors = synced(tmp_path)
+    snapshot = mirrors.current("app")
+    assert snapshot is not None
+    index = index_path(snapshot.root)
+    assert index == mirrors.root / "app" / "symbols" / f"{snapshot.sha}.sqlite" and index.is_file()
+    before = index.stat()
+
+    first = ask_definition(mirrors, "retry")
+    second = ask_definition(mirrors, "Queue.enqueue")
+
+    assert "function retry (Python), lines 6-13" in first and "method Queue.enqueue" in second
+    after = index.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+
+
+def test_a_snapshot_without_an_index_gets_one_on_first_use(tmp_path: Path) -> None:
+    _, mirrors = synced(tmp_path)
+    snapshot = mirrors.current("app")
+    assert snapshot is not None
+    index_path(snapshot.root).unlink()  # e.g. a snapshot made before code navigation existed
+
+    text = ask_definition(mirrors, "charge")
+
+    assert "function charge (Python), lines 7-8" in text
+    assert index_path(snapshot.root).is_file()
+
+
+def test_the_index_of_a_replaced_snapshot_is_removed_with_it(tmp_path: Path) -> None:
+    remote, mirrors = synced(tmp_path)
+    first = mirrors.current("app")
+    remote.commit({"payments/api.py": "def refund(card):\n    return card\n"})
+
+    assert mirrors.sync("app").ok
+
+    second = mirrors.current("app")
+    assert first is not None and second is not None and second.sha != first.sha
+    assert sorted(p.name for p in (mirrors.root / "app" / "symbols").iterdir()) == [f"{second.sha}.sqlite"]
+    assert "function refund (Python), lines 1-2" in ask_definition(mirrors, "refund")

@@ -1,0 +1,86 @@
+"""One housekeeper process per `codebot worker`: the reaper and the refresher.
+
+It is a process of its own, not a thread of the RQ worker, because RQ forks a work horse per
+question: a fork taken while a thread holds a git pipe or a repo's refresh lock would hand
+them to the horse, which would keep them until its question ends. It dies with its
+`codebot worker` (SIGTERM on the parent's death) and stops on SIGTERM/SIGINT.
+
+- reaper (every `reaper_interval_seconds`): questions of dead workers, on any machine, are
+  retried or their askers told (worker.reaper);
+- refresher (every `refresh_check_seconds`): scheduled refreshes this machine claims, then
+  catching up to commits other machines fetched (worker.refresh).
+
+Each pass survives any error (Redis restarting, a remote down): it is logged and the next
+pass tries again.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from collections.abc import Callable
+from types import FrameType
+
+from redis import Redis
+
+from worker import runtime as runtime_module
+from worker.queue import ADMIN_QUEUE, QUESTIONS_QUEUE
+from worker.reaper import die_with_parent, reap_abandoned
+from worker.redis_connection import connect
+from worker.refresh import catch_up, run_due_refreshes
+from worker.runtime import Runtime
+
+log = logging.getLogger("codebot.housekeeping")
+
+
+def reaper_pass(redis: Redis, _runtime: Runtime) -> None:
+    reap_abandoned(redis, [ADMIN_QUEUE, QUESTIONS_QUEUE])
+
+
+def refresher_pass(redis: Redis, runtime: Runtime) -> None:
+    run_due_refreshes(redis, runtime)
+    catch_up(runtime, redis, runtime.whitelist.names(), mirrors=runtime.mirrors)
+
+
+def _every(
+    seconds: float, task: Callable[[Redis, Runtime], None], redis: Redis, runtime: Runtime,
+    stop: threading.Event,
+) -> None:
+    while not stop.is_set():
+        try:
+            task(redis, runtime)
+        except Exception as exc:  # the next pass tries again
+            log.warning("housekeeping %s failed: %s", task.__name__, exc)
+        stop.wait(seconds)
+
+
+def run_housekeeper(runtime: Runtime) -> None:
+    """The housekeeper process's main: runs until SIGTERM/SIGINT or its parent's death."""
+    die_with_parent(signal.SIGTERM)
+    runtime_module.install(runtime)
+    stop = threading.Event()
+
+    def on_signal(_signum: int, _frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    settings = runtime.settings
+    redis = connect(settings)
+    passes = [
+        (settings.reaper_interval_seconds, reaper_pass),
+        (settings.refresh_check_seconds, refresher_pass),
+    ]
+    threads = [
+        threading.Thread(
+            target=_every, args=(seconds, task, redis, runtime, stop), name=task.__name__, daemon=True
+        )
+        for seconds, task in passes
+    ]
+    for thread in threads:
+        thread.start()
+    while not stop.wait(1.0):
+        pass
+    for thread in threads:
+        thread.join(timeout=5)

@@ -1,0 +1,143 @@
+"""A dead worker's questions are found within seconds, not RQ's minutes.
+
+RQ keeps each running job in a StartedJobRegistry entry that the worker's parent process
+renews every `job_monitoring_interval`; the entry expires `get_heartbeat_ttl` seconds after
+the last renewal, and only then may another worker's maintenance pass (RQ: every 10 min; an
+idle worker even waits out its whole blocking dequeue first) run the failure callback and
+retry the job. Here:
+
+- CodebotWorker renews every `worker_heartbeat_seconds` (5) with an entry that lives that
+  plus `worker_heartbeat_grace_seconds` (15), instead of RQ's fixed +60 s;
+- a work horse dies with its worker (PR_SET_PDEATHSIG): a horse orphaned by a killed parent
+  would keep answering with nobody renewing its entry, then race its own retry;
+- a missed heartbeat (Redis restarting) is logged, not fatal: RQ would end the worker;
+- `reap_abandoned` (run by every machine's housekeeper every `reaper_interval_seconds`, 5)
+  hands expired entries to RQ's own cleanup, under RQ's own maintenance lock so that two
+  machines never retry one job twice.
+
+So a question whose worker died is retried (at the front of the queue) or its asker told
+within heartbeat + grace + reaper interval: at most 25 s with the defaults.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import signal
+import sys
+from typing import Any
+
+from redis import Redis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from rq import Queue, Worker
+from rq.job import Job
+from rq.registry import StartedJobRegistry
+from rq.timeouts import TimerDeathPenalty
+from rq.utils import current_timestamp
+
+from config.settings import Settings
+
+log = logging.getLogger("codebot.reaper")
+
+_PR_SET_PDEATHSIG = 1
+# Held while reaping; RQ's maintenance pass holds the same key while it cleans (SET NX), so
+# the two never clean one registry at once. Ours expires fast should a reaper die holding it.
+REAPER_LOCK_SECONDS = 30
+
+
+def die_with_parent(sig: signal.Signals) -> None:
+    """Ask Linux to send `sig` to this process when its parent dies (no-op elsewhere)."""
+    if not sys.platform.startswith("linux"):
+        return
+    parent = os.getppid()
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+    except (OSError, AttributeError):
+        log.warning("could not tie process %d to its parent's life", os.getpid())
+        return
+    if os.getppid() != parent:  # the parent died before the request took effect
+        os.kill(os.getpid(), sig)
+
+
+def heartbeat_ttl_seconds(settings: Settings) -> int:
+    """How long a running question's registry entry outlives its worker's last heartbeat."""
+    return settings.worker_heartbeat_seconds + settings.worker_heartbeat_grace_seconds
+
+
+def abandoned_bound_seconds(settings: Settings) -> float:
+    """The longest a dead worker's question waits before it is retried or its asker told."""
+    return heartbeat_ttl_seconds(settings) + settings.reaper_interval_seconds
+
+
+class CodebotWorker(Worker):
+    """RQ's forking Worker with short heartbeats, horses that die with it, and a Redis blip
+    that costs a heartbeat instead of the worker."""
+
+    heartbeat_grace_seconds = 15
+
+    def get_heartbeat_ttl(self, job: Job) -> int:
+        return int(self.job_monitoring_interval) + self.heartbeat_grace_seconds
+
+    # While a horse runs, its parent wakes every job_monitoring_interval to write these two
+    # to Redis; RQ lets a failed write end the worker (leaving its horse unwatched).
+    def maintain_heartbeats(self, job: Job) -> None:
+        try:
+            super().maintain_heartbeats(job)
+        except (RedisConnectionError, RedisTimeoutError) as exc:
+            log.warning("worker %s: heartbeat for %s missed (%s); will try again", self.name, job.id, exc)
+
+    def set_current_job_working_time(self, current_job_working_time: float, pipeline: Any = None) -> None:
+        try:
+            super().set_current_job_working_time(current_job_working_time, pipeline=pipeline)
+        except (RedisConnectionError, RedisTimeoutError):
+            self.current_job_working_time = current_job_working_time
+
+    def main_work_horse(self, job: Job, queue: Queue) -> None:
+        die_with_parent(signal.SIGKILL)
+        super().main_work_horse(job, queue)
+
+
+def make_codebot_worker(
+    settings: Settings, queues: list[Queue], redis: Redis, **kwargs: object
+) -> CodebotWorker:
+    worker = CodebotWorker(
+        queues,
+        connection=redis,
+        job_monitoring_interval=settings.worker_heartbeat_seconds,
+        # an idle worker blocks in dequeue for worker_ttl - 15 s; it runs RQ's maintenance
+        # (finished/failed registries, stuck jobs) only between two dequeues
+        worker_ttl=settings.worker_maintenance_interval_seconds + 15,
+        maintenance_interval=settings.worker_maintenance_interval_seconds,
+        **kwargs,  # type: ignore[arg-type]
+    )
+    worker.heartbeat_grace_seconds = settings.worker_heartbeat_grace_seconds
+    return worker
+
+
+def reap_abandoned(redis: Redis, queue_names: list[str]) -> list[str]:
+    """Retry (or fail, telling the asker) every job whose worker stopped renewing it; the ids.
+
+    RQ's cleanup runs each job's failure callback (worker.job.on_question_failed: "trying
+    again…" or the apology) and then retries it when a retry is left.
+    """
+    reaped: list[str] = []
+    for name in queue_names:
+        queue = Queue(name, connection=redis)
+        registry = StartedJobRegistry(queue=queue, death_penalty_class=TimerDeathPenalty)
+        now = current_timestamp()
+        if not registry.get_expired_job_ids(now):
+            continue
+        if not redis.set(queue.registry_cleaning_key, "reaper", nx=True, ex=REAPER_LOCK_SECONDS):
+            continue  # another machine (or RQ's own pass) is cleaning this queue right now
+        try:
+            expired = registry.get_expired_job_ids(now)  # again, under the lock
+            registry.cleanup(now)
+        finally:
+            redis.delete(queue.registry_cleaning_key)
+        for job_id in expired:
+            log.warning("reaper: %s on %s was abandoned by its worker; retried or failed", job_id, name)
+        reaped.extend(expired)
+    return reaped
