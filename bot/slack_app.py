@@ -90,6 +90,9 @@ def build_app(settings: Settings, client: WebClient | None = None, executor: Exe
 
 
 class _Handler(BaseHTTPRequestHandler):
+    # Headers and body go out in separate writes; with Nagle on, each answer waits ~40 ms
+    # for a delayed ACK.
+    disable_nagle_algorithm = True
     server: SlackHTTPServer
     protocol_version = "HTTP/1.1"
     timeout = REQUEST_TIMEOUT_SECONDS  # a client that stalls mid-request loses its connection

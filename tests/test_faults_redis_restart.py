@@ -45,6 +45,19 @@ def settled(rig: SlackRig, ts: str) -> bool:
     return any(r in rig.api.reactions("C1", ts) for r in ("white_check_mark", "warning"))
 
 
+def redis_down_for_a_while(rig: SlackRig) -> None:
+    """Kill Redis; a mention meanwhile gets "try again" and the adapter stays up; restart it."""
+    kill_embedded_server(rig.settings)
+    wait_until(lambda: not is_reachable(rig.redis))
+    during = rig.mention("asked while Redis is down", user="U90")
+    rig.settle()
+    assert rig.api.thread_texts("C1", during) == format_for_slack(texts.QUEUE_UNAVAILABLE)
+    health = urllib.request.urlopen(f"http://127.0.0.1:{rig.server.port}/health", timeout=5)
+    assert health.status == 200
+    time.sleep(2.0)  # down long enough for the worker to notice
+    connect(rig.settings)  # the embedded server starts again, with its data
+
+
 @pytest.mark.slow
 def test_redis_restarting_under_the_adapter_and_a_worker_loses_no_queued_question(
     rig: SlackRig, tmp_path: Path
@@ -56,15 +69,7 @@ def test_redis_restarting_under_the_adapter_and_a_worker_loses_no_queued_questio
         rig.settle()
         rig.model.wait_for_requests(1, timeout=30)  # the worker is busy with the first one
         time.sleep(1.1)  # appendfsync everysec: what was queued is on disk
-        kill_embedded_server(rig.settings)
-        wait_until(lambda: not is_reachable(rig.redis))
-        during = rig.mention("asked while Redis is down", user="U90")
-        rig.settle()
-        assert rig.api.thread_texts("C1", during) == format_for_slack(texts.QUEUE_UNAVAILABLE)
-        health = urllib.request.urlopen(f"http://127.0.0.1:{rig.server.port}/health", timeout=5)
-        assert health.status == 200  # the adapter stayed up
-        time.sleep(2.0)  # down long enough for the worker to notice
-        connect(rig.settings)  # Redis is back, with its data
+        redis_down_for_a_while(rig)
         after = rig.mention("asked after the restart", user="U91")
         rig.settle()
         for ts in [*queued, after]:

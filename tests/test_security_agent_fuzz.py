@@ -111,6 +111,7 @@ def assert_nothing_leaked(model: ScriptedModel, since: int, posted: list[str], f
         assert "evil.example" not in message or "<https://evil" not in message  # never a link
 
 
+@pytest.mark.slow
 @AGENT_FUZZ
 @given(data=st.data())
 def test_whatever_the_model_asks_the_tools_no_secret_or_outside_byte_reaches_it_or_the_chat(

@@ -5,15 +5,22 @@ the model or the chat, the broadcast is inert and the fake citation is not a lin
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from rq import Queue
 
+from tests.support.discord_rig import discord_rig
+from tests.support.e2e import build_rig
+from tests.support.fortress import Fortress, LeakFinder, app_files, plant, plant_outside
 from tests.support.hostile_slack import HostileSlackRig, build_hostile_slack_rig
 from tests.support.model_server import Reply, text, tool_calls
+from tests.support.slack_api import message
+from worker.queue import QUESTIONS_QUEUE
 
 READ_INJECTION = ("read_file", {"repo": "app", "path": "INJECTION.md"})
 OBEY = [  # what the injection asks for, and every other way out of the snapshot
@@ -52,7 +59,9 @@ def answer_text(rig: HostileSlackRig, channel: str, ts: str) -> str:
     return reply
 
 
-def test_an_obeyed_injection_is_refused_by_the_tools_and_posts_nothing_from_outside(rig: HostileSlackRig) -> None:
+def test_an_obeyed_injection_is_refused_by_the_tools_and_posts_nothing_from_outside(
+    rig: HostileSlackRig,
+) -> None:
     rig.model.enqueue(tool_calls(READ_INJECTION), tool_calls(*OBEY))
     rig.model.set_handler(obey)
     ts = rig.mention("what does INJECTION.md say?")
@@ -96,11 +105,15 @@ def test_the_fake_citations_an_injection_asks_for_are_not_links(rig: HostileSlac
     reply = answer_text(rig, "C1", ts)
     links = re.findall(r"<(https?://[^|>]+)(?:\|[^>]*)?>", reply)
     assert links, reply  # the real citation is linked...
-    assert all(link.startswith(f"https://github.com/acme/app/blob/{rig.sha}/INJECTION.md#L3") for link in links)
+    assert all(
+        link.startswith(f"https://github.com/acme/app/blob/{rig.sha}/INJECTION.md#L3") for link in links
+    )
     assert "evil.example" not in " ".join(links)  # ...and nothing else is
     assert "Source: `app:src/app.py#L1-L9` (unverified)" in reply  # lines never read: plain text
     assert "[App:INJECTION.md#L1] and" in reply  # a look-alike: plain text
-    assert f"<https://github.com/acme/app/blob/{rig.sha}/INJECTION.md#L3|app:INJECTION.md#L3>" in reply  # relinked
+    assert (
+        f"<https://github.com/acme/app/blob/{rig.sha}/INJECTION.md#L3|app:INJECTION.md#L3>" in reply
+    )  # relinked
     assert "_1 citation could not be verified" in reply
 
 
@@ -112,3 +125,92 @@ def test_a_question_whose_text_carries_the_injection_gets_no_further(rig: Hostil
     rig.work()
     assert not rig.leaks_to_model()
     assert not rig.leaks_in_slack()
+
+
+def test_a_secret_pasted_into_a_question_reaches_neither_the_queue_nor_the_model_nor_a_follow_up(
+    rig: HostileSlackRig,
+) -> None:
+    pasted = rig.fortress.planted.in_source["slack"]  # a bot token someone pastes by mistake
+    rig.model.enqueue(text("Tokens are checked in src/clients.py."), text("Yes."))
+    root = rig.mention(f"why does Slack reject {pasted}?")
+    rig.settle()
+    job_args = json.dumps([job.args for job in Queue(QUESTIONS_QUEUE, connection=rig.redis).jobs])
+    assert pasted not in job_args and "[REDACTED:slack-token]" in job_args
+    rig.work()
+    rig.send(message("C1", rig.next_ts(), f"and {pasted} again?", thread_ts=root))  # a follow-up
+    rig.settle()
+    rig.work()
+    assert len(rig.model.requests) == 2
+    assert pasted not in rig.model.all_text_sent() and not rig.leaks_to_model()
+    assert not rig.leaks_in_slack()
+    assert pasted not in stored_values(rig)  # e.g. the thread memory a later follow-up is sent
+
+
+def stored_values(rig: HostileSlackRig) -> str:
+    """Every value codebot keeps in Redis under its own keys, as text."""
+    redis, parts = rig.redis, []
+    for key in redis.keys("codebot:*"):
+        kind = redis.type(key).decode()
+        if kind == "string":
+            parts.append(redis.get(key))
+        elif kind == "list":
+            parts += redis.lrange(key, 0, -1)
+        elif kind == "hash":
+            parts += [*redis.hgetall(key).keys(), *redis.hgetall(key).values()]
+        elif kind == "stream":
+            parts += [str(entry).encode() for entry in redis.xrange(key)]
+    return b"\n".join(p for p in parts if p).decode("utf-8", errors="replace")
+
+
+def test_discord_an_obeyed_injection_posts_no_live_mention_and_no_fake_source(tmp_path: Path) -> None:
+    loud = (
+        "@everyone @here <@&123456> <@42> it retries [payments:payments/retry.py#L6-L12] "
+        "— see [payments:payments/retry.py#L1-L2](https://evil.example/phish) and "
+        "[Payments:payments/retry.py#L3](https://evil.example/phish2)"
+    )
+    with discord_rig(tmp_path) as drig:
+        drig.rig.model.enqueue(
+            tool_calls(("read_file", {"repo": "payments", "path": "payments/retry.py", "start_line": 6})),
+            text(loud),
+        )
+        question = drig.mention("how does retry work?")
+        drig.queued()
+        drig.work()
+        posts = [
+            c.body for c in drig.fake.calls if c.method in ("POST", "PATCH") and "content" in (c.body or {})
+        ]
+        (answer,) = drig.fake.posted(question["id"])
+    assert posts and all(p.get("allowed_mentions", {}).get("parse") == [] for p in posts)  # nobody notified
+    assert "evil.example" not in json.dumps(answer, ensure_ascii=False)
+    assert "[payments:payments/retry.py#L6-L12](<https://github.com/acme/payments/blob/" in answer["content"]
+    assert "`payments:payments/retry.py#L1-L2` (unverified)" in answer["content"]
+
+
+def test_console_an_obeyed_injection_prints_nothing_from_outside_the_snapshot(tmp_path: Path) -> None:
+    planted = plant(seed=3)
+    files = {path: body for path, body in app_files(planted).items() if isinstance(body, str)}
+    for rig in build_rig(tmp_path, files=files):
+        snapshot = rig.runtime.mirrors.current("payments")
+        assert snapshot is not None
+        plant_outside(snapshot.root, planted)
+        fortress = Fortress(base=tmp_path, snapshots={"app": snapshot}, planted=planted)
+        finder = LeakFinder(fortress)
+        rig.model.enqueue(
+            tool_calls(("read_file", {"repo": "payments", "path": "INJECTION.md"})),
+            tool_calls(
+                *[
+                    ("read_file", {"repo": "payments", "path": path})
+                    for path in ["../../etc/passwd", "../NEXTDOOR.txt", "../../outside/CANARY.txt", ".env"]
+                ],
+                ("read_file", {"repo": "payments", "path": "src/clients.py"}),
+                ("search", {"pattern": "CANARY|SECRETFILE|BEGIN|AKIA|ghp_"}),
+            ),
+        )
+        rig.model.set_handler(obey)
+        _question, events = rig.ask("what does INJECTION.md say?")
+        kind, _final = rig.final(events)
+        assert kind == "answer"
+        printed = json.dumps(events, ensure_ascii=False)
+        assert not finder(printed), finder(printed)
+        assert not finder(rig.model.all_text_sent())
+        assert "[REDACTED:" in printed  # the secrets of src/clients.py came back, as markers

@@ -245,7 +245,7 @@ def test_a_tool_error_echoing_a_huge_argument_is_cut_to_the_output_limit(fortres
     assert not outcome.ok and len(outcome.text) <= 600 and outcome.text.endswith("…[error message cut]")
 
 
-def test_resolve_path_refuses_before_touching_the_disk(fortress: Fortress) -> None:
+def test_the_path_gate_itself_refuses_every_way_out_with_an_error_to_act_on(fortress: Fortress) -> None:
     settings = load_settings(env_file=None)
     for path in ["../NEXTDOOR.txt", "/etc/passwd", "src/../../outside", ".git/HEAD", "x\x00"]:
         with pytest.raises(ToolError):

@@ -148,10 +148,12 @@ class Agent:
         turns = (
             question.history[-self.settings.history_max_turns :] if self.settings.history_max_turns else []
         )
+        # Adapters redact questions already; this is the last line of defence for anything
+        # (old thread memory, a new intake) that did not.
         for turn in turns:
-            messages.append({"role": "user", "content": turn.question})
-            messages.append({"role": "assistant", "content": turn.answer})
-        messages.append({"role": "user", "content": question.text})
+            messages.append({"role": "user", "content": self.ctx.redact(turn.question)})
+            messages.append({"role": "assistant", "content": self.ctx.redact(turn.answer)})
+        messages.append({"role": "user", "content": self.ctx.redact(question.text)})
         return messages
 
     def _run_tool_call(

@@ -41,6 +41,7 @@ from config.repos import RepoSpec, Whitelist
 from config.settings import Settings
 from worker.locks import LockTimeout, SnapshotFolder, exclusive_lock, is_sha
 from worker.snapshot import Snapshot, compute_meta, read_meta, write_meta
+from worker.tools.paths import hidden_name
 from worker.symbols import build_index_quietly, index_path, prune_indexes
 
 log = logging.getLogger(__name__)
@@ -371,7 +372,7 @@ class Mirrors:
             self._extract(spec, paths, sha, tmp)
             committed_at = float(self._git(spec, paths, ["log", "-1", "--format=%ct", sha]))
             final = folder.files(sha)
-            made = Snapshot(spec, sha, branch, final, time.time(), committed_at, compute_meta(tmp))
+            made = Snapshot(spec, sha, branch, final, time.time(), committed_at, compute_meta(tmp, lambda name: hidden_name(name, self.settings)))
             write_meta(folder.meta(sha), made)
             build_index_quietly(tmp, index_path(final), self.settings)  # code navigation
             folder.lease_file(sha).touch()

@@ -43,8 +43,12 @@ log = logging.getLogger("codebot.reaper")
 
 _PR_SET_PDEATHSIG = 1
 # Held while reaping; RQ's maintenance pass holds the same key while it cleans (SET NX), so
-# the two never clean one registry at once. Ours expires fast should a reaper die holding it.
+# the two never clean one registry at once. Ours expires fast should a reaper die holding it;
+# RQ's lives 899 s, so one still held 60 s after RQ took it was left by a worker that died
+# mid-pass (a pass takes milliseconds) and is broken rather than waited out for 15 minutes.
 REAPER_LOCK_SECONDS = 30
+RQ_MAINTENANCE_LOCK_SECONDS = 899
+STALE_RQ_LOCK_SECONDS = 60
 
 
 def die_with_parent(sig: signal.Signals) -> None:
@@ -130,7 +134,7 @@ def reap_abandoned(redis: Redis, queue_names: list[str]) -> list[str]:
         now = current_timestamp()
         if not registry.get_expired_job_ids(now):
             continue
-        if not redis.set(queue.registry_cleaning_key, "reaper", nx=True, ex=REAPER_LOCK_SECONDS):
+        if not _lock(redis, queue.registry_cleaning_key):
             continue  # another machine (or RQ's own pass) is cleaning this queue right now
         try:
             expired = registry.get_expired_job_ids(now)  # again, under the lock
@@ -141,3 +145,14 @@ def reap_abandoned(redis: Redis, queue_names: list[str]) -> list[str]:
             log.warning("reaper: %s on %s was abandoned by its worker; retried or failed", job_id, name)
         reaped.extend(expired)
     return reaped
+
+
+def _lock(redis: Redis, key: str) -> bool:
+    if redis.set(key, "reaper", nx=True, ex=REAPER_LOCK_SECONDS):
+        return True
+    ttl = int(redis.ttl(key))
+    if REAPER_LOCK_SECONDS < ttl < RQ_MAINTENANCE_LOCK_SECONDS - STALE_RQ_LOCK_SECONDS:
+        log.warning("reaper: breaking %s, left by a worker that died during RQ's maintenance pass", key)
+        redis.delete(key)
+        return bool(redis.set(key, "reaper", nx=True, ex=REAPER_LOCK_SECONDS))
+    return False

@@ -7,9 +7,10 @@ refresh, a scheduled refresh, or a catch-up that found an even newer commit. Eve
 follows it:
 
 - before answering (QuestionRun calls `catch_up`): a repo whose local snapshot is not the
-  wanted commit is synced first, within `catch_up_timeout_seconds` per git step; if that
-  fails the question is answered from the last good snapshot, and this machine leaves the
-  repo alone for `catch_up_retry_seconds` so that a dead remote does not slow every question;
+  wanted commit is synced first, within `catch_up_timeout_seconds` per git step (and at most
+  5 s of waiting for a refresh of it already running on this machine); if that fails the
+  question is answered from the last good snapshot, and this machine leaves the repo alone for
+  `catch_up_retry_seconds` so that a dead remote does not slow every question;
 - in the background (worker.housekeeping, every `refresh_check_seconds`): the same for every
   repo, so that questions rarely wait;
 - on a schedule: a repo with `refresh_minutes = N` is fetched once per N-minute period, by
@@ -25,6 +26,7 @@ import logging
 import socket
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 
 from redis import Redis
 from redis.exceptions import RedisError
@@ -36,6 +38,7 @@ from worker.runtime import Runtime
 log = logging.getLogger("codebot.refresh")
 
 SCHEDULE_KEY_PREFIX = "codebot:refresh:period:"
+CATCH_UP_LOCK_WAIT_SECONDS = 5.0
 
 
 def wanted_sha(redis: Redis, name: str) -> str | None:
@@ -50,10 +53,12 @@ def local_sha(runtime: Runtime, name: str) -> str | None:
 
 
 def bounded_mirrors(runtime: Runtime) -> Mirrors:
-    """This machine's mirrors, with git steps and lock waits cut to the catch-up bound."""
+    """This machine's mirrors, with each git step cut to the catch-up bound and a short wait
+    for a refresh already running here: a fetch usually lands within seconds, and a longer one
+    (a first clone) is left to finish while the question reads the current snapshot."""
     limit = runtime.settings.catch_up_timeout_seconds
     settings = runtime.settings.model_copy(
-        update={"git_timeout_seconds": limit, "sync_lock_wait_seconds": limit}
+        update={"git_timeout_seconds": limit, "sync_lock_wait_seconds": min(limit, CATCH_UP_LOCK_WAIT_SECONDS)}
     )
     return Mirrors(settings, runtime.whitelist)
 
@@ -76,27 +81,33 @@ def catch_up(
 ) -> dict[str, SyncResult]:
     """Sync each repo whose local snapshot is not the wanted commit; never raises for git or Redis.
 
-    Returns the syncs it ran. A sync that finds a commit newer than the wanted one records it,
-    so the other machines follow this one.
+    Repos are synced in parallel (`sync_max_parallel_repos` at a time), so a question about
+    all repos after a `/codebot refresh all` elsewhere waits for the slowest fetch, not their
+    sum. Returns the syncs it ran. A sync that finds a commit newer than the wanted one records
+    it, so the other machines follow this one.
     """
-    results: dict[str, SyncResult] = {}
+    behind: dict[str, str] = {}
     for name in dict.fromkeys(names):
         try:
             wanted = wanted_sha(redis, name)
         except RedisError as exc:
             log.warning("catch-up of %s skipped: Redis unavailable (%s)", name, exc)
             continue
-        if wanted is None or wanted == local_sha(runtime, name) or recently_failed(runtime, name):
-            continue
-        if progress is not None:
-            progress(f"updating {name} to commit `{wanted[:7]}`")
-        result = (mirrors or bounded_mirrors(runtime)).sync(name)
-        results[name] = result
+        if wanted is not None and wanted != local_sha(runtime, name) and not recently_failed(runtime, name):
+            behind[name] = wanted
+    if not behind:
+        return {}
+    if progress is not None:
+        progress("updating " + ", ".join(f"{name} to commit `{sha[:7]}`" for name, sha in behind.items()))
+    syncer = mirrors or bounded_mirrors(runtime)
+    with ThreadPoolExecutor(max_workers=min(len(behind), runtime.settings.sync_max_parallel_repos)) as pool:
+        results = dict(zip(behind, pool.map(syncer.sync, behind), strict=True))
+    for name, result in results.items():
         if not result.ok:
             log.warning(
-                "catch-up of %s to %s failed, serving %s: %s", name, wanted[:7], result.sha, result.error
+                "catch-up of %s to %s failed, serving %s: %s", name, behind[name][:7], result.sha, result.error
             )
-        elif result.sha and result.sha != wanted:
+        elif result.sha and result.sha != behind[name]:
             _record(redis, runtime, result)
     return results
 

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 
 from config.repos import Whitelist
+from worker.tools.redact import get_redactor
 
 REPO_FILTER = re.compile(r"(?<![\w/])repo:([A-Za-z0-9._-]+)")
 
@@ -22,10 +23,15 @@ class Scope:
 
 
 def extract_repo_filter(text: str) -> tuple[str, list[str]]:
-    """("how does repo:rq retry?") -> ("how does retry?", ["rq"])."""
+    """("how does repo:rq retry?") -> ("how does retry?", ["rq"]).
+
+    Every intake (Slack, Discord, console, MCP) reads a question through here, so this is where
+    a secret someone pasted into it is redacted: it never reaches the queue, the thread memory,
+    the logs or the model.
+    """
     names = [m.lower() for m in REPO_FILTER.findall(text)]
     cleaned = re.sub(r"\s{2,}", " ", REPO_FILTER.sub("", text)).strip()
-    return cleaned, list(dict.fromkeys(names))
+    return get_redactor().redact(cleaned), list(dict.fromkeys(names))
 
 
 def _listing(names: list[str], near: str | None) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -101,8 +102,12 @@ class Snapshot:
         return self.sha[:7]
 
 
-def compute_meta(root: Path) -> SnapshotMeta:
-    """Walk a snapshot once: counts, sizes and languages (symlinks are not followed)."""
+def compute_meta(root: Path, hidden: Callable[[str], bool] = lambda _name: False) -> SnapshotMeta:
+    """Walk a snapshot once: counts, sizes and languages (symlinks are not followed).
+
+    `hidden` names root entries never to list (secret files): the layout goes into the system
+    prompt and `repo_overview`, and even a secret file's name is not the model's business.
+    """
     files = 0
     size = 0
     languages: Counter[str] = Counter()
@@ -122,7 +127,7 @@ def compute_meta(root: Path) -> SnapshotMeta:
     top = sorted(
         (entry.name + "/" if entry.is_dir(follow_symlinks=False) else entry.name)
         for entry in os.scandir(root)
-        if entry.name != ".git"
+        if entry.name != ".git" and not hidden(entry.name)
     )
     readme = next(
         (name for name in README_NAMES if (root / name).is_file() and not (root / name).is_symlink()), None

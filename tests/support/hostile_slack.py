@@ -119,7 +119,9 @@ def build_hostile_slack_rig(tmp: Path, **overrides: Any) -> Iterator[HostileSlac
     snapshot = runtime.mirrors.current("app")
     assert snapshot is not None
     plant_outside(snapshot.root, planted)
-    fortress = Fortress(base=base, snapshots={"app": snapshot}, planted=planted, extra_forbidden=INTERNAL.strings)
+    fortress = Fortress(
+        base=base, snapshots={"app": snapshot}, planted=planted, extra_forbidden=INTERNAL.strings
+    )
     runtime_module.install(runtime)
     redis = connect(settings)
     executor = TrackingExecutor()

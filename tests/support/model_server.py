@@ -200,6 +200,9 @@ class _Server(ThreadingHTTPServer):
 
 
 class _RequestHandler(BaseHTTPRequestHandler):
+    # Headers and body go out in separate writes; with Nagle on, each answer waits ~40 ms
+    # for a delayed ACK.
+    disable_nagle_algorithm = True
     protocol_version = "HTTP/1.1"  # keep-alive, like the real API; the SDK pools connections
     server_version = "ScriptedModel/1.0"
     timeout = 30  # a stuck client cannot pin a handler thread forever

@@ -275,7 +275,9 @@ def list_files(ctx: ToolContext, repo: str, path: str = "", glob: str | None = N
     total = 0
     if glob:
         if len(glob) > settings.pattern_max_chars:
-            raise ToolError(f"the glob is longer than {settings.pattern_max_chars} characters; use a shorter one")
+            raise ToolError(
+                f"the glob is longer than {settings.pattern_max_chars} characters; use a shorter one"
+            )
         try:
             spec = pathspec.GitIgnoreSpec.from_lines([glob])
         except Exception as exc:  # pathspec raises several types for a malformed pattern

@@ -263,7 +263,9 @@ def search(
     _check_argument("pattern", pattern)
     if glob is not None:
         if len(glob) > settings.pattern_max_chars:
-            raise ToolError(f"the glob is longer than {settings.pattern_max_chars} characters; use a shorter one")
+            raise ToolError(
+                f"the glob is longer than {settings.pattern_max_chars} characters; use a shorter one"
+            )
         _check_argument("glob", glob)
     snapshots = [ctx.snapshot(repo)] if repo else [ctx.snapshots[name] for name in sorted(ctx.snapshots)]
     if not snapshots:
