@@ -41,8 +41,8 @@ from config.repos import RepoSpec, Whitelist
 from config.settings import Settings
 from worker.locks import LockTimeout, SnapshotFolder, exclusive_lock, is_sha
 from worker.snapshot import Snapshot, compute_meta, read_meta, write_meta
-from worker.tools.paths import hidden_name
 from worker.symbols import build_index_quietly, index_path, prune_indexes
+from worker.tools.paths import hidden_name
 
 log = logging.getLogger(__name__)
 
