@@ -20,16 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bot.slack_app import SlackHTTPServer, build_app, register
-from bot.slack_handlers import SlackDeps
-from config.settings import load_settings
 from tests.support.fixture_repos import make_repo
 from tests.support.fortress import Fortress, LeakFinder, app_files, app_links, plant, plant_outside, token
 from tests.support.model_server import ScriptedModel
 from tests.support.slack_api import SlackAPI
-from tests.support.slack_rig import SECRET, SECRET_CHANNEL, SlackRig, TrackingExecutor
-from worker import runtime as runtime_module
-from worker.redis_connection import connect, stop_embedded_server
+from tests.support.slack_rig import SECRET_CHANNEL, SlackRig, rig_settings, start_adapter
+from worker.redis_connection import stop_embedded_server
 from worker.runtime import build_runtime
 
 DISCORD_SECRET_CHANNEL = "999000111222333444"  # the Discord channel `internal` is allowed in
@@ -99,20 +95,8 @@ def build_hostile_slack_rig(tmp: Path, **overrides: Any) -> Iterator[HostileSlac
         encoding="utf-8",
     )
     api, model = SlackAPI(), ScriptedModel()
-    options: dict[str, Any] = {
-        "data_dir": base / "data",
-        "repos_file": repos_file,
-        "slack_bot_token": "xoxb-test",
-        "slack_signing_secret": SECRET,
-        "slack_api_url": api.url,
-        "openai_base_url": model.base_url,
-        "openai_api_key": "test",
-        "model_max_retries": 0,
-        "model_timeout_seconds": 10.0,
-        "progress_min_interval_seconds": 0.0,
-        "admins": f"slack:{ADMIN},discord:42",
-    }
-    settings = load_settings(env_file=None, **{**options, **overrides})
+    admins = {"admins": f"slack:{ADMIN},discord:42"}
+    settings = rig_settings(api, model, base / "data", repos_file, **{**admins, **overrides})
     runtime = build_runtime(settings)
     for name in ("app", "internal"):
         assert runtime.mirrors.sync(name).ok, name
@@ -122,13 +106,7 @@ def build_hostile_slack_rig(tmp: Path, **overrides: Any) -> Iterator[HostileSlac
     fortress = Fortress(
         base=base, snapshots={"app": snapshot}, planted=planted, extra_forbidden=INTERNAL.strings
     )
-    runtime_module.install(runtime)
-    redis = connect(settings)
-    executor = TrackingExecutor()
-    app = build_app(settings, executor=executor)
-    register(app, SlackDeps(settings=settings, redis=redis, runtime=runtime))
-    server = SlackHTTPServer(app, host="127.0.0.1", port=0)
-    server.start_background()
+    redis, executor, server = start_adapter(settings, runtime)
     try:
         yield HostileSlackRig(
             settings,

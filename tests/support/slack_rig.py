@@ -118,6 +118,37 @@ def wait_until(predicate: Callable[[], object], timeout: float = 10.0) -> None:
         time.sleep(0.02)
 
 
+def rig_settings(
+    api: SlackAPI, model: ScriptedModel, data_dir: Path, repos_file: Path, **overrides: Any
+) -> Settings:
+    """Settings for an adapter rig: the fake Slack API, the scripted model, no retries or throttles."""
+    options: dict[str, Any] = {
+        "data_dir": data_dir,
+        "repos_file": repos_file,
+        "slack_bot_token": "xoxb-test",
+        "slack_signing_secret": SECRET,
+        "slack_api_url": api.url,
+        "openai_base_url": model.base_url,
+        "openai_api_key": "test",
+        "model_max_retries": 0,
+        "model_timeout_seconds": 10.0,
+        "progress_min_interval_seconds": 0.0,
+    }
+    return load_settings(env_file=None, **{**options, **overrides})
+
+
+def start_adapter(settings: Settings, runtime: Runtime) -> tuple[Redis, TrackingExecutor, SlackHTTPServer]:
+    """The real bolt app behind the real HTTP server on a free port, with this runtime installed."""
+    runtime_module.install(runtime)
+    redis = connect(settings)
+    executor = TrackingExecutor()
+    app = build_app(settings, executor=executor)
+    register(app, SlackDeps(settings=settings, redis=redis, runtime=runtime))
+    server = SlackHTTPServer(app, host="127.0.0.1", port=0)
+    server.start_background()
+    return redis, executor, server
+
+
 def build_slack_rig(tmp: Path, **overrides: Any) -> Iterator[SlackRig]:
     sha = make_git_repo(tmp / "payments-src", DEFAULT_FILES)
     make_git_repo(tmp / "internal-src", {"README.md": "# internal\nTop secret plans.\n"})
@@ -132,28 +163,10 @@ def build_slack_rig(tmp: Path, **overrides: Any) -> Iterator[SlackRig]:
         encoding="utf-8",
     )
     api, model = SlackAPI(), ScriptedModel()
-    options: dict[str, Any] = {
-        "data_dir": tmp / "data",
-        "repos_file": repos_file,
-        "slack_bot_token": "xoxb-test",
-        "slack_signing_secret": SECRET,
-        "slack_api_url": api.url,
-        "openai_base_url": model.base_url,
-        "openai_api_key": "test",
-        "model_max_retries": 0,
-        "model_timeout_seconds": 10.0,
-        "progress_min_interval_seconds": 0.0,
-    }
-    settings = load_settings(env_file=None, **{**options, **overrides})
+    settings = rig_settings(api, model, tmp / "data", repos_file, **overrides)
     runtime = build_runtime(settings)
     assert runtime.mirrors.sync("payments").ok
-    runtime_module.install(runtime)
-    redis = connect(settings)
-    executor = TrackingExecutor()
-    app = build_app(settings, executor=executor)
-    register(app, SlackDeps(settings=settings, redis=redis, runtime=runtime))
-    server = SlackHTTPServer(app, host="127.0.0.1", port=0)
-    server.start_background()
+    redis, executor, server = start_adapter(settings, runtime)
     try:
         yield SlackRig(settings, runtime, redis, api, model, server, executor, sha, itertools.count(1))
     finally:
