@@ -118,7 +118,7 @@ class Commands:
         await interaction.response.defer(ephemeral=True, thinking=True)
         key = self._place(interaction).key
         try:
-            text = await asyncio.to_thread(repos_listing, self.intake.redis.get(), self.runtime, key)
+            text = await asyncio.to_thread(lambda: repos_listing(self.intake.redis.get(), self.runtime, key))
         except REDIS_DOWN:  # the list is configuration: still show it, without the commits
             visible = self.intake.whitelist.allowed_in(key)
             lines = [texts.REPOS_HEADER] + [
@@ -152,8 +152,8 @@ class Commands:
             interaction_token=interaction.token,
         )
         try:
-            await asyncio.to_thread(
-                enqueue_refresh, self.intake.redis.get(), names, notify, str(interaction.user.id)
+            await asyncio.to_thread(  # connecting may block too: off the event loop
+                lambda: enqueue_refresh(self.intake.redis.get(), names, notify, str(interaction.user.id))
             )
         except REDIS_DOWN:
             await self._finish(interaction, texts.QUEUE_UNAVAILABLE)
@@ -165,7 +165,7 @@ class Commands:
             return
         await interaction.response.defer(ephemeral=True, thinking=True)
         try:
-            text = await asyncio.to_thread(status_report, self.intake.redis.get(), self.runtime)
+            text = await asyncio.to_thread(lambda: status_report(self.intake.redis.get(), self.runtime))
         except REDIS_DOWN:
             text = texts.QUEUE_UNAVAILABLE
         await self._finish(interaction, text)

@@ -50,7 +50,9 @@ SEEN_KEY_PREFIX = "codebot:discord:seen:"  # one reply per Discord message, what
 # thread id -> hash: `parent` (channel id; only for threads the bot opened: follow-ups) and
 # `repos` (the `repo:` names its first question asked for, kept by follow-ups that name none)
 THREAD_META_PREFIX = "codebot:discord:thread:"
-REDIS_DOWN = (redis_lib.ConnectionError, redis_lib.TimeoutError, RedisUnavailable, OSError)
+# Any failure of Redis, not only a lost connection: a server that refuses writes (OOM, MISCONF, a
+# read-only replica after a failover) must get the asker the same "try again" as a dead one.
+REDIS_DOWN = (redis_lib.RedisError, RedisUnavailable, OSError)
 THREADABLE = (discord.ChannelType.text, discord.ChannelType.news)
 USER_MESSAGE_TYPES = (discord.MessageType.default, discord.MessageType.reply)
 

@@ -80,6 +80,18 @@ class DiscordRest:
         embed: dict[str, Any] | None = None,
     ) -> str:
         """Post a message; with the same nonce Discord returns the earlier message instead."""
+        return str((await self.post(channel, content, nonce, reference, embed))["id"])
+
+    async def post(
+        self,
+        channel: str,
+        content: str,
+        nonce: str,
+        reference: tuple[str, str] | None = None,
+        embed: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """`send`, returning the message as Discord has it: for a nonce seen before, the earlier
+        message with its earlier content."""
         payload: dict[str, Any] = {
             "content": content,
             "nonce": nonce,
@@ -96,8 +108,8 @@ class DiscordRest:
         if embed is not None:
             payload["embeds"] = [embed]
         route = Route("POST", "/channels/{channel_id}/messages", channel_id=channel)
-        data = await self.http.request(route, json=payload)
-        return str(data["id"])
+        data: dict[str, Any] = await self.http.request(route, json=payload)
+        return data
 
     async def edit(
         self, channel: str, message: str, content: str, embed: dict[str, Any] | None = None

@@ -13,7 +13,9 @@ Where a reply goes (ReplyTarget, as the adapter builds it):
   to the command, or a plain channel message once the 15-minute token has expired.
 
 Every message has a nonce derived from the question id and its slot (progress, answer part
-N, failure), so a retried job gets Discord's earlier message back instead of a duplicate.
+N), so a retried job gets Discord's earlier message back instead of a duplicate; the progress
+message it gets back is then edited, so "trying again" and a failure replace it as they would
+in the run that posted it.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 import aiohttp
-from discord.errors import HTTPException
+from discord.errors import HTTPException, RateLimited
 from redis import Redis
 
 from bot import texts
@@ -40,8 +42,9 @@ from worker.sink import Answer
 log = logging.getLogger("codebot.discord.sink")
 
 EYES, DONE, WARNING = "👀", "✅", "⚠️"
-# Failures a cosmetic step survives: Discord said no, or could not be reached.
-TRANSIENT = (HTTPException, aiohttp.ClientError, asyncio.TimeoutError, OSError)
+# Failures a cosmetic step survives: Discord said no, could not be reached, or asked for a longer
+# wait than CODEBOT_DISCORD_MAX_RATELIMIT_WAIT_SECONDS (RateLimited is not an HTTPException).
+TRANSIENT = (HTTPException, RateLimited, aiohttp.ClientError, asyncio.TimeoutError, OSError)
 T = TypeVar("T")
 
 
@@ -136,7 +139,7 @@ class DiscordSink:
             await self._rest.react(self._message_channel, self.target.message, emoji)
             if remove:
                 await self._rest.unreact(self._message_channel, self.target.message, remove)
-        except HTTPException as exc:  # the message may be gone; reactions are best effort
+        except (HTTPException, RateLimited) as exc:  # the message may be gone; reactions are best effort
             log.info("reaction %s failed question=%s: %s", emoji, self.question.id, exc)
 
     async def _ensure_destination(self) -> str:
@@ -167,26 +170,39 @@ class DiscordSink:
         return t.thread
 
     async def _post(self, content: str, slot: str, embed: dict[str, Any] | None = None) -> str:
+        return str((await self._post_message(content, slot, embed))["id"])
+
+    async def _post_message(
+        self, content: str, slot: str, embed: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
         destination = await self._ensure_destination()
         reference, self._reference = self._reference, None  # only the first reply quotes the question
-        return await self._rest.send(
+        return await self._rest.post(
             destination, content, message_nonce(self.question.id, slot), reference=reference, embed=embed
         )
+
+    async def _show(self, content: str) -> None:
+        """`content` in the progress message. A sink that has none yet posts it under the progress
+        nonce; when an earlier run of the question posted one (a retried job, the failure
+        callback), Discord hands that message back unchanged, so it is edited."""
+        if self._progress_id is None:
+            message = await self._post_message(content, "p")
+            self._progress_id = str(message["id"])
+            if message.get("content") == content:
+                return
+        await self._rest.edit(await self._ensure_destination(), self._progress_id, content)
 
     # --- the steps ---------------------------------------------------------------------------
     async def _received(self) -> None:
         if self._notice_only:
             return
         await self._mark(EYES)
-        self._progress_id = await self._post(texts.QUEUED, "p")
+        await self._show(texts.QUEUED)
 
     async def _show_progress(self, content: str) -> None:
         if self._notice_only:
             return
-        if self._progress_id is None:
-            self._progress_id = await self._post(content, "p")  # same nonce: the same message
-        else:
-            await self._rest.edit(await self._ensure_destination(), self._progress_id, content)
+        await self._show(content)
 
     async def _answer(self, answer: Answer) -> None:
         rendered = render_answer(answer)
@@ -204,10 +220,7 @@ class DiscordSink:
     async def _failed(self, message: str) -> None:
         if self._notice_only and await self._notice(message):
             return
-        if self._progress_id is not None:
-            await self._rest.edit(await self._ensure_destination(), self._progress_id, message)
-        else:
-            await self._post(message, "f")
+        await self._show(message)  # replaces the progress, also one an earlier run posted
         await self._mark(WARNING, remove=EYES)
 
     async def _notice(self, content: str) -> bool:

@@ -154,7 +154,12 @@ class SlackHandlers:
         if incoming is None:
             return
         addressed = incoming.is_dm or incoming.mentioned
-        if addressed or (incoming.in_thread and not incoming.mentions_other and self._is_follow_up(incoming)):
+        # a follow-up with nothing to ask (a screenshot, a file) is talk in the thread, not a
+        # question: it gets no "you mentioned me without a question"
+        asks = bool(incoming.text.strip())
+        if addressed or (
+            incoming.in_thread and asks and not incoming.mentions_other and self._is_follow_up(incoming)
+        ):
             self.handle(incoming, client, bot)
 
     def ignore(self) -> None:

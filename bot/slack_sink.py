@@ -145,6 +145,8 @@ class SlackSink:
             self._replace_placeholder(chunks[:1])
         except SlackApiError as exc:  # progress is a courtesy: it never fails the question
             log.warning("progress update failed: %s", exc.response.get("error"))
+        except OSError as exc:  # nor does Slack being out of reach for a moment (after retries)
+            log.warning("progress update failed: %s", exc)
 
     def answer(self, answer: Answer) -> None:
         self._replace_placeholder(format_for_slack(answer.markdown) or format_for_slack(texts.EMPTY_ANSWER))

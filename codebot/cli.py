@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 
@@ -16,6 +17,16 @@ from config.errors import ConfigError
 from config.settings import Settings, load_settings
 
 EXIT_USAGE = 2
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a TCP port (0-65535)")
+    return port
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -50,12 +61,12 @@ def _parser() -> argparse.ArgumentParser:
 
     mcp = sub.add_parser("mcp", help="serve the tools and `ask` over the Model Context Protocol")
     mcp.add_argument("--http", action="store_true", help="streamable HTTP instead of stdio (needs CODEBOT_MCP_TOKEN)")
-    mcp.add_argument("--port", type=int, default=8765, help="HTTP port (default 8765)")
+    mcp.add_argument("--port", type=_port, default=8765, help="HTTP port (default 8765)")
     mcp.add_argument("--host", help="HTTP address to listen on (default CODEBOT_MCP_HTTP_HOST, 127.0.0.1)")
 
     slack = sub.add_parser("slack", help="run the Slack adapter")
     slack.add_argument(
-        "--port", type=int, default=3000, help="HTTP port when not in Socket Mode (default 3000)"
+        "--port", type=_port, default=3000, help="HTTP port when not in Socket Mode (default 3000)"
     )
     sub.add_parser("discord", help="run the Discord adapter")
 
@@ -112,8 +123,8 @@ def _cmd_tool(settings: Settings, args: argparse.Namespace, out: Console) -> int
         record.update({"text": outcome.text, "data": outcome.data})
     else:
         record["error"] = outcome.text.removeprefix("Error: ")
-        if unsynced:
-            record["unsynced_repos"] = unsynced
+    if unsynced:  # e.g. list_repos before `codebot repos sync`: say why a repo is missing
+        record["unsynced_repos"] = unsynced
     sys.stdout.write(json.dumps(record, ensure_ascii=False, indent=2) + "\n")
     return 0 if outcome.ok else 1
 
@@ -178,6 +189,24 @@ def _cmd_redis(settings: Settings, args: argparse.Namespace, out: Console) -> in
     return 0
 
 
+def _writes_data_dir(args: argparse.Namespace) -> bool:
+    """Commands that clone, snapshot or answer: they write mirrors under CODEBOT_DATA_DIR."""
+    return args.command in ("ask", "worker", "eval", "mcp") or (
+        args.command == "repos" and args.repos_command == "sync"
+    )
+
+
+def check_data_dir(settings: Settings) -> None:
+    """CODEBOT_DATA_DIR must be, or become, a writable directory: one line now, not a traceback later."""
+    path = settings.data_dir
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"CODEBOT_DATA_DIR: cannot create {path} ({exc.strerror})") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise ConfigError(f"CODEBOT_DATA_DIR: {path} is not writable by this user")
+
+
 COMMANDS: dict[str, Callable[[Settings, argparse.Namespace, Console], int]] = {
     "ask": _cmd_ask,
     "worker": _cmd_worker,
@@ -201,6 +230,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = load_settings()
         configure_logging(settings)
+        if _writes_data_dir(args):
+            check_data_dir(settings)
         return COMMANDS[args.command](settings, args, out)
     except (ConfigError, RedisUnavailable) as exc:
         print(f"codebot: {exc}", file=sys.stderr)

@@ -72,9 +72,12 @@ def infer_web_url(url: str) -> str | None:
     return f"https://{host}/{path}" if path else None
 
 
+_REPO_HEADER = re.compile(r"^\s*\[\[\s*repo\s*\]\]")
+
+
 def _entry_lines(text: str) -> list[int]:
-    """1-based line numbers of each `[[repo]]` header, in order."""
-    return [i + 1 for i, line in enumerate(text.splitlines()) if line.strip().startswith("[[repo]]")]
+    """1-based line numbers of each `[[repo]]` (or `[[ repo ]]`) header, in order."""
+    return [i + 1 for i, line in enumerate(text.splitlines()) if _REPO_HEADER.match(line)]
 
 
 def _expand_env(value: str, where: str) -> str:
@@ -166,6 +169,14 @@ class Whitelist:
         return [r for r in self.repos if r.allowed_in(channel_key)]
 
 
+def _line_at(path: Path, offset: int) -> int:
+    """The 1-based line of byte `offset` in the file at `path`."""
+    try:
+        return path.read_bytes()[:offset].count(b"\n") + 1
+    except OSError:
+        return 1
+
+
 def load_whitelist(path: Path) -> Whitelist:
     """Read and validate the repos file, or raise ConfigError naming file:line and the fix."""
     try:
@@ -176,6 +187,9 @@ def load_whitelist(path: Path) -> Whitelist:
         ) from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read the repos file ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        line = _line_at(path, exc.start)
+        raise ConfigError(f"{path}:{line}: not UTF-8 text — save the repos file as UTF-8") from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -189,15 +203,17 @@ def load_whitelist(path: Path) -> Whitelist:
     if not isinstance(entries, list):
         raise ConfigError(f"{path}: 'repo' must be an array of tables written as [[repo]]")
     lines = _entry_lines(text)
+    # `[[repo]]` headers name each entry's line; entries written as an inline array
+    # (`repo = [{...}, {...}]`) have none, and are named by their position instead.
+    by_header = len(lines) == len(entries)
     repos: list[RepoSpec] = []
-    seen: dict[str, int] = {}
+    seen: dict[str, str] = {}
     for index, raw in enumerate(entries):
-        line = lines[index] if index < len(lines) else 0
-        repo = _parse_entry(raw, f"{path}:{line}", path.resolve().parent, line)
+        line = lines[index] if by_header else 0
+        where = f"{path}:{line}" if by_header else f"{path}: repo entry {index + 1}"
+        repo = _parse_entry(raw, where, path.resolve().parent, line)
         if repo.name in seen:
-            raise ConfigError(
-                f"{path}:{line}: repo name {repo.name!r} is already used at line {seen[repo.name]}"
-            )
-        seen[repo.name] = line
+            raise ConfigError(f"{where}: repo name {repo.name!r} is already used at {seen[repo.name]}")
+        seen[repo.name] = f"line {line}" if by_header else f"entry {index + 1}"
         repos.append(repo)
     return Whitelist(repos=tuple(repos), path=path)

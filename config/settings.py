@@ -7,11 +7,12 @@ for everything of our own; a `.env` file in the working directory is read too.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
-from pydantic import AliasChoices, Field, ValidationError, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import AliasChoices, Field, ValidationError, ValidationInfo, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 from config.errors import ConfigError
 
@@ -80,7 +81,8 @@ class Settings(BaseSettings):
     # the oldest tool output is trimmed first.
     context_budget_chars: int = Field(default=120_000, ge=4000)
     history_max_turns: int = Field(default=6, ge=0)  # earlier turns of a thread sent as context
-    progress_min_interval_seconds: float = Field(default=1.0, ge=0)
+    # chat.update is Tier 3 (~50/min per workspace): one edit per 1.5 s per question (PLATFORM_NOTES 21)
+    progress_min_interval_seconds: float = Field(default=1.5, ge=0)
     worker_maintenance_interval_seconds: int = Field(default=30, ge=1)
     # A dead worker's questions (worker/reaper.py): a busy worker proves it is alive every
     # `worker_heartbeat_seconds`; a question whose worker missed its beat by
@@ -182,10 +184,25 @@ class Settings(BaseSettings):
     mcp_repos: tuple[str, ...] = ()
     mcp_http_host: str = "127.0.0.1"
 
+    @field_validator("data_dir", "repos_file", mode="before")
+    @classmethod
+    def _blank_path_is_default(cls, value: object, info: ValidationInfo) -> object:
+        # `CODEBOT_DATA_DIR=` would otherwise be Path("."): everything written into the cwd.
+        if isinstance(value, str) and not value.strip():
+            return cls.model_fields[str(info.field_name)].default
+        return value
+
     @field_validator("data_dir", "repos_file", mode="after")
     @classmethod
     def _expand_user(cls, value: Path) -> Path:
         return value.expanduser()
+
+    @field_validator("redis_url", mode="after")
+    @classmethod
+    def _redis_scheme(cls, value: str | None) -> str | None:
+        if value and not value.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError("must start with redis://, rediss:// or unix://")
+        return value
 
     @field_validator("discord_command_guild", mode="before")
     @classmethod
@@ -212,6 +229,9 @@ class Settings(BaseSettings):
 
 
 def _variable_name(field: str) -> str:
+    for aliased in Settings.model_fields.values():  # an error on an aliased field is located by its alias
+        if isinstance(aliased.validation_alias, AliasChoices) and field in aliased.validation_alias.choices:
+            return field
     info = Settings.model_fields.get(field)
     alias = info.validation_alias if info else None
     if isinstance(alias, AliasChoices):
@@ -224,11 +244,27 @@ def load_settings(env_file: str | Path | None = ".env", **overrides: Any) -> Set
     """Build the settings, or raise ConfigError naming the variable at fault and the fix."""
     try:
         return Settings(_env_file=env_file, **overrides)  # type: ignore[call-arg]
+    except SettingsError as exc:  # a list-valued setting that is not JSON
+        match = re.search(r'field "(\w+)"', str(exc))
+        name = _variable_name(match.group(1)) if match else "a setting"
+        raise ConfigError(
+            f'{name}: not a JSON list (e.g. \'["a", "b"]\') — fix it in the environment or .env'
+        ) from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{env_file}: not UTF-8 text — save it as UTF-8") from None
     except ValidationError as exc:
         error = exc.errors()[0]
         field = str(error["loc"][0]) if error["loc"] else "?"
+        variable = _variable_name(field)
         got = error.get("input")
-        shown = f" (got {got!r})" if isinstance(got, str | int | float) and len(str(got)) < 80 else ""
+        # never echo a value that may carry a credential (a password in REDIS_URL, a token)
+        secret = variable == "REDIS_URL" or variable.endswith(("TOKEN", "SECRET", "KEY"))
+        shown = (
+            f" (got {got!r})"
+            if isinstance(got, str | int | float) and len(str(got)) < 80 and not secret
+            else ""
+        )
         raise ConfigError(
-            f"{_variable_name(field)}: {error['msg']}{shown} — fix it in the environment or .env"
+            f"{variable}: {error['msg'].removeprefix('Value error, ')}{shown}"
+            " — fix it in the environment or .env"
         ) from None

@@ -7,9 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from config.repos import RepoSpec
 from tests.support.e2e import Rig, build_rig
 from tests.support.model_server import text, tool_calls
+from worker.citations import link, plain_label
 from worker.question import Turn
+from worker.snapshot import Snapshot
 
 
 @pytest.fixture
@@ -144,3 +147,23 @@ def test_a_secret_in_the_question_or_the_thread_history_never_reaches_the_model(
     rig.ask(f"why does {token} fail?", history=history)
     assert token not in rig.model.all_text_sent()
     assert "REDACTED" in rig.model.requests[0]["messages"][-1]["content"]
+
+
+def test_citation_links_and_labels_follow_each_forge_exactly_as_the_contract_says(tmp_path: Path) -> None:
+    sha = "0123456789abcdef0123456789abcdef01234567"
+
+    def snapshot(web_url: str | None) -> Snapshot:
+        spec = RepoSpec(name="api", url="/src/api", display_url="/src/api", web_url=web_url)
+        return Snapshot(spec, sha, "main", tmp_path, 0.0, 0.0)
+
+    github, gitlab = snapshot("https://github.com/o/api"), snapshot("https://gitlab.com/g/api")
+    bitbucket, plain = snapshot("https://bitbucket.org/t/api"), snapshot(None)
+    assert link(github, "a/b c.py", 12, 30) == f"https://github.com/o/api/blob/{sha}/a/b%20c.py#L12-L30"
+    assert link(github, "a.py", 12, 12) == f"https://github.com/o/api/blob/{sha}/a.py#L12"
+    assert link(gitlab, "a.py", 12, 30) == f"https://gitlab.com/g/api/-/blob/{sha}/a.py#L12-30"
+    assert link(gitlab, "a.py", 12, 12) == f"https://gitlab.com/g/api/-/blob/{sha}/a.py#L12"
+    assert link(bitbucket, "a.py", 12, 30) == f"https://bitbucket.org/t/api/src/{sha}/a.py#lines-12:30"
+    assert link(bitbucket, "a.py", 12, 12) == f"https://bitbucket.org/t/api/src/{sha}/a.py#lines-12"
+    assert link(plain, "a.py", 12, 30) is None
+    assert plain_label(plain, "a.py", 12, 30) == "api:a.py:12-30 @ 0123456"
+    assert plain_label(plain, "a.py", 12, 12) == "api:a.py:12 @ 0123456"

@@ -103,3 +103,15 @@ def test_the_shipped_golden_set_runs_end_to_end_and_every_citation_verifies(tmp_
     assert (
         "keyword hit rate 100% · verified citation rate 100% · unverified 0 · hops 3.5" in out.export_text()
     )
+
+
+def test_codebot_eval_without_a_model_endpoint_says_what_to_set_before_running_anything(
+    tmp_path: Path,
+) -> None:
+    golden = tmp_path / "golden.jsonl"
+    golden.write_text(json.dumps(GOLDEN[0]) + "\n", encoding="utf-8")
+    settings = load_settings(env_file=None, data_dir=tmp_path / "data", openai_api_key=None, openai_base_url=None)
+    out = Console(record=True, width=200)
+    assert run_eval(settings, str(golden), str(tmp_path / "out.csv"), out) == 2
+    assert "OPENAI_API_KEY=sk-" in out.export_text()
+    assert not (tmp_path / "out.csv").exists() and not (tmp_path / "data").exists()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -14,7 +15,9 @@ import pytest
 from config.settings import load_settings
 from tests.support.e2e import DEFAULT_FILES, make_git_repo
 from tests.support.model_server import ScriptedModel, text, tool_calls
+from worker.console import MISSING_MODEL_MESSAGE
 from worker.redis_connection import stop_embedded_server
+from worker.scope import extract_repo_filter
 
 
 @pytest.fixture
@@ -50,6 +53,8 @@ def test_ask_without_a_model_endpoint_says_exactly_what_to_set(project: dict[str
     assert "OPENAI_API_KEY=sk-" in result.stdout
     assert "OPENAI_BASE_URL=http://localhost:11434/v1" in result.stdout  # Ollama
     assert "openrouter.ai" in result.stdout
+    for line in MISSING_MODEL_MESSAGE.format(model="gpt-5-mini").splitlines():
+        assert line in result.stdout.splitlines()  # whole lines, to copy, at any terminal width
 
 
 def test_ask_clones_the_repo_answers_in_process_and_prints_commit_pinned_links(
@@ -64,8 +69,8 @@ def test_ask_clones_the_repo_answers_in_process_and_prints_commit_pinned_links(
         result = codebot(env, "ask", "how does retry work?")
     assert result.returncode == 0, result.stderr
     assert "reading `payments/retry.py`" in result.stdout
-    assert "https://gitlab.com/acme/payments/-/blob/" in result.stdout
-    assert "/payments/retry.py#L12" in result.stdout
+    # the whole commit-pinned link on one line, whatever the terminal's width
+    assert re.search(r"https://gitlab\.com/acme/payments/-/blob/[0-9a-f]{40}/payments/retry\.py#L12\)", result.stdout)
     assert "Sources" in result.stdout
 
 
@@ -73,6 +78,13 @@ def test_ask_about_an_unknown_repo_lists_the_repos_nearest_first(project: dict[s
     result = codebot({**project, "OPENAI_API_KEY": "k"}, "ask", "how does repo:paymnts retry?")
     assert result.returncode == 2
     assert "There is no repo `paymnts`" in result.stdout and "`payments`" in result.stdout
+
+
+def test_tool_before_any_sync_names_the_unsynced_repos_even_when_it_succeeds(project: dict[str, str]) -> None:
+    listed = codebot(project, "tool", "list_repos")
+    assert listed.returncode == 0, listed.stderr
+    record = json.loads(listed.stdout)
+    assert record["data"]["repos"] == [] and record["unsynced_repos"] == ["payments"]
 
 
 def test_tool_runs_one_tool_with_the_same_checks_and_prints_json(project: dict[str, str]) -> None:
@@ -89,3 +101,8 @@ def test_tool_runs_one_tool_with_the_same_checks_and_prints_json(project: dict[s
     assert "root:" not in refused.stdout
     secret = codebot(project, "tool", "read_file", "--args", '{"repo": "payments", "path": ".env"}')
     assert secret.returncode == 1 and "sk_live" not in secret.stdout
+
+
+def test_repo_at_the_end_of_a_sentence_names_the_repo_not_the_full_stop() -> None:
+    assert extract_repo_filter("How does retry work in repo:payments.") == ("How does retry work in .", ["payments"])
+    assert extract_repo_filter("compare repo:a.b and repo:c-d") == ("compare and", ["a.b", "c-d"])

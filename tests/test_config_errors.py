@@ -99,3 +99,60 @@ def test_settings_read_the_contract_variable_names() -> None:
     finally:
         del os.environ["REDIS_URL"], os.environ["CODEBOT_MODEL"]
     assert settings.redis_url == "redis://example:6380/1" and settings.model == "local-model"
+
+
+def one_line(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    return result.stderr.strip()
+
+
+def test_a_list_setting_that_is_not_json_is_named_in_one_line() -> None:
+    line = one_line(run_codebot("repos", "list", env={"CODEBOT_SECRET_FILE_GLOBS": "*.pem"}))
+    assert line.startswith("codebot: CODEBOT_SECRET_FILE_GLOBS: not a JSON list")
+
+
+def test_a_bad_redis_url_is_named_by_its_contract_name_without_echoing_its_password() -> None:
+    line = one_line(run_codebot("status", env={"REDIS_URL": "http://:hunter2@example:6379"}))
+    assert line.startswith("codebot: REDIS_URL: must start with redis://") and "hunter2" not in line
+
+
+def test_a_dot_env_that_is_not_utf8_is_named_in_one_line(tmp_path: Path) -> None:
+    (tmp_path / ".env").write_bytes(b"CODEBOT_MODEL=caf\xe9\n")
+    line = one_line(run_codebot("repos", "list", cwd=tmp_path))
+    assert line == "codebot: .env: not UTF-8 text — save it as UTF-8"
+
+
+def test_blank_path_settings_mean_their_defaults_not_the_working_directory() -> None:
+    settings = load_settings(env_file=None, data_dir="", repos_file=" ")
+    assert settings.data_dir == Path("data") and settings.repos_file == Path("config/repos.toml")
+
+
+def test_a_data_dir_that_cannot_be_made_is_named_in_one_line(tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("")
+    env = {"CODEBOT_DATA_DIR": str(tmp_path / "a-file" / "data")}
+    assert one_line(run_codebot("repos", "sync", env=env)).startswith("codebot: CODEBOT_DATA_DIR: cannot create")
+    assert one_line(run_codebot("status", env=env)).startswith("codebot: CODEBOT_DATA_DIR: cannot create")
+
+
+def test_a_repos_file_that_is_not_utf8_or_uses_inline_entries_is_reported_where_it_fails(
+    tmp_path: Path,
+) -> None:
+    latin = tmp_path / "latin.toml"
+    latin.write_bytes(b'[[repo]]\nname = "a"\nurl = "."\ndescription = "caf\xe9"\n')
+    with pytest.raises(ConfigError, match=r"latin\.toml:4: not UTF-8 text"):
+        load_whitelist(latin)
+    inline = tmp_path / "inline.toml"
+    inline.write_text('repo = [{name = "a", url = "."}, {name = "a", url = "."}]\n')
+    with pytest.raises(ConfigError, match=r"inline\.toml: repo entry 2: repo name 'a' is already used at entry 1"):
+        load_whitelist(inline)
+    spaced = tmp_path / "spaced.toml"
+    spaced.write_text('[[ repo ]]\nname = "a"\nurl = "."\n\n[[repo]]\nname = "B"\nurl = "."\n')
+    with pytest.raises(ConfigError, match=r"spaced\.toml:5: name 'B'"):
+        load_whitelist(spaced)
+
+
+def test_a_port_out_of_range_is_a_usage_error_not_a_traceback() -> None:
+    result = run_codebot("mcp", "--http", "--port", "99999", env={"CODEBOT_MCP_TOKEN": "0123456789abcdef0123"})
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "argument --port: '99999' is not a TCP port (0-65535)" in result.stderr

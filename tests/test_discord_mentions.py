@@ -127,3 +127,18 @@ def test_with_redis_down_the_asker_is_told_and_the_adapter_recovers(drig: Discor
     drig.mention("how does retry work, now?")
     drig.queued()
     assert drig.bot.client.is_ready() and not drig.bot.client.is_closed()
+
+
+def test_with_redis_refusing_writes_the_asker_is_told_as_when_it_is_down(drig: DiscordRig) -> None:
+    fake, redis = drig.fake, drig.rig.redis
+    redis.config_set("maxmemory-policy", "noeviction")
+    redis.config_set("maxmemory", "1")  # every write now fails: OOM command not allowed
+    try:
+        refused = drig.mention("how does retry work?")
+        [reply] = fake.wait_for(lambda: fake.posted(fake.channel_id))
+    finally:
+        redis.config_set("maxmemory", "0")
+    assert reply["content"] == texts.QUEUE_UNAVAILABLE
+    assert str(reply["message_reference"]["message_id"]) == refused["id"]
+    drig.mention("how does retry work, now?")
+    drig.queued()

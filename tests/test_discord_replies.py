@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -12,6 +13,7 @@ from bot.discord_sink import DiscordSink
 from tests.support.discord_rig import DiscordRig, discord_rig
 from tests.support.model_server import error
 from worker.question import Question, ReplyTarget, event_identity
+from worker.sink import Answer
 
 FENCE = re.compile(r"^```", re.MULTILINE)
 NO_MENTIONS = {"parse": [], "replied_user": False}
@@ -113,3 +115,48 @@ def test_without_permission_to_start_threads_the_answer_is_a_reply_in_the_channe
     assert reply["content"].startswith("Retries back off")
     assert reply["message_reference"]["message_id"] == question["id"]
     assert [c.status for c in fake.find("POST", "/threads$")] == [403]  # asked once, never retried
+
+
+def asked_question(drig: DiscordRig) -> tuple[dict[str, Any], Question]:
+    fake = drig.fake
+    asked = fake.message_create("how does retry work?")
+    target = ReplyTarget(
+        platform="discord", channel=fake.channel_id, thread=asked["id"], message=asked["id"], guild=fake.guild_id
+    )
+    question = Question(
+        id=event_identity("discord", asked["id"]), asker="1", target=target, text="how?", repos=["payments"]
+    )
+    return asked, question
+
+
+def test_after_a_worker_dies_trying_again_and_the_apology_replace_its_progress_message(drig: DiscordRig) -> None:
+    fake = drig.fake
+    asked, question = asked_question(drig)
+    died = DiscordSink(drig.settings, drig.rig.redis, question)  # the run whose worker was killed
+    died.received()
+    died.progress("reading payments/retry.py")
+    died.close()
+    callback = DiscordSink(drig.settings, drig.rig.redis, question)  # on_question_failed, a retry left
+    callback.progress("the worker answering this stopped; trying again…")
+    callback.close()
+    assert [m["content"] for m in fake.posted(asked["id"])] == [
+        "Looking into the code… the worker answering this stopped; trying again…"
+    ]
+    last = DiscordSink(drig.settings, drig.rig.redis, question)  # on_question_failed, no retry left
+    last.failed("Sorry, the worker answering this stopped. Reference: `abc`")
+    assert [m["content"] for m in fake.posted(asked["id"])] == [
+        "Sorry, the worker answering this stopped. Reference: `abc`"
+    ]
+    assert drig.reactions(asked["id"])[-2:] == [("PUT", "⚠️"), ("DELETE", "👀")]
+
+
+def test_a_rate_limit_longer_than_the_wait_allowed_never_fails_the_question(drig: DiscordRig) -> None:
+    fake = drig.fake
+    asked, question = asked_question(drig)
+    sink = DiscordSink(drig.settings, drig.rig.redis, question)
+    sink.received()
+    fake.rate_limit(1, retry_after=3600, method="PATCH")  # beyond CODEBOT_DISCORD_MAX_RATELIMIT_WAIT_SECONDS
+    sink.progress("reading payments/retry.py")  # cosmetic: logged, not raised
+    fake.rate_limit(1, retry_after=3600, method="PUT")
+    sink.answer(Answer(markdown="Retries back off.", sources=[], unverified=0, ref="abc", partial=False))
+    assert [m["content"] for m in fake.posted(asked["id"])] == ["Retries back off."]

@@ -15,6 +15,7 @@ import pytest
 
 from tests.support.e2e import Rig, build_rig
 from tests.support.model_server import Reply, error, raw, slow, text, tool_calls
+from worker.accounting import usage_of_day
 
 DEADLINE_SECONDS = 8.0
 READ_RETRY = tool_calls(("read_file", {"repo": "payments", "path": "payments/retry.py"}))
@@ -107,3 +108,10 @@ def test_a_model_that_only_sends_empty_replies_is_stopped_by_the_hop_limit(tmp_p
         kind, fields, _ = timed_ask(rig)
         assert kind == "answer" and "found nothing relevant" in str(fields["markdown"])
         assert len(rig.model.requests) == 3 + 1  # every hop, then one forced answer without tools
+
+
+def test_tokens_spent_before_the_model_failed_still_count_against_the_day(rig: Rig) -> None:
+    rig.model.enqueue(tool_calls(("read_file", {"repo": "payments", "path": "no/such.py"})), error(401))
+    kind, _, _ = timed_ask(rig)
+    assert kind == "failed"  # nothing was found: an apology, but the first call's tokens were used
+    assert usage_of_day(rig.redis).tokens > 0

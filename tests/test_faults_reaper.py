@@ -6,18 +6,25 @@ The started-registry entry is left exactly as a worker that died mid-question le
 
 from __future__ import annotations
 
+import multiprocessing
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from rq import Queue
+from rq.job import Job
 from rq.registry import StartedJobRegistry
 
 from tests.support.e2e import Rig, build_rig
+from tests.support.model_server import Reply, error
+from worker.housekeeping import run_housekeeper
+from worker.job import QuestionRun, on_question_failed
 from worker.question import Question
-from worker.queue import ADMIN_QUEUE, QUESTIONS_QUEUE
+from worker.queue import ADMIN_QUEUE, ANSWERED_KEY_PREFIX, QUESTIONS_QUEUE, claim_answer
 from worker.reaper import reap_abandoned
+from worker.redis_connection import connect, socket_path, stop_embedded_server
 
 
 @pytest.fixture
@@ -63,3 +70,59 @@ def test_a_maintenance_lock_left_by_a_worker_that_died_mid_pass_does_not_stop_th
     rig.redis.set(lock, "1", ex=899 - 100)  # taken 100 s ago: its worker died during the pass
     assert reap_abandoned(rig.redis, [QUESTIONS_QUEUE]) == [question.id]
     assert not rig.redis.exists(lock)
+
+
+def test_a_run_taken_for_dead_does_not_post_a_failure_after_its_retry_answered(rig: Rig) -> None:
+    question = rig.question("how does retry work?")
+
+    def retry_answers_meanwhile(_body: object) -> Reply:
+        rig.redis.set(ANSWERED_KEY_PREFIX + question.id, "1")  # the retry elsewhere answered
+        return error(401)  # ...and this run's model call then fails: a ModelFailure
+
+    rig.model.set_handler(retry_answers_meanwhile)
+    outcome = QuestionRun(rig.runtime, rig.redis, question).run()
+    assert outcome["status"] == "already_answered"
+    assert [kind for kind, _ in rig.events(question, timeout=0.5)] == ["received"]
+
+
+def test_a_failure_is_the_one_final_message_so_a_late_answer_is_not_posted_after_it(rig: Rig) -> None:
+    question = rig.question("how does retry work?")
+    rig.model.set_handler(lambda _body: error(401))
+    assert QuestionRun(rig.runtime, rig.redis, question).run()["status"] == "failed"
+    assert not claim_answer(rig.redis, question.id)  # a run taken for dead finishing now stays quiet
+
+
+def test_the_last_apology_for_a_dead_worker_is_posted_once_and_blocks_a_late_answer(rig: Rig) -> None:
+    question = rig.question("abandoned")
+    rig.enqueue(question)
+    job = Job.fetch(question.id, connection=rig.redis)
+    job.retries_left = 0
+    on_question_failed(job, rig.redis)
+    on_question_failed(job, rig.redis)  # reaped again, or by another machine
+    assert [kind for kind, _ in rig.events(question, timeout=0.5)] == ["failed"]
+    assert not claim_answer(rig.redis, question.id)
+
+
+def test_a_housekeeper_started_while_redis_is_down_reaps_once_it_is_back(rig: Rig) -> None:
+    settings = rig.settings.model_copy(
+        update={"redis_url": f"unix://{socket_path(rig.settings)}", "reaper_interval_seconds": 0.2}
+    )
+    stop_embedded_server(rig.settings)
+    housekeeper = multiprocessing.get_context("fork").Process(
+        target=run_housekeeper, args=(replace(rig.runtime, settings=settings),)
+    )
+    housekeeper.start()
+    try:
+        time.sleep(1.0)
+        assert housekeeper.is_alive()  # waiting for Redis, not dead of it
+        connect(rig.settings)  # Redis is back
+        question = rig.question("abandoned")
+        rig.enqueue(question)
+        abandon(rig, question)
+        deadline = time.monotonic() + 10
+        while Queue(QUESTIONS_QUEUE, connection=rig.redis).job_ids != [question.id]:
+            assert time.monotonic() < deadline, "the abandoned question was never reaped"
+            time.sleep(0.1)
+    finally:
+        housekeeper.terminate()
+        housekeeper.join(10)

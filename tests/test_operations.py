@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from config.errors import ConfigError
 from tests.support.e2e import Rig, build_rig
 from tests.support.model_server import ScriptedModel, text, tool_calls
 from tests.support.slack_rig import SlackRig, build_slack_rig
@@ -124,3 +125,12 @@ def test_status_in_the_terminal_shows_queue_workers_refreshes_and_usage(rig: Rig
     assert "Queue" in result.stdout or "queue" in result.stdout
     assert "payments" in result.stdout
     assert "today (UTC): 1 questions" in result.stdout
+
+
+def test_a_metrics_port_already_taken_is_named_in_one_line(rig: Rig) -> None:
+    first = serve_metrics(rig.redis, 0, host="127.0.0.1")
+    try:
+        with pytest.raises(ConfigError, match=r"^CODEBOT_METRICS_PORT: cannot serve /metrics on 127\.0\.0\.1:\d+ \("):
+            serve_metrics(rig.redis, first.server_address[1], host="127.0.0.1")
+    finally:
+        first.shutdown()

@@ -9,7 +9,13 @@ from pathlib import Path
 import pytest
 
 from config.settings import load_settings
-from worker.redis_connection import RedisUnavailable, connect, kill_embedded_server, stop_embedded_server
+from worker.redis_connection import (
+    RedisUnavailable,
+    connect,
+    kill_embedded_server,
+    redis_server_binary,
+    stop_embedded_server,
+)
 
 
 def test_processes_with_the_same_data_dir_share_one_embedded_server(tmp_path: Path) -> None:
@@ -68,3 +74,25 @@ def test_the_cli_reports_unreachable_redis_in_one_line(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert result.stderr.strip().startswith("codebot: Redis at 127.0.0.1:1 is unreachable")
     assert "Traceback" not in result.stderr
+
+
+def test_a_redis_that_wants_another_password_is_named_as_such_not_as_unreachable(tmp_path: Path) -> None:
+    sock = tmp_path / "r.sock"
+    server = subprocess.Popen(
+        [redis_server_binary(), "--port", "0", "--unixsocket", str(sock), "--requirepass", "s3cret",
+         "--save", "", "--appendonly", "no", "--dir", str(tmp_path)],
+        stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        import time
+
+        deadline = time.monotonic() + 10
+        while not sock.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        for url in (f"unix://{sock}", f"unix://{sock}?password=wrong"):
+            with pytest.raises(RedisUnavailable, match="refused the password in REDIS_URL"):
+                connect(load_settings(env_file=None, redis_url=url))
+        assert connect(load_settings(env_file=None, redis_url=f"unix://{sock}?password=s3cret")).ping()
+    finally:
+        server.kill()
+        server.wait()

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from slack_sdk import WebClient
 
 from bot.slack_format import SLACK_TEXT_LIMIT_CHARS
 from bot.slack_sink import SlackSink
@@ -67,6 +68,18 @@ def test_someone_else_replying_in_the_thread_without_a_mention_is_left_alone(rig
     assert rig.question_jobs() == []
 
 
+def test_the_asker_posting_a_file_without_words_in_the_thread_gets_no_help_reply(rig: SlackRig) -> None:
+    rig.model.enqueue(text("Five."))
+    root = rig.mention("how many attempts?")
+    rig.settle()
+    rig.work()
+    shot = rig.next_ts()
+    rig.send(message("C1", shot, "", thread_ts=root, subtype="file_share", files=[{"id": "F1"}]))
+    rig.settle()
+    assert rig.api.thread_texts("C1", root) == ["Five."]
+    assert rig.question_jobs() == []
+
+
 def test_model_output_full_of_broadcasts_and_mentions_is_posted_inert(rig: SlackRig) -> None:
     loud = "<!channel> <!here> <!everyone> <@U123> <!subteam^S1|devs> @here @channel @everyone ```<!here>```"
     rig.model.enqueue(text(loud))
@@ -110,6 +123,19 @@ def test_a_429_from_slack_is_waited_out_as_retry_after_says(rig: SlackRig) -> No
     assert len(updates) == 2 and updates[1].at - updates[0].at >= 1.0
     assert time.monotonic() - started >= 1.0
     assert rig.api.thread_texts("C1", "2.2") == ["The answer."]
+
+
+def test_slack_out_of_reach_during_progress_does_not_fail_the_question(rig: SlackRig) -> None:
+    target = ReplyTarget(platform="slack", channel="C1", thread="3.3", message="3.3")
+    sink = SlackSink(
+        rig.settings, rig.redis, Question(id="q-unreachable", asker="U1", target=target, text="x", repos=[])
+    )
+    sink.received()
+    reachable, sink.client = sink.client, WebClient(token="xoxb-test", base_url="http://127.0.0.1:9/api/")
+    sink.progress("reading payments/retry.py")  # connection refused: logged, not raised
+    sink.client = reachable
+    sink.answer(Answer(markdown="The answer."))
+    assert rig.api.thread_texts("C1", "3.3") == ["The answer."]
 
 
 def test_a_failed_question_ends_with_an_apology_and_a_warning_reaction(rig: SlackRig) -> None:

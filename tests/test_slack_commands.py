@@ -79,6 +79,18 @@ def test_the_refresh_report_comes_as_a_dm_when_the_channel_cannot_take_an_epheme
     assert f"• `payments`: at commit `{rig.sha[:7]}` (already up to date)" in dm.body["text"]
 
 
+def test_a_refresh_whose_report_cannot_be_delivered_is_not_reported_as_unfinished(rig: SlackRig) -> None:
+    rig.api.fail("chat.postEphemeral", "not_in_channel")
+    rig.api.fail("chat.postMessage", "channel_not_found")  # the DM fallback fails too
+    rig.command("refresh payments", user="UADMIN", channel="CNOTMEMBER")
+    rig.settle()
+    rig.work()
+    notices = rig.api.calls_to("chat.postEphemeral") + rig.api.calls_to("chat.postMessage")
+    assert len(notices) == 2  # tried once each, and nothing more
+    assert not any("did not finish" in call.body["text"] for call in notices)
+    assert rig.redis.hget("codebot:repo:payments", "sha") == rig.sha.encode()
+
+
 def test_refreshing_an_unknown_repo_names_the_nearest_ones(rig: SlackRig) -> None:
     rig.command("refresh paymnt", user="UADMIN")
     (answer,) = responses(rig)

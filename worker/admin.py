@@ -99,7 +99,11 @@ def run_refresh(names: list[str], target_json: str, requested_by: str) -> dict[s
     report = texts.REFRESH_REPORT.format(
         host=host, seconds=seconds, lines="\n".join(_result_line(r) for r in results)
     )
-    notify_admin(runtime.settings, ReplyTarget.model_validate_json(target_json), requested_by, report)
+    try:
+        notify_admin(runtime.settings, ReplyTarget.model_validate_json(target_json), requested_by, report)
+    except Exception:  # the refresh is done and recorded: failing the job would tell the admin
+        # (on_refresh_failed) that it "did not finish", which is not true
+        log.exception("refresh done but its report could not be delivered to %s", requested_by)
     log.info("refresh done names=%s by=%s host=%s seconds=%s", ",".join(names), requested_by, host, seconds)
     return {"host": host, "seconds": seconds, "results": [asdict(r) for r in results]}
 

@@ -34,7 +34,14 @@ ARGUMENT_PREVIEW_CHARS = 60
 
 
 class ModelFailure(Exception):
-    """The model endpoint failed in a way no retry fixed; the message is safe to show."""
+    """The model endpoint failed in a way no retry fixed; the message is safe to show.
+
+    Carries the tokens the question had already used, so they are still accounted."""
+
+    def __init__(self, message: str, prompt_tokens: int = 0, completion_tokens: int = 0) -> None:
+        super().__init__(message)
+        self.prompt_tokens = prompt_tokens
+        self.completion_tokens = completion_tokens
 
 
 @dataclass
@@ -201,7 +208,7 @@ class Agent:
         result.stop_reason = "model_failed"
         result.partial = True
         if not self.ctx.shown.files():
-            raise ModelFailure(_failure_message(exc)) from exc
+            raise ModelFailure(_failure_message(exc), result.prompt_tokens, result.completion_tokens) from exc
         result.text = f"I could not finish answering: {_failure_message(exc)}.\n\n" + evidence_summary(
             self.ctx
         )

@@ -14,6 +14,7 @@ from redis import Redis
 from rich.console import Console
 from rq import Queue, SimpleWorker, Worker
 
+from worker import runtime as runtime_module
 from worker.question import Question, ReplyTarget, event_identity
 from worker.queue import QUESTIONS_QUEUE, enqueue_question, job_timeout_seconds
 from worker.repos_cli import run_sync
@@ -49,7 +50,8 @@ def run_ask(runtime: Runtime, redis: Redis, text: str, repo: str | None, out: Co
         out.print(scope.refusal)
         return 2
     if not settings.openai_api_key and not settings.openai_base_url:
-        out.print(MISSING_MODEL_MESSAGE.format(model=settings.model), markup=False, highlight=False)
+        # soft_wrap: each line stays whole for copying, whatever the terminal's width
+        out.print(MISSING_MODEL_MESSAGE.format(model=settings.model), markup=False, highlight=False, soft_wrap=True)
         return 2
     missing = [name for name in scope.repos if runtime.mirrors.current(name) is None]
     if (
@@ -74,7 +76,9 @@ def run_ask(runtime: Runtime, redis: Redis, text: str, repo: str | None, out: Co
     )
     printer.start()
     if workers_listening(redis) == 0:
-        # Nobody else will take it: answer here, in this process, through the same job code.
+        # Nobody else will take it: answer here, in this process, through the same job code,
+        # with the runtime already built (else the job would build a second one from the env).
+        runtime_module.install(runtime)
         SimpleWorker([Queue(QUESTIONS_QUEUE, connection=redis)], connection=redis).work(
             burst=True, logging_level="WARNING"
         )
@@ -92,10 +96,11 @@ def _print_events(
             out.print(f"[dim]… {fields.get('text', '')}[/dim]", highlight=False)
         elif kind == "answer":
             out.print()
-            out.print(str(fields.get("markdown", "")), markup=False, highlight=False)
+            # soft_wrap: a commit-pinned link longer than the terminal is never cut in two
+            out.print(str(fields.get("markdown", "")), markup=False, highlight=False, soft_wrap=True)
             status["code"] = 0
         elif kind == "failed":
-            out.print(str(fields.get("text", "")), markup=False, highlight=False)
+            out.print(str(fields.get("text", "")), markup=False, highlight=False, soft_wrap=True)
             status["code"] = 1
     if "code" not in status:
         out.print("No answer arrived in time: is a worker running? (codebot worker)")

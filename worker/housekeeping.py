@@ -27,7 +27,7 @@ from redis import Redis
 from worker import runtime as runtime_module
 from worker.queue import ADMIN_QUEUE, QUESTIONS_QUEUE
 from worker.reaper import die_with_parent, reap_abandoned
-from worker.redis_connection import connect
+from worker.redis_connection import RedisUnavailable, connect
 from worker.refresh import catch_up, run_due_refreshes
 from worker.runtime import Runtime
 
@@ -55,6 +55,17 @@ def _every(
         stop.wait(seconds)
 
 
+def _connect_until_stopped(runtime: Runtime, stop: threading.Event) -> Redis | None:
+    """Redis restarting just as the worker starts must not leave this machine without a reaper."""
+    while not stop.is_set():
+        try:
+            return connect(runtime.settings)
+        except RedisUnavailable as exc:
+            log.warning("housekeeping waits for Redis: %s", exc)
+            stop.wait(runtime.settings.reaper_interval_seconds)
+    return None
+
+
 def run_housekeeper(runtime: Runtime) -> None:
     """The housekeeper process's main: runs until SIGTERM/SIGINT or its parent's death."""
     die_with_parent(signal.SIGTERM)
@@ -67,7 +78,9 @@ def run_housekeeper(runtime: Runtime) -> None:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     settings = runtime.settings
-    redis = connect(settings)
+    redis = _connect_until_stopped(runtime, stop)
+    if redis is None:
+        return
     passes = [
         (settings.reaper_interval_seconds, reaper_pass),
         (settings.refresh_check_seconds, refresher_pass),

@@ -1,11 +1,12 @@
 """The question job on RQ: a thin entry point, and the whole lifecycle in QuestionRun.run().
 
 A failure of any kind ends in a clear message to the asker with a short reference id (the
-details go to the log under the same id). A retried job never posts a second answer.
+details go to the log under the same id). A retried job never posts a second answer or apology.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import logging
@@ -25,7 +26,7 @@ from worker.agent import Agent, ModelFailure
 from worker.citations import check_answer
 from worker.metrics import count, observe_question
 from worker.question import Question, ReplyTarget, Turn
-from worker.queue import claim_answer, was_answered
+from worker.queue import ANSWERED_KEY_PREFIX, claim_answer, was_answered
 from worker.refresh import catch_up
 from worker.runtime import Runtime
 from worker.sink import Answer, ConsoleSink, ReplySink
@@ -91,6 +92,7 @@ class QuestionRun:
         self.redis = redis
         self.question = question
         self.ref = reference_id(question.id)
+        self.claimed = False  # this run holds the question's one final message (worker.queue)
 
     def run(self) -> dict[str, Any]:
         question = self.question
@@ -100,16 +102,19 @@ class QuestionRun:
         started = time.monotonic()
         sink.received()
         if budget_spent(self.redis, self.runtime.settings):
-            sink.failed(BUDGET_SPENT_MESSAGE)
-            return self._finish({"status": "budget_spent", "ref": self.ref}, started)
+            status = "budget_spent" if self._fail(sink, BUDGET_SPENT_MESSAGE) else "already_answered"
+            return self._finish({"status": status, "ref": self.ref}, started)
         try:
             outcome = self._answer(sink)
         except ModelFailure as exc:
-            sink.failed(f"Sorry, I could not answer: {exc}. Reference: `{self.ref}`")
-            return self._finish({"status": "failed", "ref": self.ref, "reason": str(exc)}, started)
+            if not self._fail(sink, f"Sorry, I could not answer: {exc}. Reference: `{self.ref}`"):
+                return self._finish({"status": "already_answered", "ref": self.ref}, started)
+            tokens = {"prompt_tokens": exc.prompt_tokens, "completion_tokens": exc.completion_tokens}
+            return self._finish({"status": "failed", "ref": self.ref, "reason": str(exc), **tokens}, started)
         except Exception:
             log.exception("question crashed", extra={"job_id": question.id, "ref": self.ref})
-            sink.failed(f"Sorry, something went wrong while answering. Reference: `{self.ref}`")
+            if not self._fail(sink, f"Sorry, something went wrong while answering. Reference: `{self.ref}`"):
+                return self._finish({"status": "already_answered", "ref": self.ref}, started)
             return self._finish({"status": "failed", "ref": self.ref, "reason": "crash"}, started)
         return self._finish(outcome, started)
 
@@ -173,11 +178,33 @@ class QuestionRun:
         deadline = time.monotonic() + CLAIM_WAIT_SECONDS
         while True:
             try:
-                return claim_answer(self.redis, self.question.id)
+                self.claimed = claim_answer(self.redis, self.question.id)
+                return self.claimed
             except RedisError:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.5)
+
+    def _fail(self, sink: ReplySink, message: str) -> bool:
+        """sink.failed as the question's one final message, like an answer: not posted when a
+        retry of this question (this run was taken for dead) already answered it. True if posted."""
+        claimed_here = False
+        if not self.claimed:
+            try:
+                if not self._claim():
+                    return False
+                claimed_here = True
+            except RedisError:
+                pass  # Redis is down: an apology that might repeat beats silence
+        try:
+            sink.failed(message)
+        except Exception:
+            if claimed_here:  # nothing reached the asker: leave the question to the retry
+                with contextlib.suppress(RedisError):
+                    self.redis.delete(ANSWERED_KEY_PREFIX + self.question.id)
+                self.claimed = False
+            raise
+        return True
 
     def _progress(self, sink: ReplySink) -> Callable[[str], None]:
         """sink.progress, silent once the question is answered: a run whose worker was taken for
@@ -196,13 +223,14 @@ class QuestionRun:
     def _answer(self, sink: ReplySink) -> dict[str, Any]:
         runtime = self.runtime
         # another machine may have refreshed a repo: fetch that commit first, bounded (worker/refresh.py)
-        catch_up(runtime, self.redis, self.question.repos, progress=sink.progress)
+        progress = self._progress(sink)
+        catch_up(runtime, self.redis, self.question.repos, progress=progress)
         with runtime.mirrors.lease(self.question.repos) as snapshots:
             if not snapshots:
-                sink.failed(NO_SNAPSHOT_MESSAGE)
-                return {"status": "no_snapshot", "ref": self.ref}
+                posted = self._fail(sink, NO_SNAPSHOT_MESSAGE)
+                return {"status": "no_snapshot" if posted else "already_answered", "ref": self.ref}
             ctx = make_context(runtime.settings, snapshots)
-            client, progress = make_model_client(runtime), self._progress(sink)
+            client = make_model_client(runtime)
             agent = Agent(runtime.settings, client, runtime.registry, ctx, progress=progress)
             result = agent.run(self.question)
             checked = check_answer(ctx, ctx.redact(result.text))
@@ -258,6 +286,8 @@ def on_question_failed(job: Job, connection: Redis, *exc_info: Any) -> None:
         if job.retries_left:
             sink.progress("the worker answering this stopped; trying again…")
             return
+        if not claim_answer(connection, job.id):
+            return  # a run taken for dead answered after all
         sink.failed(
             f"Sorry, the worker answering this stopped before it finished. Please ask again. Reference: `{ref}`"
         )

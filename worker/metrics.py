@@ -16,6 +16,8 @@ from typing import Any
 from redis import Redis
 from redis.exceptions import RedisError
 
+from config.errors import ConfigError
+
 log = logging.getLogger("codebot.metrics")
 
 METRICS_KEY = "codebot:metrics"
@@ -146,7 +148,10 @@ class _Handler(BaseHTTPRequestHandler):
 def serve_metrics(redis: Redis, port: int, host: str = "0.0.0.0") -> ThreadingHTTPServer:
     """Serve /metrics in a background thread; returns the server (port 0 picks a free port)."""
     handler = type("MetricsHandler", (_Handler,), {"redis": redis})
-    server = ThreadingHTTPServer((host, port), handler)
+    try:
+        server = ThreadingHTTPServer((host, port), handler)
+    except OSError as exc:  # the port is taken, or not ours to bind: bad configuration, said in one line
+        raise ConfigError(f"CODEBOT_METRICS_PORT: cannot serve /metrics on {host}:{port} ({exc.strerror})") from None
     threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
     log.info("metrics on http://%s:%s/metrics", host, server.server_address[1])
     return server

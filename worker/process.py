@@ -27,7 +27,7 @@ from worker.housekeeping import run_housekeeper
 from worker.metrics import serve_metrics
 from worker.queue import ADMIN_QUEUE, QUESTIONS_QUEUE
 from worker.reaper import die_with_parent, make_codebot_worker
-from worker.redis_connection import RedisUnavailable, connect
+from worker.redis_connection import RedisUnavailable, connect, describe
 from worker.runtime import Runtime
 
 log = logging.getLogger("codebot.worker")
@@ -57,7 +57,9 @@ def _work(runtime: Runtime, burst: bool, index: int) -> None:
         die_with_parent(signal.SIGTERM)  # a child of `codebot worker --concurrency N`: warm stop
     stopping = False
     for generation in itertools.count():
-        name = f"codebot-{os.uname().nodename}-{os.getpid()}-{index}" + (f".{generation}" if generation else "")
+        name = f"codebot-{os.uname().nodename}-{os.getpid()}-{index}" + (
+            f".{generation}" if generation else ""
+        )
         rq_worker = None
         try:
             rq_worker = make_worker(runtime, name=name, start_embedded=generation == 0)
@@ -98,6 +100,14 @@ def _stop(process: multiprocessing.process.BaseProcess) -> None:
 
 def run_workers(runtime: Runtime, burst: bool, concurrency: int) -> int:
     runtime_module.install(runtime)
+    log.info(
+        "worker: %d in parallel%s, queue on %s, repos %s, data in %s",
+        concurrency,
+        " (burst)" if burst else "",
+        describe(runtime.settings),
+        ", ".join(runtime.whitelist.names()) or "(none)",
+        runtime.settings.data_dir,
+    )
     if runtime.settings.metrics_port is not None:
         serve_metrics(connect(runtime.settings), runtime.settings.metrics_port)
     global _top_pid

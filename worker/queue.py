@@ -23,8 +23,9 @@ ANSWERED_KEY_PREFIX = "codebot:answered:"
 ANSWERED_TTL_SECONDS = 7 * 24 * 3600
 QUESTION_RESULT_TTL_SECONDS = 24 * 3600  # a finished job id keeps blocking duplicates this long
 QUESTION_FAILURE_TTL_SECONDS = 7 * 24 * 3600
-# A question waiting longer than this in the queue is stale: the asker has moved on.
-QUESTION_QUEUED_TTL_SECONDS = 3600
+# No queued-time TTL: a question waiting for a worker is answered late rather than
+# dropped without a word (RQ drops expired jobs silently); `queue_max_depth` bounds the backlog.
+
 # RQ retries a job once when its worker died mid-question (the failure callback tells the
 # asker only when no retry is left).
 QUESTION_RETRIES = 1
@@ -59,7 +60,6 @@ def enqueue_question(redis: Redis, question: Question, settings: Settings) -> En
             timeout=job_timeout_seconds(settings),
             result_ttl=QUESTION_RESULT_TTL_SECONDS,
             failure_ttl=QUESTION_FAILURE_TTL_SECONDS,
-            ttl=QUESTION_QUEUED_TTL_SECONDS,
             # a retried question has waited longest: it goes to the front, not behind the queue
             retry=Retry(max=QUESTION_RETRIES, enqueue_at_front=True),
             # kept in meta so a failure callback can tell the asker without the job's args

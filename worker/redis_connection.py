@@ -106,7 +106,12 @@ def _alive(client: Redis) -> bool:
 def ensure_embedded_server(settings: Settings) -> Path:
     """Start the embedded server unless it runs already; return its socket path."""
     home = embedded_dir(settings)
-    home.mkdir(parents=True, exist_ok=True)
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise RedisUnavailable(
+            f"CODEBOT_DATA_DIR: cannot create {home} for the embedded Redis ({exc.strerror})"
+        ) from None
     sock = socket_path(settings)
     if _probe(sock):
         return sock
@@ -180,13 +185,16 @@ def connect(settings: Settings, start_embedded: bool = True) -> Redis:
         )
         try:
             client.ping()
+        except redis.AuthenticationError:  # a ConnectionError too: caught first
+            raise RedisUnavailable(
+                f"{describe(settings)} refused the password in REDIS_URL (or needs one: "
+                "redis://:PASSWORD@host:port)"
+            ) from None
         except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
             raise RedisUnavailable(
                 f"{describe(settings)} is unreachable ({exc}). Start it, fix REDIS_URL, "
                 "or unset REDIS_URL to use the embedded server."
             ) from None
-        except redis.AuthenticationError:
-            raise RedisUnavailable(f"{describe(settings)} refused the password in REDIS_URL") from None
         return client
     sock = ensure_embedded_server(settings) if start_embedded else socket_path(settings)
     if not _probe(sock):

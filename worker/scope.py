@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from config.repos import Whitelist
 from worker.tools.redact import get_redactor
 
-REPO_FILTER = re.compile(r"(?<![\w/])repo:([A-Za-z0-9._-]+)")
+# A name never ends in a dot here: "… in repo:payments." ends a sentence, not the name.
+REPO_FILTER = re.compile(r"(?<![\w/])repo:([A-Za-z0-9._-]*[A-Za-z0-9_-])")
 
 
 @dataclass(frozen=True)
