@@ -5,7 +5,7 @@ HELP = (
     "• `repo:NAME` anywhere in the question limits it to that repo.\n"
     "• Reply in my thread to ask a follow-up; the earlier questions and answers are the context.\n"
     "• Every claim links to the exact lines and commit I read.\n"
-    "Commands: `/codebot repos`, `/codebot help`; admins: `/codebot refresh NAME|all`, `/codebot status`."
+    "Commands: `/codebot repos`, `/codebot help`; admins: `/codebot refresh` (a repo name or `all`), `/codebot status`."
 )
 EMPTY_MENTION = "You mentioned me without a question.\n" + HELP
 QUEUED = "Got it, looking into the code…"

@@ -32,7 +32,7 @@ def test_help_is_answered_privately_in_the_ack(rig: SlackRig) -> None:
     answer = json.loads(body)
     assert status == 200
     assert answer["response_type"] == "ephemeral"
-    assert "/codebot refresh NAME|all" in answer["text"]
+    assert "/codebot refresh` (a repo name or `all`)" in answer["text"]
 
 
 def test_repos_lists_only_the_repos_allowed_in_that_channel_with_commit_and_age(rig: SlackRig) -> None:
