@@ -37,3 +37,30 @@ def test_a_mention_while_redis_is_down_is_answered_with_try_again_and_the_adapte
     rig.settle()
     assert rig.question_jobs() == [f"q-slack-C1-{later.replace('.', '_')}"]
     assert rig.api.thread_texts("C1", later) == []  # no error reply this time
+
+
+@pytest.mark.slow
+def test_a_hung_redis_is_answered_with_try_again_within_bounded_time_and_the_adapter_recovers(
+    rig: SlackRig,
+) -> None:
+    import os
+    import signal
+    import time
+
+    from worker.redis_connection import SOCKET_TIMEOUT_SECONDS, server_pid
+
+    pid = server_pid(rig.settings)
+    assert pid
+    os.kill(pid, signal.SIGSTOP)  # accepts connections, never answers
+    try:
+        started = time.monotonic()
+        ts = rig.mention("how does retry work?")  # acked at once: Slack never retries it
+        assert time.monotonic() - started < 1.0
+        wait_until(lambda: rig.api.thread_texts("C1", ts), timeout=3 * SOCKET_TIMEOUT_SECONDS)
+        assert rig.api.thread_texts("C1", ts) == format_for_slack(texts.QUEUE_UNAVAILABLE)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    rig.settle()
+    later = rig.mention("and now?")
+    rig.settle()
+    assert any(job.endswith(later.replace(".", "_")) for job in rig.question_jobs())

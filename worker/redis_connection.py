@@ -29,6 +29,9 @@ from config.settings import Settings
 
 EMBEDDED_START_TIMEOUT_SECONDS = 10.0
 CONNECT_TIMEOUT_SECONDS = 3.0
+# A Redis that accepts connections but never answers must not hang an adapter's listener
+# threads forever. RQ workers raise this to their own dequeue timeout on their connection.
+SOCKET_TIMEOUT_SECONDS = 10.0
 # Unix socket paths are limited to ~108 bytes; deep data dirs fall back to /tmp.
 MAX_SOCKET_PATH_CHARS = 100
 
@@ -86,6 +89,7 @@ def _client_for_socket(path: Path, retries: int = QUICK_RETRIES) -> Redis:
     return Redis(
         unix_socket_path=str(path),
         socket_connect_timeout=CONNECT_TIMEOUT_SECONDS,
+        socket_timeout=SOCKET_TIMEOUT_SECONDS,
         retry=Retry(NoBackoff(), retries),
     )
 
@@ -180,6 +184,7 @@ def connect(settings: Settings, start_embedded: bool = True) -> Redis:
         client = Redis.from_url(
             settings.redis_url,
             socket_connect_timeout=CONNECT_TIMEOUT_SECONDS,
+            socket_timeout=SOCKET_TIMEOUT_SECONDS,
             health_check_interval=30,
             retry=Retry(NoBackoff(), QUICK_RETRIES),
         )
