@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import aiohttp
 import discord
 import yarl
 from discord import app_commands
@@ -146,6 +147,11 @@ def serve(settings: Settings) -> int:
         client.run(settings.discord_bot_token, log_handler=None)
     except discord.LoginFailure:
         raise ConfigError("DISCORD_BOT_TOKEN: Discord refused the token — reset it on the Bot page") from None
+    except (aiohttp.ClientError, OSError) as exc:
+        raise ConfigError(
+            f"DISCORD_API_URL: cannot reach Discord at {settings.discord_api_url} ({type(exc).__name__}) — "
+            "check the network or the URL"
+        ) from None
     except discord.PrivilegedIntentsRequired:
         raise ConfigError(
             "CODEBOT_DISCORD_MESSAGE_CONTENT_INTENT: Discord refused the Message Content intent — enable it "

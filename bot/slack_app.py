@@ -215,6 +215,10 @@ def _verify_app_token(settings: Settings) -> None:
         raise ConfigError(f"SLACK_APP_TOKEN: Slack refused it ({exc.response.get('error')})") from None
 
 
+def _interrupt(signum: int, _frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def serve(settings: Settings, port: int = 3000) -> int:
     """Run the adapter until SIGTERM/SIGINT."""
     from worker.redis_connection import connect, describe
@@ -235,10 +239,20 @@ def serve(settings: Settings, port: int = 3000) -> int:
         from slack_bolt.adapter.socket_mode import SocketModeHandler
 
         log.info("slack adapter: Socket Mode, queue on %s", describe(settings))
+        handler = SocketModeHandler(app, settings.slack_app_token)
         try:
-            SocketModeHandler(app, settings.slack_app_token).start()
+            handler.connect()
         except SlackApiError as exc:
             raise ConfigError(f"SLACK_APP_TOKEN: Slack refused it ({exc.response.get('error')})") from None
+        # SIGTERM as Ctrl-C (bolt's start() leaves it to kill the process): stop taking envelopes,
+        # and let the listeners of those already acked finish (the executor is joined at exit).
+        signal.signal(signal.SIGTERM, _interrupt)
+        try:
+            threading.Event().wait()
+        except KeyboardInterrupt:
+            log.info("slack adapter: stopping")
+        finally:
+            handler.close()
         return 0
     server = SlackHTTPServer(app, port=port)
 

@@ -52,7 +52,10 @@ def _parser() -> argparse.ArgumentParser:
     sync.add_argument("names", nargs="*", help="repos to sync (default: all)")
 
     tool = sub.add_parser("tool", help="run one agent tool directly (JSON out)")
-    tool.add_argument("name", help="list_repos, search, read_file, list_files or repo_overview")
+    tool.add_argument(
+        "name",
+        help="list_repos, search, read_file, list_files, repo_overview, find_definition or find_references",
+    )
     tool.add_argument("--args", default="{}", help='the arguments as JSON, e.g. \'{"pattern": "retry"}\'')
 
     evaluate = sub.add_parser("eval", help="run golden questions through the real agent")
@@ -60,7 +63,9 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--csv", default="eval-results.csv", help="where to write the per-question CSV")
 
     mcp = sub.add_parser("mcp", help="serve the tools and `ask` over the Model Context Protocol")
-    mcp.add_argument("--http", action="store_true", help="streamable HTTP instead of stdio (needs CODEBOT_MCP_TOKEN)")
+    mcp.add_argument(
+        "--http", action="store_true", help="streamable HTTP instead of stdio (needs CODEBOT_MCP_TOKEN)"
+    )
     mcp.add_argument("--port", type=_port, default=8765, help="HTTP port (default 8765)")
     mcp.add_argument("--host", help="HTTP address to listen on (default CODEBOT_MCP_HTTP_HOST, 127.0.0.1)")
 
@@ -84,10 +89,11 @@ def _cmd_ask(settings: Settings, args: argparse.Namespace, out: Console) -> int:
     from worker.runtime import build_runtime
 
     runtime = build_runtime(settings)
-    return run_ask(runtime, connect(settings), " ".join(args.question), args.repo, out)
+    return run_ask(runtime, lambda: connect(settings), " ".join(args.question), args.repo, out)
 
 
 def _cmd_worker(settings: Settings, args: argparse.Namespace, out: Console) -> int:
+    from worker.console import missing_model_message
     from worker.process import run_workers
     from worker.redis_connection import connect
     from worker.runtime import build_runtime
@@ -95,6 +101,12 @@ def _cmd_worker(settings: Settings, args: argparse.Namespace, out: Console) -> i
     if args.concurrency < 1:
         raise ConfigError("--concurrency must be at least 1")
     connect(settings)  # fail now, with one line, if Redis is unreachable
+    missing_model = missing_model_message(settings)
+    if missing_model:
+        # A worker without a model would turn every question into an apology.
+        raise ConfigError(
+            "OPENAI_API_KEY / OPENAI_BASE_URL: not set — a worker needs a model endpoint (see `codebot ask` or the README)"
+        )
     return run_workers(build_runtime(settings), burst=args.burst, concurrency=args.concurrency)
 
 
@@ -168,10 +180,10 @@ def _cmd_status(settings: Settings, args: argparse.Namespace, out: Console) -> i
     out.print(status_report(redis, build_runtime(settings)), markup=False)
     usage = usage_of_day(redis)
     budget = f" of {settings.daily_token_budget} budget" if settings.daily_token_budget else ""
-    out.print(
-        f"today (UTC): {usage.questions} questions, {usage.tokens} tokens{budget}, ${usage.cost_usd:.4f}",
-        markup=False,
-    )
+    priced = settings.model_input_usd_per_million_tokens or settings.model_output_usd_per_million_tokens
+    cost = f"${usage.cost_usd:.4f}" if priced else "cost unknown (set CODEBOT_MODEL_*_USD_PER_MILLION_TOKENS)"
+    noun = "question" if usage.questions == 1 else "questions"
+    out.print(f"today (UTC): {usage.questions} {noun}, {usage.tokens} tokens{budget}, {cost}", markup=False)
     return 0
 
 

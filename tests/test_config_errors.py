@@ -156,3 +156,33 @@ def test_a_port_out_of_range_is_a_usage_error_not_a_traceback() -> None:
     result = run_codebot("mcp", "--http", "--port", "99999", env={"CODEBOT_MCP_TOKEN": "0123456789abcdef0123"})
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "argument --port: '99999' is not a TCP port (0-65535)" in result.stderr
+
+
+def test_a_worker_without_a_model_endpoint_refuses_to_start_in_one_line(tmp_path: Path) -> None:
+    from worker.redis_connection import stop_embedded_server
+
+    env = {"CODEBOT_DATA_DIR": str(tmp_path / "data")}
+    try:
+        result = run_codebot("worker", "--burst", env=env)
+    finally:
+        stop_embedded_server(load_settings(env_file=None, data_dir=tmp_path / "data"))
+    assert result.returncode == 2
+    assert result.stderr.strip().startswith("codebot: OPENAI_API_KEY / OPENAI_BASE_URL: not set")
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_an_unreachable_discord_api_stops_the_adapter_in_one_line(tmp_path: Path) -> None:
+    from worker.redis_connection import stop_embedded_server
+
+    env = {
+        "CODEBOT_DATA_DIR": str(tmp_path / "data"),
+        "DISCORD_BOT_TOKEN": "token",
+        "DISCORD_API_URL": "http://127.0.0.1:1/api/v10",
+    }
+    try:
+        result = run_codebot("discord", env=env)
+    finally:
+        stop_embedded_server(load_settings(env_file=None, data_dir=tmp_path / "data"))
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith("codebot: DISCORD_API_URL: cannot reach Discord")

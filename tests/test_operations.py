@@ -124,7 +124,7 @@ def test_status_in_the_terminal_shows_queue_workers_refreshes_and_usage(rig: Rig
     assert result.returncode == 0, result.stderr
     assert "Queue" in result.stdout or "queue" in result.stdout
     assert "payments" in result.stdout
-    assert "today (UTC): 1 questions" in result.stdout
+    assert "today (UTC): 1 question, " in result.stdout and "cost unknown" in result.stdout
 
 
 def test_a_metrics_port_already_taken_is_named_in_one_line(rig: Rig) -> None:

@@ -9,11 +9,13 @@ from __future__ import annotations
 import getpass
 import threading
 import uuid
+from collections.abc import Callable
 
 from redis import Redis
 from rich.console import Console
 from rq import Queue, SimpleWorker, Worker
 
+from config.settings import Settings
 from worker import runtime as runtime_module
 from worker.question import Question, ReplyTarget, event_identity
 from worker.queue import QUESTIONS_QUEUE, enqueue_question, job_timeout_seconds
@@ -32,12 +34,23 @@ codebot needs a model endpoint (any OpenAI-compatible one). Set, in the environm
 EMPTY_QUESTION_MESSAGE = 'Ask a question, e.g. codebot ask "Where are slash commands handled?"'
 
 
+def missing_model_message(settings: Settings) -> str | None:
+    """What to set, when no model endpoint is configured (a key, or a base URL for local servers)."""
+    if settings.openai_api_key or settings.openai_base_url:
+        return None
+    return MISSING_MODEL_MESSAGE.format(model=settings.model)
+
+
 def workers_listening(redis: Redis) -> int:
     queue = Queue(QUESTIONS_QUEUE, connection=redis)
     return sum(1 for worker in Worker.all(queue=queue) if worker.state != "suspended")
 
 
-def run_ask(runtime: Runtime, redis: Redis, text: str, repo: str | None, out: Console) -> int:
+def run_ask(
+    runtime: Runtime, connect_redis: Callable[[], Redis], text: str, repo: str | None, out: Console
+) -> int:
+    """Check the question, scope and model endpoint first: a first run that cannot answer
+    leaves no Redis server behind."""
     settings = runtime.settings
     cleaned, requested = extract_repo_filter(text)
     if repo:
@@ -49,10 +62,12 @@ def run_ask(runtime: Runtime, redis: Redis, text: str, repo: str | None, out: Co
     if scope.refusal:
         out.print(scope.refusal)
         return 2
-    if not settings.openai_api_key and not settings.openai_base_url:
+    missing_model = missing_model_message(settings)
+    if missing_model:
         # soft_wrap: each line stays whole for copying, whatever the terminal's width
-        out.print(MISSING_MODEL_MESSAGE.format(model=settings.model), markup=False, highlight=False, soft_wrap=True)
+        out.print(missing_model, markup=False, highlight=False, soft_wrap=True)
         return 2
+    redis = connect_redis()
     missing = [name for name in scope.repos if runtime.mirrors.current(name) is None]
     if (
         missing

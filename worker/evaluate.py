@@ -21,7 +21,7 @@ from rich.table import Table
 
 from config.errors import ConfigError
 from config.settings import Settings
-from worker.console import MISSING_MODEL_MESSAGE
+from worker.console import missing_model_message
 from worker.job import QuestionRun
 from worker.question import Question, ReplyTarget, event_identity
 from worker.redis_connection import connect
@@ -111,9 +111,10 @@ def run_one(runtime: Runtime, golden: GoldenQuestion) -> EvalRow:
 
 def run_eval(settings: Settings, file: str, csv_path: str, out: Console) -> int:
     questions = load_golden(Path(file))
-    if not settings.openai_api_key and not settings.openai_base_url:
+    missing_model = missing_model_message(settings)
+    if missing_model:
         # every question would end in the same 401 apology: say what to set instead
-        out.print(MISSING_MODEL_MESSAGE.format(model=settings.model), markup=False, highlight=False, soft_wrap=True)
+        out.print(missing_model, markup=False, highlight=False, soft_wrap=True)
         return 2
     runtime = build_runtime(settings)
     for name in {q.repo for q in questions if q.repo}:

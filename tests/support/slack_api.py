@@ -12,6 +12,8 @@ Every call is recorded (method, body parsed from JSON or form, headers, arrival 
 Messages posted and updated are kept per channel so tests can read a thread as a user sees
 it (`thread_texts`). Requests without `Authorization: Bearer xoxb-…` get `invalid_auth`.
 Slash commands' `response_url` points here too (`response_url(n)`), recorded as "response_url".
+With `socket_url` set (a `SlackSocket`'s URL), `apps.connections.open` with an app-level token
+(`Bearer xapp-…`) answers `{"ok": true, "url": socket_url}`; otherwise it gets `invalid_auth`.
 """
 
 from __future__ import annotations
@@ -92,6 +94,7 @@ class SlackAPI:
         self._ts = itertools.count(1)
         self._limits: dict[str | None, list[int]] = {}  # method (None: any) -> [count left, retry_after]
         self._failures: dict[str, list[Any]] = {}  # method -> [count left, error]
+        self.socket_url: str | None = None  # what apps.connections.open answers (Socket Mode)
         self._server = _Server(("127.0.0.1", 0), _Handler)
         self._server.api = self
         self._thread = threading.Thread(
@@ -184,6 +187,8 @@ class SlackAPI:
             if method == "response_url":
                 return 200, {"ok": True}, {}
             auth = next((v for k, v in headers.items() if k.lower() == "authorization"), "")
+            if method == "apps.connections.open" and self.socket_url and auth.startswith("Bearer xapp-"):
+                return 200, {"ok": True, "url": self.socket_url}, {}
             if not auth.startswith("Bearer xoxb-"):
                 return 200, {"ok": False, "error": "invalid_auth"}, {}
             return 200, self._answer(method, body), {}
