@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from bot import texts
+from bot.chunking import annotate, split_keeping_code_blocks
 from worker.sink import Answer, Source
 
 MESSAGE_CHARS = 2000
@@ -24,122 +24,21 @@ EMBED_TOTAL_CHARS = 6000
 THREAD_NAME_CHARS = 100
 NONCE_CHARS = 25
 MAX_ANSWER_MESSAGES = 10  # beyond this an answer is cut, with a notice
-# A reopened fence keeps at most this much of its opening line (``` plus the language).
-MAX_REOPEN_CHARS = 40
-# Lines longer than this are cut (at a space if possible) so one line always fits a message
-# together with a reopened fence and its closing fence.
-MAX_LINE_CHARS = MESSAGE_CHARS - 2 * (MAX_REOPEN_CHARS + 1) - 8
-# A preferred break (blank line, end of a code block) is taken only if the message before it
-# is at least this fraction of the limit; otherwise the message is filled up to the limit.
-MIN_FILL = 0.4
-
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
 _LINK_TARGET = re.compile(r"\]\((https?://[^\s()<>]+)\)")
 _MENTION_TOKEN = "<@{id}>", "<@!{id}>"
 SOURCES_HEADING = "**Sources**"
 
 
-@dataclass(frozen=True)
-class _Line:
-    text: str
-    open_before: str | None  # the fence line of the code block this line starts inside, if any
-    open_after: str | None  # the same after this line
-
-
-def _annotate(lines: Iterable[str]) -> list[_Line]:
-    out: list[_Line] = []
-    opener: str | None = None
-    for text in lines:
-        before = opener
-        match = _FENCE.match(text)
-        if match:
-            marker = match.group(1)
-            if opener is None:
-                opener = text.strip()
-            else:
-                open_marker = _FENCE.match(opener)
-                assert open_marker is not None
-                om = open_marker.group(1)
-                if marker[0] == om[0] and len(marker) >= len(om) and not match.group(2).strip():
-                    opener = None
-        out.append(_Line(text, before, opener))
-    return out
-
-
-def _closer(opener: str) -> str:
-    match = _FENCE.match(opener)
-    assert match is not None
-    return match.group(1)
-
-
-def _reopen(opener: str) -> str:
-    return opener[:MAX_REOPEN_CHARS]
-
-
-def _render(start_open: str | None, lines: list[_Line]) -> str:
-    parts = [_reopen(start_open)] if start_open else []
-    parts.extend(line.text for line in lines)
-    end_open = lines[-1].open_after if lines else start_open
-    if end_open:
-        parts.append(_closer(end_open))
-    return "\n".join(parts)
-
-
-def _cut_long_line(text: str, limit: int) -> list[str]:
-    pieces: list[str] = []
-    while len(text) > limit:
-        cut = text.rfind(" ", limit // 2, limit)
-        cut = cut if cut > 0 else limit
-        pieces.append(text[:cut])
-        text = text[cut:].lstrip(" ") if cut < limit else text[cut:]
-    pieces.append(text)
-    return pieces
-
-
-def _break_index(start_open: str | None, buf: list[_Line], limit: int) -> int:
-    """How many lines of buf go in this message: a late blank line or code-block end if any."""
-    minimum = int(limit * MIN_FILL)
-    for n in range(len(buf) - 1, 0, -1):
-        line = buf[n - 1]
-        paragraph_end = buf[n].text.strip() == "" and buf[n].open_before is None and buf[n].open_after is None
-        block_end = line.open_before is not None and line.open_after is None
-        if (paragraph_end or block_end) and len(_render(start_open, buf[:n])) >= minimum:
-            return n
-    last = buf[-1]
-    if len(buf) > 1 and last.open_before is None and last.open_after is not None:
-        return len(buf) - 1  # a code block's opening line goes with its first lines
-    return len(buf)
-
-
 def split_message(text: str, limit: int = MESSAGE_CHARS) -> list[str]:
     """Split markdown into messages of at most `limit` characters, code blocks kept intact."""
-    line_limit = min(MAX_LINE_CHARS, limit - 2 * (MAX_REOPEN_CHARS + 1) - 8)
-    raw: list[str] = []
-    for text_line in text.strip("\n").split("\n"):
-        raw.extend(_cut_long_line(text_line, line_limit))
-    chunks: list[str] = []
-    start_open: str | None = None
-    buf: list[_Line] = []
-    for line in _annotate(raw):
-        while buf and len(_render(start_open, [*buf, line])) > limit:
-            n = _break_index(start_open, buf, limit)
-            chunks.append(_render(start_open, buf[:n]))
-            start_open = buf[n - 1].open_after
-            rest = buf[n:]
-            while rest and rest[0].text.strip() == "" and rest[0].open_before is None:
-                rest = rest[1:]  # a message never starts with blank lines
-            buf = rest
-        buf.append(line)
-    if buf:
-        chunks.append(_render(start_open, buf))
-    return [c for c in chunks if c.strip()]
+    return split_keeping_code_blocks(text, limit)
 
 
 def suppress_link_previews(text: str) -> str:
     """`[a](https://x)` -> `[a](<https://x>)` outside code: Discord then shows no preview card
     for every cited line (the links still work)."""
     out = []
-    for line in _annotate(text.split("\n")):
+    for line in annotate(text.split("\n")):
         inside = line.open_before is not None or line.open_after is not None
         out.append(line.text if inside else _LINK_TARGET.sub(r"](<\1>)", line.text))
     return "\n".join(out)

@@ -17,12 +17,12 @@ from __future__ import annotations
 import re
 
 from bot import texts
+from bot.chunking import split_keeping_code_blocks
 
 SLACK_TEXT_LIMIT_CHARS = 40_000  # Slack truncates chat.postMessage text beyond this
 CHUNK_CHARS = 3_500  # what one message of ours holds at most
 MAX_MESSAGES = 20  # an answer longer than this many chunks is cut with a notice
 FENCE = "```"
-_FENCE_OVERHEAD_CHARS = len(FENCE) * 2 + 2  # "```\n" … "\n```" around a piece of a code block
 
 _FENCE_LINE = re.compile(r"^\s{0,3}(`{3,}|~{3,})(.*)$")
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.*?)\s*#*\s*$")
@@ -151,33 +151,6 @@ def to_mrkdwn(markdown: str) -> str:
 # --- splitting -------------------------------------------------------------------------------
 
 
-def _units(mrkdwn: str) -> list[tuple[bool, list[str]]]:
-    """(is_code, lines) units: whole code blocks (fences excluded), paragraphs, blank lines."""
-    units: list[tuple[bool, list[str]]] = []
-    code: list[str] | None = None
-    for line in mrkdwn.split("\n"):
-        if code is not None:
-            if line == FENCE:
-                units.append((True, code))
-                code = None
-            else:
-                code.append(line)
-        elif line == FENCE:
-            code = []
-        elif line.strip() and units and not units[-1][0] and units[-1][1] and units[-1][1][-1].strip():
-            units[-1][1].append(line)
-        else:
-            units.append((False, [line]))
-    if code is not None:
-        units.append((True, code))
-    return units
-
-
-def _render(is_code: bool, lines: list[str]) -> str:
-    body = "\n".join(lines)
-    return f"{FENCE}\n{body}\n{FENCE}" if is_code else body
-
-
 def _cut_point(text: str, limit: int) -> int:
     """Where to cut an overlong line: the last space before `limit` outside a link, never
     inside an `&…;` entity or a `<…>` link."""
@@ -201,44 +174,11 @@ def _split_line(line: str, limit: int) -> list[str]:
     return [*pieces, line]
 
 
-def _split_unit(is_code: bool, lines: list[str], limit: int) -> list[str]:
-    """A unit too long for one message, as pieces that each fit (code pieces fenced)."""
-    budget = limit - (_FENCE_OVERHEAD_CHARS if is_code else 0)
-    pieces: list[str] = []
-    current: list[str] = []
-    size = 0
-    for line in (part for raw in lines for part in _split_line(raw, budget)):
-        if current and size + 1 + len(line) > budget:
-            pieces.append(_render(is_code, current))
-            current, size = [], 0
-        size += len(line) + (1 if current else 0)
-        current.append(line)
-    if current:
-        pieces.append(_render(is_code, current))
-    return pieces
-
-
 def split_messages(mrkdwn: str, limit: int = CHUNK_CHARS) -> list[str]:
     """Pack paragraphs and code blocks into messages of at most `limit` characters."""
-    chunks: list[str] = []
-    current = ""
-    for is_code, lines in _units(mrkdwn):
-        rendered = _render(is_code, lines)
-        joined = f"{current}\n{rendered}" if current else rendered
-        if len(joined) <= limit:
-            current = joined
-            continue
-        if current.strip():
-            chunks.append(current.strip("\n"))
-        current = ""
-        if len(rendered) <= limit:
-            current = rendered
-            continue
-        pieces = _split_unit(is_code, lines, limit)
-        chunks.extend(piece for piece in pieces[:-1] if piece.strip())
-        current = pieces[-1]
-    if current.strip():
-        chunks.append(current.strip("\n"))
+    chunks = [
+        c.strip("\n") for c in split_keeping_code_blocks(mrkdwn, limit, cut_line=_split_line, min_fill=0.0)
+    ]
     if len(chunks) > MAX_MESSAGES:
         dropped = sum(len(c) for c in chunks[MAX_MESSAGES - 1 :])
         chunks = [*chunks[: MAX_MESSAGES - 1], neutralise(texts.ANSWER_CUT.format(chars=dropped))]

@@ -73,7 +73,9 @@ def make_model_client(runtime: Runtime) -> openai.OpenAI:
         api_key=settings.openai_api_key or "not-needed",  # local servers ignore it but the SDK wants one
         base_url=settings.openai_base_url,
         timeout=settings.model_timeout_seconds,
-        max_retries=settings.model_max_retries,
+        # The agent retries itself, within the question's deadline (Agent._create); SDK retries
+        # would wait out a Retry-After that knows nothing of it.
+        max_retries=0,
     )
 
 

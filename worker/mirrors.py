@@ -229,24 +229,23 @@ class Mirrors:
             yield snapshots
 
     def status(self) -> list[RepoStatus]:
-        rows = []
-        for spec in self.whitelist.repos:
-            snap = self.current(spec.name)
-            state = self._read_state(_Paths(self.root / spec.name))
-            rows.append(
-                RepoStatus(
-                    name=spec.name,
-                    branch=snap.branch if snap else state.get("branch") or spec.branch,
-                    sha=snap.sha if snap else None,
-                    created_at=snap.created_at if snap else None,
-                    committed_at=snap.committed_at if snap else None,
-                    size_bytes=snap.meta.size_bytes if snap else None,
-                    last_error=state.get("last_error"),
-                    last_attempt_at=state.get("last_attempt_at"),
-                    display_url=spec.display_url,
-                )
-            )
-        return rows
+        return [self.status_of(spec.name) for spec in self.whitelist.repos]
+
+    def status_of(self, name: str) -> RepoStatus:
+        spec = self._spec(name)
+        snap = self.current(name)
+        state = self._read_state(_Paths(self.root / name))
+        return RepoStatus(
+            name=name,
+            branch=snap.branch if snap else state.get("branch") or spec.branch,
+            sha=snap.sha if snap else None,
+            created_at=snap.created_at if snap else None,
+            committed_at=snap.committed_at if snap else None,
+            size_bytes=snap.meta.size_bytes if snap else None,
+            last_error=state.get("last_error"),
+            last_attempt_at=state.get("last_attempt_at"),
+            display_url=spec.display_url,
+        )
 
     def gc(self, name: str) -> list[str]:
         """Remove the snapshots of `name` that are neither current nor leased; their shas."""

@@ -66,9 +66,9 @@ def bounded_mirrors(runtime: Runtime) -> Mirrors:
 def recently_failed(runtime: Runtime, name: str, now: float | None = None) -> bool:
     """Did this machine's last fetch of `name` fail less than `catch_up_retry_seconds` ago?"""
     now = time.time() if now is None else now
-    for row in runtime.mirrors.status():
-        if row.name == name and row.last_error and row.last_attempt_at:
-            return now - row.last_attempt_at < runtime.settings.catch_up_retry_seconds
+    row = runtime.mirrors.status_of(name)
+    if row.last_error and row.last_attempt_at:
+        return now - row.last_attempt_at < runtime.settings.catch_up_retry_seconds
     return False
 
 
