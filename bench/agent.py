@@ -32,12 +32,12 @@ sys.path.insert(0, str(ROOT))
 
 from config.settings import load_settings  # noqa: E402
 from tests.support.model_server import ScriptedModel, slow, text, tool_calls  # noqa: E402
-from worker import runtime as runtime_module  # noqa: E402
-from worker.question import Question, ReplyTarget, event_identity  # noqa: E402
-from worker.queue import QUESTIONS_QUEUE, enqueue_question  # noqa: E402
-from worker.redis_connection import connect, stop_embedded_server  # noqa: E402
-from worker.runtime import build_runtime  # noqa: E402
-from worker.sink import read_console_events  # noqa: E402
+from worker.jobs import runtime as runtime_module  # noqa: E402
+from worker.jobs.question import Question, ReplyTarget, event_identity  # noqa: E402
+from worker.jobs.queue import QUESTIONS_QUEUE, enqueue_question  # noqa: E402
+from worker.jobs.runtime import build_runtime  # noqa: E402
+from worker.jobs.sink import read_console_events  # noqa: E402
+from worker.ops.redis_connection import connect, stop_embedded_server  # noqa: E402
 
 TURNS_PER_QUESTION = 3  # two tool rounds and the answer
 

@@ -46,9 +46,9 @@ from tests.support.e2e import DEFAULT_FILES, make_git_repo  # noqa: E402
 from tests.support.fake_discord import FakeDiscord  # noqa: E402
 from tests.support.model_server import Reply, ScriptedModel, last_user_text, slow, text, tool_calls  # noqa: E402
 from tests.support.slack_api import SlackAPI, event_body, mention, signed_post  # noqa: E402
-from worker.queue import QUESTIONS_QUEUE, questions_queue  # noqa: E402
-from worker.redis_connection import connect, stop_embedded_server  # noqa: E402
-from worker.runtime import build_runtime  # noqa: E402
+from worker.jobs.queue import QUESTIONS_QUEUE, questions_queue  # noqa: E402
+from worker.jobs.runtime import build_runtime  # noqa: E402
+from worker.ops.redis_connection import connect, stop_embedded_server  # noqa: E402
 
 SECRET = "load-signing-secret"
 CHANNEL = "CLOAD"
@@ -58,7 +58,9 @@ DONE, FAILED = {"white_check_mark", "✅"}, {"warning", "⚠️"}
 def model_handler(turn_seconds: float) -> Any:
     def answer(body: dict[str, Any]) -> Reply:
         if body["messages"][-1]["role"] != "tool":
-            return slow(turn_seconds, tool_calls(("read_file", {"repo": "payments", "path": "payments/retry.py"})))
+            return slow(
+                turn_seconds, tool_calls(("read_file", {"repo": "payments", "path": "payments/retry.py"}))
+            )
         return slow(turn_seconds, text(f"answer to: {last_user_text(body)} [payments:payments/retry.py#L3]"))
 
     return answer
@@ -68,7 +70,9 @@ def tree(pid: int) -> list[int]:
     """pid and all its descendants."""
     found, frontier = [pid], [pid]
     while frontier:
-        out = subprocess.run(["pgrep", "-P", ",".join(map(str, frontier))], capture_output=True, text=True).stdout
+        out = subprocess.run(
+            ["pgrep", "-P", ",".join(map(str, frontier))], capture_output=True, text=True
+        ).stdout
         frontier = [int(p) for p in out.split()]
         found += frontier
     return found
@@ -104,7 +108,11 @@ class Load:
         assert build_runtime(self.settings).mirrors.sync("payments").ok
         self.redis = connect(self.settings)
         self.env = {
-            **{k: v for k, v in os.environ.items() if not k.startswith(("CODEBOT_", "SLACK_", "DISCORD_", "OPENAI_"))},
+            **{
+                k: v
+                for k, v in os.environ.items()
+                if not k.startswith(("CODEBOT_", "SLACK_", "DISCORD_", "OPENAI_"))
+            },
             "CODEBOT_DATA_DIR": str(work / "data"),
             "CODEBOT_REPOS_FILE": str(repos),
             "CODEBOT_QUEUE_MAX_DEPTH": str((args.slack + args.discord) * 2),
@@ -131,8 +139,12 @@ class Load:
     def start(self, *command: str, name: str) -> subprocess.Popen[bytes]:
         log = open(self.work / f"{name}.log", "wb")  # noqa: SIM115 - the child keeps it
         process = subprocess.Popen(
-            [sys.executable, "-m", "codebot.cli", *command], env=self.env, cwd=ROOT,
-            stdout=log, stderr=log, start_new_session=True,
+            [sys.executable, "-m", "codebot.cli", *command],
+            env=self.env,
+            cwd=ROOT,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
         )
         log.close()
         self.processes.append(process)
@@ -150,7 +162,9 @@ class Load:
             self.fake.wait_for(lambda: self.fake._sockets and self.fake.find("PUT", "commands"), timeout=60)
             time.sleep(1.0)  # GUILD_CREATE handled
         for n in range(self.args.workers):
-            self.workers.append(self.start("worker", "--concurrency", str(self.args.concurrency), name=f"worker{n + 1}"))
+            self.workers.append(
+                self.start("worker", "--concurrency", str(self.args.concurrency), name=f"worker{n + 1}")
+            )
         expected = self.args.workers * self.args.concurrency
         deadline = time.monotonic() + 60
         while len(Worker.all(connection=self.redis)) < expected and time.monotonic() < deadline:
@@ -184,10 +198,15 @@ class Load:
     def finished(self) -> tuple[set[str], set[str]]:
         """Slack thread ts and Discord message ids that got ✅ or ⚠️."""
         slack = {
-            c.body.get("timestamp", "") for c in list(self.api.calls)
+            c.body.get("timestamp", "")
+            for c in list(self.api.calls)
             if c.method == "reactions.add" and c.body.get("name") in DONE | FAILED
         }
-        discord = {m for method, _c, m, emoji in list(self.fake.reactions) if method == "PUT" and emoji in DONE | FAILED}
+        discord = {
+            m
+            for method, _c, m, emoji in list(self.fake.reactions)
+            if method == "PUT" and emoji in DONE | FAILED
+        }
         return slack & set(self.slack_ts), discord & set(self.discord_ids)
 
     def sample(self) -> None:
@@ -195,7 +214,9 @@ class Load:
         depth = questions_queue(self.redis).count
         self.peak_depth = max(self.peak_depth, depth)
         if info["used_memory"] > self.peak_redis.get("used_memory", 0):
-            self.peak_redis = {k: info[k] for k in ("used_memory", "used_memory_human", "used_memory_rss_human")}
+            self.peak_redis = {
+                k: info[k] for k in ("used_memory", "used_memory_human", "used_memory_rss_human")
+            }
             self.peak_redis["queue_depth_then"] = depth
         for index, worker in enumerate(self.workers):
             if worker.poll() is not None:
@@ -218,7 +239,11 @@ class Load:
 
     def done_at(self, key: str) -> float | None:
         for call in self.api.calls:
-            if call.method == "reactions.add" and call.body.get("timestamp") == key and call.body.get("name") in DONE:
+            if (
+                call.method == "reactions.add"
+                and call.body.get("timestamp") == key
+                and call.body.get("name") in DONE
+            ):
                 return call.at
         for call in self.fake.calls:
             if call.method == "PUT" and f"/messages/{key}/reactions/" in call.path and "✅" in call.path:
@@ -254,19 +279,26 @@ class Load:
         for call in self.api.calls_to("chat.postMessage"):
             posts[call.body.get("thread_ts", "")] = posts.get(call.body.get("thread_ts", ""), 0) + 1
         slack_bad = [
-            ts for ts, n in self.slack_ts.items()
-            if posts.get(ts) != 1 or self.api.thread_texts(CHANNEL, ts) != [self.api.thread_texts(CHANNEL, ts)[0]]
+            ts
+            for ts, n in self.slack_ts.items()
+            if posts.get(ts) != 1
+            or self.api.thread_texts(CHANNEL, ts) != [self.api.thread_texts(CHANNEL, ts)[0]]
             or f"slack question {n}?" not in self.api.thread_texts(CHANNEL, ts)[0]
             or any(r in FAILED for r in self.api.reactions(CHANNEL, ts))
         ]
         discord_bad = [
-            m for m, n in self.discord_ids.items()
-            if len(self.fake.posted(m)) != 1 or f"discord question {n}?" not in self.fake.posted(m)[0]["content"]
-            or not any(method == "PUT" and msg == m and e in DONE for method, _c, msg, e in self.fake.reactions)
+            m
+            for m, n in self.discord_ids.items()
+            if len(self.fake.posted(m)) != 1
+            or f"discord question {n}?" not in self.fake.posted(m)[0]["content"]
+            or not any(
+                method == "PUT" and msg == m and e in DONE for method, _c, msg, e in self.fake.reactions
+            )
         ]
         discord_ack = [
             (call.at - self.discord_sent_at[m]) * 1000
-            for m in self.discord_ids for call in self.fake.find("PUT", f"/messages/{m}/reactions/👀")[:1]
+            for m in self.discord_ids
+            for call in self.fake.find("PUT", f"/messages/{m}/reactions/👀")[:1]
         ]
         recovered = []
         if kill:
@@ -289,13 +321,20 @@ class Load:
             "killed_worker_answered_again_after_seconds": sorted(recovered, key=lambda s: (s is None, s)),
             "queue_depth_peak": self.peak_depth,
             "redis_peak": self.peak_redis,
-            "redis_end": {k: self.redis.info("memory")[k] for k in ("used_memory_human", "used_memory_peak_human")},
+            "redis_end": {
+                k: self.redis.info("memory")[k] for k in ("used_memory_human", "used_memory_peak_human")
+            },
             "redis_keys_end": self.redis.dbsize(),
             "redis_bytes_per_question_kept": round(
-                (int(self.redis.info("memory")["used_memory"]) - self.redis_before) / (self.args.slack + self.args.discord)
+                (int(self.redis.info("memory")["used_memory"]) - self.redis_before)
+                / (self.args.slack + self.args.discord)
             ),
-            "worker_peak_pss_mb": {f"worker{i + 1}": round(kb / 1024) for i, kb in sorted(self.peak_pss_kb.items())},
-            "worker_peak_process_rss_mb": {f"worker{i + 1}": round(kb / 1024) for i, kb in sorted(self.peak_rss_kb.items())},
+            "worker_peak_pss_mb": {
+                f"worker{i + 1}": round(kb / 1024) for i, kb in sorted(self.peak_pss_kb.items())
+            },
+            "worker_peak_process_rss_mb": {
+                f"worker{i + 1}": round(kb / 1024) for i, kb in sorted(self.peak_rss_kb.items())
+            },
         }
 
     @staticmethod

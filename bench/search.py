@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from config.settings import Settings, load_settings
 from tests.support.fixture_repos import git, snapshot_repo
-from worker.snapshot import Snapshot
+from worker.repos.snapshot import Snapshot
 from worker.tools import build_registry, make_context
 from worker.tools.search import ripgrep_binary, ripgrep_command
 

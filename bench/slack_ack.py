@@ -34,8 +34,8 @@ from rq import Queue  # noqa: E402
 
 from config.settings import load_settings  # noqa: E402
 from tests.support.slack_api import BOT_USER_ID, SlackAPI, event_body, mention, message, signed_post  # noqa: E402
-from worker.queue import QUESTIONS_QUEUE  # noqa: E402
-from worker.redis_connection import connect, stop_embedded_server  # noqa: E402
+from worker.jobs.queue import QUESTIONS_QUEUE  # noqa: E402
+from worker.ops.redis_connection import connect, stop_embedded_server  # noqa: E402
 
 SECRET = "bench-signing-secret"
 GOAL_P99_MS = 100.0

@@ -30,7 +30,7 @@ from bot.discord_handlers import REDIS_DOWN, Intake, MessageHandler, RedisHolder
 from bot.discord_rest import use_api_base
 from config.errors import ConfigError
 from config.settings import Settings
-from worker.runtime import Runtime, build_runtime
+from worker.jobs.runtime import Runtime, build_runtime
 
 log = logging.getLogger("codebot.discord")
 
@@ -122,7 +122,7 @@ def build_client(settings: Settings, runtime: Runtime | None = None, **options: 
 
 
 def serve_metrics_if_possible(client: CodebotDiscord, port: int) -> None:
-    from worker.metrics import serve_metrics
+    from worker.ops.metrics import serve_metrics
 
     try:
         serve_metrics(client.redis.get(), port)

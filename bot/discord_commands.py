@@ -21,11 +21,11 @@ from discord import app_commands
 from bot import texts
 from bot.discord_format import one_message, split_message
 from bot.discord_handlers import REDIS_DOWN, Intake, Place, place_of_channel
-from worker.admin import enqueue_refresh, is_admin, repos_listing, status_report
-from worker.job import reference_id
-from worker.question import ReplyTarget
-from worker.runtime import Runtime
-from worker.scope import resolve_scope
+from worker.jobs.admin import enqueue_refresh, is_admin, repos_listing, status_report
+from worker.jobs.job import reference_id
+from worker.jobs.question import ReplyTarget
+from worker.jobs.runtime import Runtime
+from worker.jobs.scope import resolve_scope
 
 log = logging.getLogger("codebot.discord.commands")
 NONE = discord.AllowedMentions.none()

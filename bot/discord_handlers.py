@@ -36,13 +36,13 @@ from bot import texts
 from bot.discord_format import one_message, strip_mentions_of
 from config.repos import Whitelist
 from config.settings import Settings
-from worker.accounting import BUDGET_SPENT_MESSAGE, budget_spent
-from worker.limits import check_rate, queue_full
-from worker.question import Question, ReplyTarget, event_identity
-from worker.queue import QUESTION_RESULT_TTL_SECONDS, enqueue_question
-from worker.redis_connection import RedisUnavailable, connect
-from worker.scope import Scope, extract_repo_filter, resolve_scope
-from worker.threads import THREAD_TTL_SECONDS, load_turns
+from worker.jobs.limits import check_rate, queue_full
+from worker.jobs.question import Question, ReplyTarget, event_identity
+from worker.jobs.queue import QUESTION_RESULT_TTL_SECONDS, enqueue_question
+from worker.jobs.scope import Scope, extract_repo_filter, resolve_scope
+from worker.jobs.threads import THREAD_TTL_SECONDS, load_turns
+from worker.ops.accounting import BUDGET_SPENT_MESSAGE, budget_spent
+from worker.ops.redis_connection import RedisUnavailable, connect
 
 log = logging.getLogger("codebot.discord")
 
@@ -109,7 +109,9 @@ class Intake:
         self.whitelist = whitelist
         self.redis = redis
 
-    def precheck(self, text: str, place: Place, kept: list[str] | None = None) -> tuple[str, list[str], Scope]:
+    def precheck(
+        self, text: str, place: Place, kept: list[str] | None = None
+    ) -> tuple[str, list[str], Scope]:
         """(question text, repos asked for, scope) without Redis; Scope.refusal says why not.
         `kept`: the repos of the thread's first question, used when this one names none."""
         cleaned, requested = extract_repo_filter(text)
@@ -168,7 +170,6 @@ class Intake:
             self._remember_thread(redis, thread, place.channel if thread == message else None, requested)
         enqueued = enqueue_question(redis, question, self.settings)
         return Outcome("duplicate" if enqueued.duplicate else "enqueued", question=question)
-
 
     @staticmethod
     def _kept_repos(redis: Redis, thread: str) -> list[str]:

@@ -67,7 +67,10 @@ class DiscordRest:
     async def create_thread(self, channel: str, message: str, name: str, archive_minutes: int) -> str:
         """A public thread started from `message`; its id is the message's id."""
         data = await self.http.start_thread_with_message(
-            channel, message, name=name, auto_archive_duration=archive_minutes  # type: ignore[arg-type]
+            channel,
+            message,
+            name=name,
+            auto_archive_duration=archive_minutes,  # type: ignore[arg-type]
         )
         return str(data["id"])
 

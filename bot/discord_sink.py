@@ -36,8 +36,8 @@ from bot.discord_format import message_nonce, one_message, render_answer, split_
 from bot.discord_rest import THREAD_ALREADY_EXISTS, DiscordRest, use_api_base
 from config.errors import ConfigError
 from config.settings import Settings
-from worker.question import Question, ReplyTarget
-from worker.sink import Answer
+from worker.jobs.question import Question, ReplyTarget
+from worker.jobs.sink import Answer
 
 log = logging.getLogger("codebot.discord.sink")
 
@@ -236,7 +236,7 @@ class DiscordSink:
 
 
 def notify_admin(settings: Settings, target: ReplyTarget, user: str, markdown: str) -> None:
-    """worker.admin's notifier: tell an admin privately how their command went. An ephemeral
+    """worker.jobs.admin's notifier: tell an admin privately how their command went. An ephemeral
     follow-up to the command while its 15-minute token lives, else a direct message."""
     if not settings.discord_bot_token:
         log.warning("admin notice not sent (DISCORD_BOT_TOKEN unset): %s", markdown)

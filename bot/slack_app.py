@@ -221,8 +221,8 @@ def _interrupt(signum: int, _frame: FrameType | None) -> None:
 
 def serve(settings: Settings, port: int = 3000) -> int:
     """Run the adapter until SIGTERM/SIGINT."""
-    from worker.redis_connection import connect, describe
-    from worker.runtime import build_runtime
+    from worker.jobs.runtime import build_runtime
+    from worker.ops.redis_connection import connect, describe
 
     _check(settings)
     app = build_app(settings)
@@ -232,7 +232,7 @@ def serve(settings: Settings, port: int = 3000) -> int:
     deps = SlackDeps(settings=settings, redis=connect(settings), runtime=build_runtime(settings))
     register(app, deps)
     if settings.metrics_port is not None:
-        from worker.metrics import serve_metrics
+        from worker.ops.metrics import serve_metrics
 
         serve_metrics(deps.redis, settings.metrics_port)
     if settings.slack_app_token:

@@ -39,14 +39,14 @@ from bot import texts
 from bot.slack_format import format_for_slack
 from bot.slack_sink import RECEIVED, add_reaction, post_markdown
 from config.settings import Settings
-from worker.accounting import BUDGET_SPENT_MESSAGE, budget_spent
-from worker.admin import enqueue_refresh, is_admin, repos_listing, status_report
-from worker.limits import check_rate, queue_full
-from worker.question import Question, ReplyTarget, event_identity
-from worker.queue import enqueue_question
-from worker.runtime import Runtime
-from worker.scope import extract_repo_filter, resolve_scope
-from worker.threads import THREAD_TTL_SECONDS, load_turns, mark_thread
+from worker.jobs.admin import enqueue_refresh, is_admin, repos_listing, status_report
+from worker.jobs.limits import check_rate, queue_full
+from worker.jobs.question import Question, ReplyTarget, event_identity
+from worker.jobs.queue import enqueue_question
+from worker.jobs.runtime import Runtime
+from worker.jobs.scope import extract_repo_filter, resolve_scope
+from worker.jobs.threads import THREAD_TTL_SECONDS, load_turns, mark_thread
+from worker.ops.accounting import BUDGET_SPENT_MESSAGE, budget_spent
 
 log = logging.getLogger("codebot.slack")
 

@@ -23,8 +23,8 @@ from slack_sdk.http_retry.builtin_handlers import ConnectionErrorRetryHandler, R
 from bot import texts
 from bot.slack_format import format_for_slack
 from config.settings import Settings
-from worker.question import Question, ReplyTarget
-from worker.sink import Answer
+from worker.jobs.question import Question, ReplyTarget
+from worker.jobs.sink import Answer
 
 log = logging.getLogger("codebot.slack")
 
@@ -95,7 +95,7 @@ def remove_reaction(*, client: WebClient, channel: str, ts: str | None, name: st
 
 
 def notify_admin(settings: Settings, target: ReplyTarget, user: str, markdown: str) -> None:
-    """Tell an admin privately (worker.admin's notifier): an ephemeral message in the channel
+    """Tell an admin privately (worker.jobs.admin's notifier): an ephemeral message in the channel
     the command came from, or a DM from the app when that is impossible (e.g. not a member)."""
     client = make_client(settings)
     for chunk in format_for_slack(markdown):
@@ -110,7 +110,7 @@ def notify_admin(settings: Settings, target: ReplyTarget, user: str, markdown: s
 
 
 class SlackSink:
-    """worker.sink.ReplySink for Slack; built inside the job (never before the fork)."""
+    """worker.jobs.sink.ReplySink for Slack; built inside the job (never before the fork)."""
 
     def __init__(self, settings: Settings, redis: Redis, question: Question) -> None:
         self.settings = settings

@@ -84,19 +84,19 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _cmd_ask(settings: Settings, args: argparse.Namespace, out: Console) -> int:
-    from worker.console import run_ask
-    from worker.redis_connection import connect
-    from worker.runtime import build_runtime
+    from worker.jobs.console import run_ask
+    from worker.jobs.runtime import build_runtime
+    from worker.ops.redis_connection import connect
 
     runtime = build_runtime(settings)
     return run_ask(runtime, lambda: connect(settings), " ".join(args.question), args.repo, out)
 
 
 def _cmd_worker(settings: Settings, args: argparse.Namespace, out: Console) -> int:
-    from worker.console import missing_model_message
-    from worker.process import run_workers
-    from worker.redis_connection import connect
-    from worker.runtime import build_runtime
+    from worker.jobs.console import missing_model_message
+    from worker.jobs.process import run_workers
+    from worker.jobs.runtime import build_runtime
+    from worker.ops.redis_connection import connect
 
     if args.concurrency < 1:
         raise ConfigError("--concurrency must be at least 1")
@@ -112,7 +112,7 @@ def _cmd_worker(settings: Settings, args: argparse.Namespace, out: Console) -> i
 
 def _cmd_repos(settings: Settings, args: argparse.Namespace, out: Console) -> int:
     from config.repos import load_whitelist
-    from worker.repos_cli import run_list, run_sync
+    from worker.repos.sync_cli import run_list, run_sync
 
     whitelist = load_whitelist(settings.resolved_repos_file)
     if args.repos_command == "list":
@@ -121,7 +121,7 @@ def _cmd_repos(settings: Settings, args: argparse.Namespace, out: Console) -> in
 
 
 def _cmd_tool(settings: Settings, args: argparse.Namespace, out: Console) -> int:
-    from worker.runtime import build_runtime
+    from worker.jobs.runtime import build_runtime
     from worker.tools import make_context
 
     runtime = build_runtime(settings)
@@ -142,14 +142,14 @@ def _cmd_tool(settings: Settings, args: argparse.Namespace, out: Console) -> int
 
 
 def _cmd_eval(settings: Settings, args: argparse.Namespace, out: Console) -> int:
-    from worker.evaluate import run_eval
+    from worker.agent.evaluate import run_eval
 
     return run_eval(settings, args.file, args.csv, out)
 
 
 def _cmd_mcp(settings: Settings, args: argparse.Namespace, out: Console) -> int:
-    from worker.mcp_server import serve_http, serve_stdio
-    from worker.runtime import build_runtime
+    from bot.mcp_server import serve_http, serve_stdio
+    from worker.jobs.runtime import build_runtime
 
     runtime = build_runtime(settings)
     if args.http:
@@ -170,10 +170,10 @@ def _cmd_discord(settings: Settings, args: argparse.Namespace, out: Console) -> 
 
 
 def _cmd_status(settings: Settings, args: argparse.Namespace, out: Console) -> int:
-    from worker.accounting import usage_of_day
-    from worker.admin import status_report
-    from worker.redis_connection import connect, describe
-    from worker.runtime import build_runtime
+    from worker.jobs.admin import status_report
+    from worker.jobs.runtime import build_runtime
+    from worker.ops.accounting import usage_of_day
+    from worker.ops.redis_connection import connect, describe
 
     redis = connect(settings)
     out.print(f"queue: {describe(settings)}", markup=False)
@@ -188,7 +188,7 @@ def _cmd_status(settings: Settings, args: argparse.Namespace, out: Console) -> i
 
 
 def _cmd_redis(settings: Settings, args: argparse.Namespace, out: Console) -> int:
-    from worker.redis_connection import describe, stop_embedded_server
+    from worker.ops.redis_connection import describe, stop_embedded_server
 
     if settings.redis_url:
         out.print("REDIS_URL is set: codebot does not manage that server.")
@@ -236,8 +236,8 @@ COMMANDS: dict[str, Callable[[Settings, argparse.Namespace, Console], int]] = {
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     out = Console(highlight=False)
-    from worker.logs import configure_logging
-    from worker.redis_connection import RedisUnavailable
+    from worker.ops.logs import configure_logging
+    from worker.ops.redis_connection import RedisUnavailable
 
     try:
         settings = load_settings()

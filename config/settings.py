@@ -84,14 +84,14 @@ class Settings(BaseSettings):
     # chat.update is Tier 3 (~50/min per workspace): one edit per 1.5 s per question (PLATFORM_NOTES 21)
     progress_min_interval_seconds: float = Field(default=1.5, ge=0)
     worker_maintenance_interval_seconds: int = Field(default=30, ge=1)
-    # A dead worker's questions (worker/reaper.py): a busy worker proves it is alive every
+    # A dead worker's questions (worker/jobs/reaper.py): a busy worker proves it is alive every
     # `worker_heartbeat_seconds`; a question whose worker missed its beat by
     # `worker_heartbeat_grace_seconds` is retried elsewhere (or the asker told) by the next
     # reaper pass, run every `reaper_interval_seconds` on every worker machine.
     worker_heartbeat_seconds: int = Field(default=5, ge=1)
     worker_heartbeat_grace_seconds: int = Field(default=15, ge=1)
     reaper_interval_seconds: float = Field(default=5.0, gt=0)
-    # Many machines (worker/refresh.py): each machine checks this often for scheduled
+    # Many machines (worker/repos/refresh.py): each machine checks this often for scheduled
     # refreshes (`refresh_minutes` in repos.toml) and for a newer commit another machine fetched.
     refresh_check_seconds: float = Field(default=30.0, gt=0)
     # Before answering, a worker catches up to the commit last refreshed anywhere, waiting at

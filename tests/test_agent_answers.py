@@ -10,9 +10,9 @@ import pytest
 from config.repos import RepoSpec
 from tests.support.e2e import Rig, build_rig
 from tests.support.model_server import text, tool_calls
-from worker.citations import link, plain_label
-from worker.question import Turn
-from worker.snapshot import Snapshot
+from worker.agent.citations import link, plain_label
+from worker.jobs.question import Turn
+from worker.repos.snapshot import Snapshot
 
 
 @pytest.fixture

@@ -33,7 +33,9 @@ def test_endless_searching_hits_the_hop_limit_and_must_answer_without_tools(rig:
 
 def test_a_429_then_success_is_retried_and_answered(tmp_path: Path) -> None:
     for rig in build_rig(tmp_path, model_max_retries=2):
-        rig.model.enqueue(error(429, headers={"retry-after": "0"}), tool_calls(("list_repos", {})), text("fine"))
+        rig.model.enqueue(
+            error(429, headers={"retry-after": "0"}), tool_calls(("list_repos", {})), text("fine")
+        )
         _, events = rig.ask("which repos?")
         assert rig.final(events)[0] == "answer"
         assert rig.model.headers[1].get("x-stainless-retry-count") == "1"

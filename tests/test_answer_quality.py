@@ -15,8 +15,8 @@ from config.settings import load_settings
 from tests.support.e2e import Rig, build_rig, make_git_repo
 from tests.support.golden_policy import GoldenPolicy
 from tests.support.model_server import Reply, ScriptedModel, text, tool_calls
-from worker.evaluate import load_golden, run_eval
-from worker.redis_connection import stop_embedded_server
+from worker.agent.evaluate import load_golden, run_eval
+from worker.ops.redis_connection import stop_embedded_server
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = [
@@ -110,7 +110,9 @@ def test_codebot_eval_without_a_model_endpoint_says_what_to_set_before_running_a
 ) -> None:
     golden = tmp_path / "golden.jsonl"
     golden.write_text(json.dumps(GOLDEN[0]) + "\n", encoding="utf-8")
-    settings = load_settings(env_file=None, data_dir=tmp_path / "data", openai_api_key=None, openai_base_url=None)
+    settings = load_settings(
+        env_file=None, data_dir=tmp_path / "data", openai_api_key=None, openai_base_url=None
+    )
     out = Console(record=True, width=200)
     assert run_eval(settings, str(golden), str(tmp_path / "out.csv"), out) == 2
     assert "OPENAI_API_KEY=sk-" in out.export_text()

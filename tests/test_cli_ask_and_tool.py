@@ -15,9 +15,9 @@ import pytest
 from config.settings import load_settings
 from tests.support.e2e import DEFAULT_FILES, make_git_repo
 from tests.support.model_server import ScriptedModel, text, tool_calls
-from worker.console import MISSING_MODEL_MESSAGE
-from worker.redis_connection import stop_embedded_server
-from worker.scope import extract_repo_filter
+from worker.jobs.console import MISSING_MODEL_MESSAGE
+from worker.jobs.scope import extract_repo_filter
+from worker.ops.redis_connection import stop_embedded_server
 
 
 @pytest.fixture
@@ -70,7 +70,9 @@ def test_ask_clones_the_repo_answers_in_process_and_prints_commit_pinned_links(
     assert result.returncode == 0, result.stderr
     assert "reading `payments/retry.py`" in result.stdout
     # the whole commit-pinned link on one line, whatever the terminal's width
-    assert re.search(r"https://gitlab\.com/acme/payments/-/blob/[0-9a-f]{40}/payments/retry\.py#L12\)", result.stdout)
+    assert re.search(
+        r"https://gitlab\.com/acme/payments/-/blob/[0-9a-f]{40}/payments/retry\.py#L12\)", result.stdout
+    )
     assert "Sources" in result.stdout
 
 
@@ -104,5 +106,8 @@ def test_tool_runs_one_tool_with_the_same_checks_and_prints_json(project: dict[s
 
 
 def test_repo_at_the_end_of_a_sentence_names_the_repo_not_the_full_stop() -> None:
-    assert extract_repo_filter("How does retry work in repo:payments.") == ("How does retry work in .", ["payments"])
+    assert extract_repo_filter("How does retry work in repo:payments.") == (
+        "How does retry work in .",
+        ["payments"],
+    )
     assert extract_repo_filter("compare repo:a.b and repo:c-d") == ("compare and", ["a.b", "c-d"])

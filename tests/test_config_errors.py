@@ -131,7 +131,9 @@ def test_blank_path_settings_mean_their_defaults_not_the_working_directory() -> 
 def test_a_data_dir_that_cannot_be_made_is_named_in_one_line(tmp_path: Path) -> None:
     (tmp_path / "a-file").write_text("")
     env = {"CODEBOT_DATA_DIR": str(tmp_path / "a-file" / "data")}
-    assert one_line(run_codebot("repos", "sync", env=env)).startswith("codebot: CODEBOT_DATA_DIR: cannot create")
+    assert one_line(run_codebot("repos", "sync", env=env)).startswith(
+        "codebot: CODEBOT_DATA_DIR: cannot create"
+    )
     assert one_line(run_codebot("status", env=env)).startswith("codebot: CODEBOT_DATA_DIR: cannot create")
 
 
@@ -144,7 +146,9 @@ def test_a_repos_file_that_is_not_utf8_or_uses_inline_entries_is_reported_where_
         load_whitelist(latin)
     inline = tmp_path / "inline.toml"
     inline.write_text('repo = [{name = "a", url = "."}, {name = "a", url = "."}]\n')
-    with pytest.raises(ConfigError, match=r"inline\.toml: repo entry 2: repo name 'a' is already used at entry 1"):
+    with pytest.raises(
+        ConfigError, match=r"inline\.toml: repo entry 2: repo name 'a' is already used at entry 1"
+    ):
         load_whitelist(inline)
     spaced = tmp_path / "spaced.toml"
     spaced.write_text('[[ repo ]]\nname = "a"\nurl = "."\n\n[[repo]]\nname = "B"\nurl = "."\n')
@@ -153,13 +157,15 @@ def test_a_repos_file_that_is_not_utf8_or_uses_inline_entries_is_reported_where_
 
 
 def test_a_port_out_of_range_is_a_usage_error_not_a_traceback() -> None:
-    result = run_codebot("mcp", "--http", "--port", "99999", env={"CODEBOT_MCP_TOKEN": "0123456789abcdef0123"})
+    result = run_codebot(
+        "mcp", "--http", "--port", "99999", env={"CODEBOT_MCP_TOKEN": "0123456789abcdef0123"}
+    )
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "argument --port: '99999' is not a TCP port (0-65535)" in result.stderr
 
 
 def test_a_worker_without_a_model_endpoint_refuses_to_start_in_one_line(tmp_path: Path) -> None:
-    from worker.redis_connection import stop_embedded_server
+    from worker.ops.redis_connection import stop_embedded_server
 
     env = {"CODEBOT_DATA_DIR": str(tmp_path / "data")}
     try:
@@ -172,7 +178,7 @@ def test_a_worker_without_a_model_endpoint_refuses_to_start_in_one_line(tmp_path
 
 
 def test_an_unreachable_discord_api_stops_the_adapter_in_one_line(tmp_path: Path) -> None:
-    from worker.redis_connection import stop_embedded_server
+    from worker.ops.redis_connection import stop_embedded_server
 
     env = {
         "CODEBOT_DATA_DIR": str(tmp_path / "data"),

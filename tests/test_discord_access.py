@@ -14,9 +14,9 @@ from bot import texts
 from tests.support.discord_payloads import user
 from tests.support.discord_rig import DiscordRig, discord_rig
 from tests.support.fake_discord import FakeDiscord
-from worker.accounting import BUDGET_SPENT_MESSAGE
-from worker.question import Question
-from worker.queue import questions_queue
+from worker.jobs.question import Question
+from worker.jobs.queue import questions_queue
+from worker.ops.accounting import BUDGET_SPENT_MESSAGE
 
 
 @pytest.fixture
@@ -41,8 +41,11 @@ def restricted_rig(
 
 def reply_to(drig: DiscordRig, message: dict[str, Any]) -> str:
     def find() -> list[dict[str, Any]]:
-        return [m for m in drig.fake.posted(message["channel_id"])
-                if str((m.get("message_reference") or {}).get("message_id")) == message["id"]]
+        return [
+            m
+            for m in drig.fake.posted(message["channel_id"])
+            if str((m.get("message_reference") or {}).get("message_id")) == message["id"]
+        ]
 
     return str(drig.fake.wait_for(find)[0]["content"])
 
@@ -53,7 +56,9 @@ def test_an_unknown_repo_gets_the_list_nearest_name_first(tmp_path: Path) -> Non
         assert reply_to(drig, asked) == "There is no repo `paymnts`. Repos you can ask about here: `payments`"
 
 
-def test_a_repo_outside_the_channels_allow_list_is_not_available_here(tmp_path: Path, fake: FakeDiscord) -> None:
+def test_a_repo_outside_the_channels_allow_list_is_not_available_here(
+    tmp_path: Path, fake: FakeDiscord
+) -> None:
     with restricted_rig(tmp_path, fake, [f"discord:{fake.guild_id}"]) as drig:  # a guild id grants nothing
         asked = drig.mention("repo:payments how does retry work?")
         assert reply_to(drig, asked) == "Repo `payments` is not available here."
@@ -86,7 +91,9 @@ def test_a_full_queue_turns_new_questions_away(tmp_path: Path) -> None:
         assert reply_to(drig, second) == texts.QUEUE_FULL.format(depth=1)
 
 
-def test_a_follow_up_naming_no_repo_keeps_the_repo_its_thread_asked_about(tmp_path: Path, fake: FakeDiscord) -> None:
+def test_a_follow_up_naming_no_repo_keeps_the_repo_its_thread_asked_about(
+    tmp_path: Path, fake: FakeDiscord
+) -> None:
     with restricted_rig(tmp_path, fake, [f"discord:{fake.channel_id}"]) as drig:
         drig.script_answer("It is README.md [docs:README.md#L1].")
         first = drig.mention("repo:docs where is the readme?")

@@ -12,7 +12,7 @@ from rq import Queue, SimpleWorker
 from bot import texts
 from tests.support.discord_rig import DiscordRig, discord_rig
 from tests.support.fake_discord import FakeDiscord
-from worker.queue import ADMIN_QUEUE
+from worker.jobs.queue import ADMIN_QUEUE
 
 EPHEMERAL = 64
 SUBCOMMANDS = ["ask", "repos", "help", "refresh", "status"]

@@ -20,7 +20,7 @@ from bot.discord_format import (
     suppress_link_previews,
     thread_name,
 )
-from worker.sink import Answer, Source
+from worker.jobs.sink import Answer, Source
 
 FENCE_LINE = re.compile(r"^ {0,3}(`{3,}|~{3,})", re.MULTILINE)
 
@@ -36,7 +36,9 @@ def fences_balanced(chunk: str) -> bool:
         marker = match.group(1)
         if opener is None:
             opener = marker
-        elif marker[0] == opener[0] and len(marker) >= len(opener) and not line.strip()[len(marker):].strip():
+        elif (
+            marker[0] == opener[0] and len(marker) >= len(opener) and not line.strip()[len(marker) :].strip()
+        ):
             opener = None
     return opener is None
 
@@ -68,7 +70,11 @@ def test_a_line_longer_than_a_message_is_cut_at_spaces() -> None:
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.one_of(st.text(max_size=300), st.sampled_from(["```", "```js", "~~~", "", "    ```"])), max_size=80))
+@given(
+    st.lists(
+        st.one_of(st.text(max_size=300), st.sampled_from(["```", "```js", "~~~", "", "    ```"])), max_size=80
+    )
+)
 def test_any_text_splits_into_messages_within_the_limit_with_balanced_fences(lines: list[str]) -> None:
     text = "\n".join(lines)
     chunks = split_message(text, limit=500)
@@ -76,7 +82,14 @@ def test_any_text_splits_into_messages_within_the_limit_with_balanced_fences(lin
 
 
 def test_sources_move_into_an_embed_and_links_show_no_preview() -> None:
-    source = Source("payments", "retry.py", 6, 12, "https://github.com/a/p/blob/abc/retry.py#L6-L12", "payments:retry.py#L6-L12")
+    source = Source(
+        "payments",
+        "retry.py",
+        6,
+        12,
+        "https://github.com/a/p/blob/abc/retry.py#L6-L12",
+        "payments:retry.py#L6-L12",
+    )
     markdown = (
         "It backs off [payments:retry.py#L6-L12](https://github.com/a/p/blob/abc/retry.py#L6-L12).\n\n"
         "**Sources**\n- [payments:retry.py#L6-L12](https://github.com/a/p/blob/abc/retry.py#L6-L12)\n"
@@ -87,11 +100,18 @@ def test_sources_move_into_an_embed_and_links_show_no_preview() -> None:
         "It backs off [payments:retry.py#L6-L12](<https://github.com/a/p/blob/abc/retry.py#L6-L12>).\n\n"
         "_1 citation could not be verified against the code read and is not linked._"
     ]
-    assert rendered.embed == {"type": "rich", "title": "Sources", "description": f"• [{source.label}]({source.url})"}
+    assert rendered.embed == {
+        "type": "rich",
+        "title": "Sources",
+        "description": f"• [{source.label}]({source.url})",
+    }
 
 
 def test_a_huge_sources_list_stays_within_the_embed_limits() -> None:
-    sources = [Source("r", f"f{i}.py", 1, 2, f"https://x.test/{'p' * 80}/{i}", f"r:f{i}.py#L1-L2") for i in range(200)]
+    sources = [
+        Source("r", f"f{i}.py", 1, 2, f"https://x.test/{'p' * 80}/{i}", f"r:f{i}.py#L1-L2")
+        for i in range(200)
+    ]
     embed = sources_embed(sources)
     assert embed is not None
     assert len(embed["description"]) <= EMBED_DESCRIPTION_CHARS
@@ -119,9 +139,9 @@ def test_nonces_are_deterministic_distinct_and_at_most_25_characters() -> None:
 
 
 def test_only_the_bots_own_mention_is_removed_from_the_question() -> None:
-    assert strip_mentions_of("<@123456789012345678> where is <@!111111111111111111> retry?", 123456789012345678) == (
-        "where is <@!111111111111111111> retry?"
-    )
+    assert strip_mentions_of(
+        "<@123456789012345678> where is <@!111111111111111111> retry?", 123456789012345678
+    ) == ("where is <@!111111111111111111> retry?")
     assert strip_mentions_of("<@!123456789012345678>  hi", 123456789012345678) == "hi"
 
 

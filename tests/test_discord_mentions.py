@@ -11,8 +11,8 @@ import pytest
 from bot import texts
 from tests.support.discord_payloads import snowflake, user
 from tests.support.discord_rig import DiscordRig, discord_rig
-from worker.queue import questions_queue, queue_depth
-from worker.redis_connection import ensure_embedded_server, kill_embedded_server
+from worker.jobs.queue import questions_queue, queue_depth
+from worker.ops.redis_connection import ensure_embedded_server, kill_embedded_server
 
 
 @pytest.fixture
@@ -31,7 +31,9 @@ def test_a_mention_gets_eyes_a_thread_the_answer_and_a_check_mark(drig: DiscordR
     assert thread["type"] == 11 and thread["parent_id"] == fake.channel_id
     assert thread["name"] == "how does retry work?"
     [answer] = fake.posted(question["id"])  # the progress message, replaced by the answer
-    assert answer["content"].startswith("Retries back off exponentially [payments:payments/retry.py#L6-L12](<https://")
+    assert answer["content"].startswith(
+        "Retries back off exponentially [payments:payments/retry.py#L6-L12](<https://"
+    )
     assert answer["embeds"][0]["title"] == "Sources"
     assert drig.reactions(question["id"])[0] == ("PUT", "👀")
     assert drig.reactions(question["id"])[-2:] == [("PUT", "✅"), ("DELETE", "👀")]
@@ -74,7 +76,11 @@ def test_a_direct_message_is_answered_with_a_reply_reference_not_a_thread(drig: 
     drig.work()
     [reply] = fake.posted(dm)
     assert reply["content"].startswith("Five attempts")
-    assert reply["message_reference"] == {"message_id": question["id"], "channel_id": dm, "fail_if_not_exists": False}
+    assert reply["message_reference"] == {
+        "message_id": question["id"],
+        "channel_id": dm,
+        "fail_if_not_exists": False,
+    }
     assert reply["allowed_mentions"] == {"parse": [], "replied_user": False}
     assert fake.find("POST", "/threads$") == []
     assert ("PUT", "✅") in drig.reactions(question["id"])

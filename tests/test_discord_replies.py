@@ -12,8 +12,8 @@ import pytest
 from bot.discord_sink import DiscordSink
 from tests.support.discord_rig import DiscordRig, discord_rig
 from tests.support.model_server import error
-from worker.question import Question, ReplyTarget, event_identity
-from worker.sink import Answer
+from worker.jobs.question import Question, ReplyTarget, event_identity
+from worker.jobs.sink import Answer
 
 FENCE = re.compile(r"^```", re.MULTILINE)
 NO_MENTIONS = {"parse": [], "replied_user": False}
@@ -28,7 +28,9 @@ def drig(tmp_path: Path) -> Iterator[DiscordRig]:
 def long_answer() -> str:
     code = "\n".join(f"    step_{i} = retry(call, attempts={i})  # attempt number {i}" for i in range(40))
     prose = "Retry sleeps longer after each failure [payments:payments/retry.py#L6-L12]. " * 12
-    return "\n\n".join([prose, f"```python\ndef plan():\n{code}\n```", prose, f"```python\n{code}\n```", prose])
+    return "\n\n".join(
+        [prose, f"```python\ndef plan():\n{code}\n```", prose, f"```python\n{code}\n```", prose]
+    )
 
 
 def test_a_5000_character_answer_is_split_into_messages_that_keep_code_blocks_whole(drig: DiscordRig) -> None:
@@ -77,7 +79,11 @@ def test_a_retried_job_gets_its_earlier_messages_back_instead_of_posting_twice(d
     fake = drig.fake
     asked = fake.message_create("how does retry work?")
     target = ReplyTarget(
-        platform="discord", channel=fake.channel_id, thread=asked["id"], message=asked["id"], guild=fake.guild_id
+        platform="discord",
+        channel=fake.channel_id,
+        thread=asked["id"],
+        message=asked["id"],
+        guild=fake.guild_id,
     )
     question = Question(
         id=event_identity("discord", asked["id"]), asker="1", target=target, text="how?", repos=["payments"]
@@ -121,7 +127,11 @@ def asked_question(drig: DiscordRig) -> tuple[dict[str, Any], Question]:
     fake = drig.fake
     asked = fake.message_create("how does retry work?")
     target = ReplyTarget(
-        platform="discord", channel=fake.channel_id, thread=asked["id"], message=asked["id"], guild=fake.guild_id
+        platform="discord",
+        channel=fake.channel_id,
+        thread=asked["id"],
+        message=asked["id"],
+        guild=fake.guild_id,
     )
     question = Question(
         id=event_identity("discord", asked["id"]), asker="1", target=target, text="how?", repos=["payments"]
@@ -129,7 +139,9 @@ def asked_question(drig: DiscordRig) -> tuple[dict[str, Any], Question]:
     return asked, question
 
 
-def test_after_a_worker_dies_trying_again_and_the_apology_replace_its_progress_message(drig: DiscordRig) -> None:
+def test_after_a_worker_dies_trying_again_and_the_apology_replace_its_progress_message(
+    drig: DiscordRig,
+) -> None:
     fake = drig.fake
     asked, question = asked_question(drig)
     died = DiscordSink(drig.settings, drig.rig.redis, question)  # the run whose worker was killed

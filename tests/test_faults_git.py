@@ -18,7 +18,7 @@ import pytest
 from tests.support.e2e import Rig, build_rig
 from tests.support.model_server import Reply, text, tool_calls
 from tests.support.slack_rig import SlackRig, build_slack_rig
-from worker.admin import record_refresh
+from worker.jobs.admin import record_refresh
 
 READ_RETRY = tool_calls(("read_file", {"repo": "payments", "path": "payments/retry.py"}))
 CITE_LINE_3 = "It tries MAX_ATTEMPTS times [payments:payments/retry.py#L3]."
@@ -60,7 +60,9 @@ def test_a_force_push_refreshed_mid_question_leaves_the_question_on_the_commit_i
     kind, answer = rig.final(events)
     assert kind == "answer" and f"blob/{rig.sha}/payments/retry.py#L3" in answer["markdown"]
     assert "MAX_ATTEMPTS = 5" in rig.model.requests[1]["messages"][-1]["content"]  # what it read
-    rig.model.set_handler(lambda body: text(CITE_LINE_3) if body["messages"][-1]["role"] == "tool" else READ_RETRY)
+    rig.model.set_handler(
+        lambda body: text(CITE_LINE_3) if body["messages"][-1]["role"] == "tool" else READ_RETRY
+    )
     _, events = rig.ask("and now?")
     kind, answer = rig.final(events)
     assert kind == "answer" and f"blob/{rewritten[0]}/payments/retry.py#L3" in answer["markdown"]

@@ -15,14 +15,16 @@ import pytest
 
 from tests.support.e2e import Rig, build_rig
 from tests.support.model_server import Reply, error, raw, slow, text, tool_calls
-from worker.accounting import usage_of_day
+from worker.ops.accounting import usage_of_day
 
 DEADLINE_SECONDS = 8.0
 READ_RETRY = tool_calls(("read_file", {"repo": "payments", "path": "payments/retry.py"}))
 MALFORMED = {
     "not JSON": raw("this is not json"),
     "an HTML page with 200": raw("<html><body>Bad Gateway</body></html>", content_type="text/html"),
-    "cut-off JSON": raw('{"id": "x", "choices": [{"index": 0, "message": {"role": "assistant", "content": "ha'),
+    "cut-off JSON": raw(
+        '{"id": "x", "choices": [{"index": 0, "message": {"role": "assistant", "content": "ha'
+    ),
     "no choices": raw('{"id": "x", "object": "chat.completion", "created": 1, "model": "m", "choices": []}'),
     "a null message": raw(
         '{"id": "x", "object": "chat.completion", "created": 1, "model": "m",'
@@ -72,7 +74,9 @@ def test_a_429_storm_midway_still_answers_from_what_was_found(rig: Rig) -> None:
 
 @pytest.mark.slow
 def test_every_attempt_timing_out_ends_the_question_within_the_deadline(tmp_path: Path) -> None:
-    for rig in build_rig(tmp_path, question_deadline_seconds=6, model_max_retries=2, model_timeout_seconds=30):
+    for rig in build_rig(
+        tmp_path, question_deadline_seconds=6, model_max_retries=2, model_timeout_seconds=30
+    ):
         rig.model.set_handler(lambda _body: slow(60, text("too late")))
         kind, fields, seconds = timed_ask(rig)
         assert kind == "failed" and "did not answer in time" in str(fields["text"])
@@ -80,14 +84,18 @@ def test_every_attempt_timing_out_ends_the_question_within_the_deadline(tmp_path
 
 
 def test_intermittent_5xx_errors_are_retried_and_the_question_answered(rig: Rig) -> None:
-    rig.model.enqueue(error(500), READ_RETRY, error(503), error(502), text("Five attempts [payments:payments/retry.py#L3]."))
+    rig.model.enqueue(
+        error(500), READ_RETRY, error(503), error(502), text("Five attempts [payments:payments/retry.py#L3].")
+    )
     kind, fields, _ = timed_ask(rig)
     assert kind == "answer" and "Five attempts" in str(fields["markdown"])
     assert len(rig.model.requests) == 5
 
 
 @pytest.mark.parametrize("reply", MALFORMED.values(), ids=MALFORMED.keys())
-def test_a_malformed_reply_before_anything_was_found_is_an_apology_with_a_reference(rig: Rig, reply: Reply) -> None:
+def test_a_malformed_reply_before_anything_was_found_is_an_apology_with_a_reference(
+    rig: Rig, reply: Reply
+) -> None:
     rig.model.set_handler(lambda _body: reply)
     kind, fields, seconds = timed_ask(rig)
     assert kind == "failed" and "sent a reply we could not use" in str(fields["text"])

@@ -19,12 +19,12 @@ from rq.registry import StartedJobRegistry
 
 from tests.support.e2e import Rig, build_rig
 from tests.support.model_server import Reply, error
-from worker.housekeeping import run_housekeeper
-from worker.job import QuestionRun, on_question_failed
-from worker.question import Question
-from worker.queue import ADMIN_QUEUE, ANSWERED_KEY_PREFIX, QUESTIONS_QUEUE, claim_answer
-from worker.reaper import reap_abandoned
-from worker.redis_connection import connect, socket_path, stop_embedded_server
+from worker.jobs.housekeeping import run_housekeeper
+from worker.jobs.job import QuestionRun, on_question_failed
+from worker.jobs.question import Question
+from worker.jobs.queue import ADMIN_QUEUE, ANSWERED_KEY_PREFIX, QUESTIONS_QUEUE, claim_answer
+from worker.jobs.reaper import reap_abandoned
+from worker.ops.redis_connection import connect, socket_path, stop_embedded_server
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from bot.slack_format import format_for_slack
 from tests.support.model_server import Reply, last_user_text, slow, text, tool_calls
 from tests.support.slack_rig import SlackRig, build_slack_rig, wait_until
 from tests.support.worker_procs import start_worker, stop_worker
-from worker.redis_connection import connect, is_reachable, kill_embedded_server
+from worker.ops.redis_connection import connect, is_reachable, kill_embedded_server
 
 TURN_SECONDS = 0.3
 
@@ -32,7 +32,9 @@ def rig(tmp_path: Path) -> Iterator[SlackRig]:
 
 def answer_slowly(body: dict[str, Any]) -> Reply:
     if not any(m["role"] == "tool" for m in body["messages"]):
-        return slow(TURN_SECONDS, tool_calls(("read_file", {"repo": "payments", "path": "payments/retry.py"})))
+        return slow(
+            TURN_SECONDS, tool_calls(("read_file", {"repo": "payments", "path": "payments/retry.py"}))
+        )
     return slow(TURN_SECONDS, text(f"answer to: {last_user_text(body)} [payments:payments/retry.py#L6]"))
 
 

@@ -21,11 +21,15 @@ from rq.job import Job
 from tests.support.e2e import Rig, build_rig
 from tests.support.model_server import Reply, slow, text, tool_calls
 from tests.support.worker_procs import start_worker, stop_worker, wait_dead, wait_for_horse
-from worker.question import Question
-from worker.reaper import abandoned_bound_seconds
-from worker.sink import CONSOLE_STREAM_PREFIX
+from worker.jobs.question import Question
+from worker.jobs.reaper import abandoned_bound_seconds
+from worker.jobs.sink import CONSOLE_STREAM_PREFIX
 
-FAST_HEARTBEATS = {"worker_heartbeat_seconds": 1, "worker_heartbeat_grace_seconds": 2, "reaper_interval_seconds": 0.5}
+FAST_HEARTBEATS = {
+    "worker_heartbeat_seconds": 1,
+    "worker_heartbeat_grace_seconds": 2,
+    "reaper_interval_seconds": 0.5,
+}
 ANSWER_SECONDS = 5.0  # a fresh worker answering the retried question (two scripted turns)
 
 
@@ -110,7 +114,11 @@ def test_a_question_whose_retry_is_killed_too_ends_in_an_apology_within_the_boun
     finally:
         for worker in workers:
             stop_worker(worker)
-    assert kind == "failed" and "stopped before it finished" in fields["text"] and "Reference: `" in fields["text"]
+    assert (
+        kind == "failed"
+        and "stopped before it finished" in fields["text"]
+        and "Reference: `" in fields["text"]
+    )
     assert len(finals(rig, question)) == 1
     assert seconds < abandoned_bound_seconds(rig.settings) + ANSWER_SECONDS
 

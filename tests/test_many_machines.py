@@ -20,10 +20,11 @@ from tests.support.git_remote import silent_server
 from tests.support.model_server import Reply, text, tool_calls
 from tests.support.slack_rig import wait_until
 from tests.support.worker_procs import start_worker, stop_worker
-from worker.admin import enqueue_refresh, record_refresh
-from worker.question import ReplyTarget
-from worker.redis_connection import socket_path
-from worker.refresh import (
+from worker.jobs.admin import enqueue_refresh, record_refresh
+from worker.jobs.question import ReplyTarget
+from worker.jobs.runtime import Runtime, build_runtime
+from worker.ops.redis_connection import socket_path
+from worker.repos.refresh import (
     catch_up,
     claim_due_refreshes,
     local_sha,
@@ -31,7 +32,6 @@ from worker.refresh import (
     run_due_refreshes,
     wanted_sha,
 )
-from worker.runtime import Runtime, build_runtime
 
 CITE = "It tries MAX_ATTEMPTS times [payments:payments/retry.py#L3]."
 
@@ -117,7 +117,8 @@ def test_a_scheduled_refresh_is_fetched_by_one_machine_per_period_and_followed_b
     period, offset = 5 * 60, period_offset_seconds("payments", 5 * 60)
     now = (time.time() + offset) // period * period - offset + 1  # early in this repo's current period
     assert sorted([claim_due_refreshes(rig.redis, a, now), claim_due_refreshes(rig.redis, b, now)]) == [
-        [], ["payments"]
+        [],
+        ["payments"],
     ]  # one machine per period...
     assert claim_due_refreshes(rig.redis, a, now + period - 2) == []  # ...once per period
     newer = new_commit(rig, tmp_path)
@@ -149,7 +150,9 @@ def test_a_machine_that_cannot_fetch_answers_from_its_last_good_snapshot_within_
     rig.model.set_handler(answer_citing_line_3)
     with silent_server() as hung_url:
         hung = tmp_path / "hung.toml"
-        hung.write_text(f'[[repo]]\nname = "payments"\nurl = "{hung_url}"\nweb_url = "https://github.com/acme/payments"\n')
+        hung.write_text(
+            f'[[repo]]\nname = "payments"\nurl = "{hung_url}"\nweb_url = "https://github.com/acme/payments"\n'
+        )
         b_hung = machine_b(rig, tmp_path, hung)
         seconds = []
         for n in range(2):

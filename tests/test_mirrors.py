@@ -18,7 +18,7 @@ from tests.support.git_remote import (
     silent_server,
     snapshot_entries,
 )
-from worker.mirrors import UnknownRepoError
+from worker.repos.mirrors import UnknownRepoError
 
 
 def test_first_sync_clones_and_current_is_the_pushed_commit_with_its_files_and_no_git(tmp_path: Path) -> None:

@@ -11,8 +11,8 @@ import pytest
 from rich.console import Console
 
 from tests.support.git_remote import GitRemote, make_mirrors, mirrors_for, mirrors_of, serve_git_http
-from worker.mirrors import Mirrors
-from worker.repos_cli import age, human_size, run_list, run_sync
+from worker.repos.mirrors import Mirrors
+from worker.repos.sync_cli import age, human_size, run_list, run_sync
 
 
 def _console() -> tuple[Console, StringIO]:
@@ -91,10 +91,17 @@ def test_repos_list_shows_the_last_error_beside_the_snapshot_still_served(tmp_pa
 
 def test_ages_and_sizes_read_like_a_person_would_say_them() -> None:
     assert [age(5), age(185), age(3 * 3600 + 5), age(86400), age(5 * 86400)] == [
-        "just now", "3 min ago", "3 h ago", "1 day ago", "5 days ago"
+        "just now",
+        "3 min ago",
+        "3 h ago",
+        "1 day ago",
+        "5 days ago",
     ]
     assert [human_size(512), human_size(2048), human_size(5 * 1024**2 + 1), human_size(3 * 1024**3)] == [
-        "512 B", "2.0 KB", "5.0 MB", "3.0 GB"
+        "512 B",
+        "2.0 KB",
+        "5.0 MB",
+        "3.0 GB",
     ]
 
 

@@ -17,7 +17,7 @@ from tests.support.git_remote import (
     snapshot_entries,
     start_python,
 )
-from worker.mirrors import SyncResult
+from worker.repos.mirrors import SyncResult
 
 
 def test_two_concurrent_syncs_of_one_repo_never_run_at_once_and_both_end_consistent(tmp_path: Path) -> None:
@@ -34,6 +34,7 @@ def test_two_concurrent_syncs_of_one_repo_never_run_at_once_and_both_end_consist
                 second_is_waiting.set()
             if who == "first" and message == "connecting":  # hold the first sync mid-refresh
                 assert second_is_waiting.wait(10), "the second sync never had to wait"
+
         return report
 
     first = threading.Thread(target=lambda: results.update(first=mirrors.sync("app", progress_of("first"))))
@@ -122,4 +123,3 @@ def test_questions_leasing_during_many_refreshes_always_see_one_whole_commit(tmp
     mirrors.gc("app")  # snapshots still leased during the last refresh go now
     sha = remote.sha()
     assert snapshot_entries(mirrors) == [sha, f"{sha}.json", f"{sha}.lock"]
-

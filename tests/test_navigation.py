@@ -7,8 +7,8 @@ import pytest
 from config.settings import load_settings
 from tests.support.fixture_repos import context, make_repo, shared_corpus, snapshot_repo
 from tests.support.polyglot import POLYGLOT
-from worker.citations import check_answer
-from worker.snapshot import Snapshot
+from worker.agent.citations import check_answer
+from worker.repos.snapshot import Snapshot
 from worker.tools import ToolContext, build_registry, make_context
 
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 from tests.support.git_remote import GitRemote, mirrors_for
 from tests.support.polyglot import POLYGLOT
-from worker.mirrors import Mirrors
-from worker.symbols import index_path
+from worker.repos.mirrors import Mirrors
+from worker.repos.symbols import index_path
 from worker.tools import build_registry, make_context
 
 FILES = {path: str(POLYGLOT[path]) for path in ("payments/retry.py", "payments/api.py", "worker/main.go")}

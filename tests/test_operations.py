@@ -16,18 +16,22 @@ from config.errors import ConfigError
 from tests.support.e2e import Rig, build_rig
 from tests.support.model_server import ScriptedModel, text, tool_calls
 from tests.support.slack_rig import SlackRig, build_slack_rig
-from worker.accounting import record_usage, usage_of_day, usage_of_user
-from worker.metrics import metric_value, parse, serve_metrics
+from worker.ops.accounting import record_usage, usage_of_day, usage_of_user
+from worker.ops.metrics import metric_value, parse, serve_metrics
 
 
 @pytest.fixture
 def rig(tmp_path: Path) -> Iterator[Rig]:
-    yield from build_rig(tmp_path, model_input_usd_per_million_tokens=2.0, model_output_usd_per_million_tokens=8.0)
+    yield from build_rig(
+        tmp_path, model_input_usd_per_million_tokens=2.0, model_output_usd_per_million_tokens=8.0
+    )
 
 
 def answer_one(rig: Rig) -> None:
     rig.model.enqueue(
-        tool_calls(("search", {"pattern": "retry"}), ("read_file", {"repo": "payments", "path": "README.md"})),
+        tool_calls(
+            ("search", {"pattern": "retry"}), ("read_file", {"repo": "payments", "path": "README.md"})
+        ),
         text("It retries [payments:README.md#L1]."),
     )
     _, events = rig.ask("how does retry work?")
@@ -106,7 +110,10 @@ def test_json_logs_carry_the_question_facts_but_never_its_text_or_code(tmp_path:
             }
             result = subprocess.run(
                 [sys.executable, "-m", "codebot.cli", "ask", "how does the secret retry work?"],
-                capture_output=True, text=True, env=env, timeout=120,
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=120,
             )
         assert result.returncode == 0, result.stderr
         entries = [json.loads(line) for line in result.stderr.splitlines() if line.startswith("{")]
@@ -119,8 +126,14 @@ def test_json_logs_carry_the_question_facts_but_never_its_text_or_code(tmp_path:
 
 def test_status_in_the_terminal_shows_queue_workers_refreshes_and_usage(rig: Rig) -> None:
     answer_one(rig)
-    env = {**os.environ, "CODEBOT_DATA_DIR": str(rig.settings.data_dir), "CODEBOT_REPOS_FILE": str(rig.settings.repos_file)}
-    result = subprocess.run([sys.executable, "-m", "codebot.cli", "status"], capture_output=True, text=True, env=env, timeout=60)
+    env = {
+        **os.environ,
+        "CODEBOT_DATA_DIR": str(rig.settings.data_dir),
+        "CODEBOT_REPOS_FILE": str(rig.settings.repos_file),
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "codebot.cli", "status"], capture_output=True, text=True, env=env, timeout=60
+    )
     assert result.returncode == 0, result.stderr
     assert "Queue" in result.stdout or "queue" in result.stdout
     assert "payments" in result.stdout
@@ -130,7 +143,9 @@ def test_status_in_the_terminal_shows_queue_workers_refreshes_and_usage(rig: Rig
 def test_a_metrics_port_already_taken_is_named_in_one_line(rig: Rig) -> None:
     first = serve_metrics(rig.redis, 0, host="127.0.0.1")
     try:
-        with pytest.raises(ConfigError, match=r"^CODEBOT_METRICS_PORT: cannot serve /metrics on 127\.0\.0\.1:\d+ \("):
+        with pytest.raises(
+            ConfigError, match=r"^CODEBOT_METRICS_PORT: cannot serve /metrics on 127\.0\.0\.1:\d+ \("
+        ):
             serve_metrics(rig.redis, first.server_address[1], host="127.0.0.1")
     finally:
         first.shutdown()

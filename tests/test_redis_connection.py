@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from config.settings import load_settings
-from worker.redis_connection import (
+from worker.ops.redis_connection import (
     RedisUnavailable,
     connect,
     kill_embedded_server,
@@ -23,7 +23,7 @@ def test_processes_with_the_same_data_dir_share_one_embedded_server(tmp_path: Pa
     try:
         connect(settings).set("shared", "yes")
         code = (
-            "from config.settings import load_settings; from worker.redis_connection import connect;"
+            "from config.settings import load_settings; from worker.ops.redis_connection import connect;"
             f"print(connect(load_settings(env_file=None, data_dir={str(tmp_path / 'data')!r})).get('shared').decode())"
         )
         other = subprocess.run(

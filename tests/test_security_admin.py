@@ -18,7 +18,7 @@ from tests.support.discord_rig import DiscordRig, discord_rig
 from tests.support.fake_discord import FakeDiscord
 from tests.support.hostile_slack import ADMIN, HostileSlackRig, build_hostile_slack_rig
 from tests.support.slack_rig import SECRET_CHANNEL
-from worker.queue import ADMIN_QUEUE
+from worker.jobs.queue import ADMIN_QUEUE
 
 EPHEMERAL = 64
 STATUS_WORDS = ("Workers alive", "Queue:", "Last refresh per repo", "Refreshing")  # what only admins see

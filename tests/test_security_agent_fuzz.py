@@ -25,10 +25,10 @@ from tests.support.attacks import FUZZ, raw_arguments
 from tests.support.attacks import tool_calls as fuzzed_calls
 from tests.support.fortress import Fortress, LeakFinder, build_fortress
 from tests.support.model_server import Reply, ScriptedModel, text, tool_calls
-from worker.agent import Agent, AgentResult
-from worker.citations import check_answer
-from worker.question import Question, ReplyTarget
-from worker.sink import Answer
+from worker.agent.citations import check_answer
+from worker.agent.loop import Agent, AgentResult
+from worker.jobs.question import Question, ReplyTarget
+from worker.jobs.sink import Answer
 from worker.tools import build_registry, make_context
 
 # Every example is two model round trips (~45 ms each on loopback: the scripted server sends

@@ -29,8 +29,8 @@ from tests.support.hostile_slack import (
 from tests.support.model_server import text, tool_calls
 from tests.support.slack_api import message
 from tests.support.slack_rig import SECRET_CHANNEL
-from worker.question import Question
-from worker.queue import QUESTIONS_QUEUE
+from worker.jobs.question import Question
+from worker.jobs.queue import QUESTIONS_QUEUE
 
 NOT_HERE = "Repo `internal` is not available here."
 

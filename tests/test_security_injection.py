@@ -20,7 +20,7 @@ from tests.support.fortress import Fortress, LeakFinder, app_files, plant, plant
 from tests.support.hostile_slack import HostileSlackRig, build_hostile_slack_rig
 from tests.support.model_server import Reply, text, tool_calls
 from tests.support.slack_api import message
-from worker.queue import QUESTIONS_QUEUE
+from worker.jobs.queue import QUESTIONS_QUEUE
 
 READ_INJECTION = ("read_file", {"repo": "app", "path": "INJECTION.md"})
 OBEY = [  # what the injection asks for, and every other way out of the snapshot

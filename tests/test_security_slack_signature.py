@@ -17,7 +17,7 @@ from slack_sdk.signature import SignatureVerifier
 
 from tests.support.slack_api import command_body, event_body, mention
 from tests.support.slack_rig import SECRET, SlackRig, build_slack_rig
-from worker.queue import ADMIN_QUEUE
+from worker.jobs.queue import ADMIN_QUEUE
 
 Headers = dict[str, str]
 

@@ -15,8 +15,8 @@ from bot.slack_sink import SlackSink
 from tests.support.model_server import last_user_text, text, tool_calls
 from tests.support.slack_api import message
 from tests.support.slack_rig import SlackRig, build_slack_rig
-from worker.question import Question, ReplyTarget
-from worker.sink import Answer
+from worker.jobs.question import Question, ReplyTarget
+from worker.jobs.sink import Answer
 
 READ_RETRY = ("read_file", {"repo": "payments", "path": "payments/retry.py", "start_line": 1, "end_line": 13})
 

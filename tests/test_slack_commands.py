@@ -14,7 +14,7 @@ from rq.worker import WorkerStatus
 
 from tests.support.e2e import make_git_repo
 from tests.support.slack_rig import SECRET_CHANNEL, SlackRig, build_slack_rig
-from worker.queue import QUESTIONS_QUEUE
+from worker.jobs.queue import QUESTIONS_QUEUE
 
 
 @pytest.fixture

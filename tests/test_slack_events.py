@@ -11,7 +11,7 @@ from rq.job import Job
 
 from tests.support.slack_api import BOT_USER_ID, event_body, mention, message, signed_post
 from tests.support.slack_rig import SECRET, SECRET_CHANNEL, SlackRig, build_slack_rig
-from worker.question import Question
+from worker.jobs.question import Question
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from bot import texts
 from bot.slack_format import format_for_slack
 from tests.support.slack_api import BOT_USER_ID, message
 from tests.support.slack_rig import SlackRig, build_slack_rig, wait_until
-from worker.redis_connection import connect, is_reachable, kill_embedded_server
+from worker.ops.redis_connection import connect, is_reachable, kill_embedded_server
 
 
 @pytest.fixture
@@ -47,7 +47,7 @@ def test_a_hung_redis_is_answered_with_try_again_within_bounded_time_and_the_ada
     import signal
     import time
 
-    from worker.redis_connection import SOCKET_TIMEOUT_SECONDS, server_pid
+    from worker.ops.redis_connection import SOCKET_TIMEOUT_SECONDS, server_pid
 
     pid = server_pid(rig.settings)
     assert pid

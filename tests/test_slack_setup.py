@@ -12,7 +12,7 @@ from codebot.cli import main
 from config.settings import load_settings
 from tests.support.slack_api import SlackAPI
 from tests.support.slack_rig import SlackRig, build_slack_rig
-from worker.redis_connection import stop_embedded_server
+from worker.ops.redis_connection import stop_embedded_server
 
 MANIFEST = Path(__file__).resolve().parent.parent / "config" / "slack-manifest.yml"
 EVENT_SCOPES = {

@@ -24,8 +24,15 @@ def snowflake() -> str:
 
 
 def user(name: str, bot: bool = False) -> dict[str, Any]:
-    return {"id": snowflake(), "username": name, "discriminator": "0", "global_name": name,
-            "avatar": None, "bot": bot, "public_flags": 0}
+    return {
+        "id": snowflake(),
+        "username": name,
+        "discriminator": "0",
+        "global_name": name,
+        "avatar": None,
+        "bot": bot,
+        "public_flags": 0,
+    }
 
 
 def member(of: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -37,15 +44,35 @@ def member(of: dict[str, Any] | None = None) -> dict[str, Any]:
 
 def application(bot_user: dict[str, Any]) -> dict[str, Any]:
     """`/oauth2/applications/@me`: discord.py needs an `owner` (PLATFORM_NOTES §2g)."""
-    return {"id": bot_user["id"], "name": "codebot", "description": "", "icon": None, "bot_public": True,
-            "bot_require_code_grant": False, "verify_key": "0" * 64, "flags": 0, "owner": user("owner"),
-            "team": None}
+    return {
+        "id": bot_user["id"],
+        "name": "codebot",
+        "description": "",
+        "icon": None,
+        "bot_public": True,
+        "bot_require_code_grant": False,
+        "verify_key": "0" * 64,
+        "flags": 0,
+        "owner": user("owner"),
+        "team": None,
+    }
 
 
 def text_channel(channel_id: str, guild_id: str, name: str) -> dict[str, Any]:
-    return {"id": channel_id, "type": 0, "guild_id": guild_id, "name": name, "position": 0,
-            "permission_overwrites": [], "nsfw": False, "parent_id": None, "topic": None,
-            "last_message_id": None, "rate_limit_per_user": 0, "flags": 0}
+    return {
+        "id": channel_id,
+        "type": 0,
+        "guild_id": guild_id,
+        "name": name,
+        "position": 0,
+        "permission_overwrites": [],
+        "nsfw": False,
+        "parent_id": None,
+        "topic": None,
+        "last_message_id": None,
+        "rate_limit_per_user": 0,
+        "flags": 0,
+    }
 
 
 def dm_channel(channel_id: str, recipient: dict[str, Any]) -> dict[str, Any]:
@@ -53,53 +80,140 @@ def dm_channel(channel_id: str, recipient: dict[str, Any]) -> dict[str, Any]:
 
 
 def thread(thread_id: str, parent: str, guild_id: str, owner: str, name: str, archive: int) -> dict[str, Any]:
-    return {"id": thread_id, "type": 11, "guild_id": guild_id, "parent_id": parent, "name": name,
-            "owner_id": owner, "last_message_id": None, "rate_limit_per_user": 0, "message_count": 0,
-            "member_count": 1, "flags": 0,
-            "thread_metadata": {"archived": False, "auto_archive_duration": archive, "locked": False,
-                                "archive_timestamp": JOINED}}
+    return {
+        "id": thread_id,
+        "type": 11,
+        "guild_id": guild_id,
+        "parent_id": parent,
+        "name": name,
+        "owner_id": owner,
+        "last_message_id": None,
+        "rate_limit_per_user": 0,
+        "message_count": 0,
+        "member_count": 1,
+        "flags": 0,
+        "thread_metadata": {
+            "archived": False,
+            "auto_archive_duration": archive,
+            "locked": False,
+            "archive_timestamp": JOINED,
+        },
+    }
 
 
 def message(channel_id: str, author: dict[str, Any], content: str, **extra: Any) -> dict[str, Any]:
-    data: dict[str, Any] = {"id": snowflake(), "channel_id": channel_id, "author": author, "content": content,
-            "timestamp": JOINED, "edited_timestamp": None, "tts": False, "mention_everyone": False,
-            "mentions": [], "mention_roles": [], "attachments": [], "embeds": [], "pinned": False,
-            "type": 0, "flags": 0, "components": []}
+    data: dict[str, Any] = {
+        "id": snowflake(),
+        "channel_id": channel_id,
+        "author": author,
+        "content": content,
+        "timestamp": JOINED,
+        "edited_timestamp": None,
+        "tts": False,
+        "mention_everyone": False,
+        "mentions": [],
+        "mention_roles": [],
+        "attachments": [],
+        "embeds": [],
+        "pinned": False,
+        "type": 0,
+        "flags": 0,
+        "components": [],
+    }
     data.update(extra)
     return data
 
 
 def ready(bot_user: dict[str, Any], guild_id: str, gateway_url: str) -> dict[str, Any]:
-    return {"v": 10, "user": bot_user, "guilds": [{"id": guild_id, "unavailable": True}],
-            "session_id": "fake-session", "resume_gateway_url": gateway_url, "private_channels": [],
-            "relationships": [], "application": {"id": bot_user["id"], "flags": 0}}
+    return {
+        "v": 10,
+        "user": bot_user,
+        "guilds": [{"id": guild_id, "unavailable": True}],
+        "session_id": "fake-session",
+        "resume_gateway_url": gateway_url,
+        "private_channels": [],
+        "relationships": [],
+        "application": {"id": bot_user["id"], "flags": 0},
+    }
 
 
-def guild_create(guild_id: str, owner: str, channels: list[dict[str, Any]], bot_user: dict[str, Any]) -> dict[str, Any]:
-    everyone = {"id": guild_id, "name": "@everyone", "permissions": "0", "position": 0, "color": 0,
-                "hoist": False, "managed": False, "mentionable": False, "flags": 0}
-    return {"id": guild_id, "name": "Team", "icon": None, "owner_id": owner, "roles": [everyone],
-            "channels": channels, "threads": [], "members": [member(bot_user)], "member_count": 2,
-            "emojis": [], "stickers": [], "features": [], "large": False, "unavailable": False,
-            "joined_at": JOINED, "presences": [], "voice_states": [], "stage_instances": [],
-            "guild_scheduled_events": [], "premium_tier": 0, "mfa_level": 0, "verification_level": 0,
-            "explicit_content_filter": 0, "default_message_notifications": 0, "system_channel_flags": 0,
-            "preferred_locale": "en-US", "nsfw_level": 0, "afk_timeout": 300}
+def guild_create(
+    guild_id: str, owner: str, channels: list[dict[str, Any]], bot_user: dict[str, Any]
+) -> dict[str, Any]:
+    everyone = {
+        "id": guild_id,
+        "name": "@everyone",
+        "permissions": "0",
+        "position": 0,
+        "color": 0,
+        "hoist": False,
+        "managed": False,
+        "mentionable": False,
+        "flags": 0,
+    }
+    return {
+        "id": guild_id,
+        "name": "Team",
+        "icon": None,
+        "owner_id": owner,
+        "roles": [everyone],
+        "channels": channels,
+        "threads": [],
+        "members": [member(bot_user)],
+        "member_count": 2,
+        "emojis": [],
+        "stickers": [],
+        "features": [],
+        "large": False,
+        "unavailable": False,
+        "joined_at": JOINED,
+        "presences": [],
+        "voice_states": [],
+        "stage_instances": [],
+        "guild_scheduled_events": [],
+        "premium_tier": 0,
+        "mfa_level": 0,
+        "verification_level": 0,
+        "explicit_content_filter": 0,
+        "default_message_notifications": 0,
+        "system_channel_flags": 0,
+        "preferred_locale": "en-US",
+        "nsfw_level": 0,
+        "afk_timeout": 300,
+    }
 
 
 def command_interaction(
-    application_id: str, command_id: str, sub: str, options: dict[str, str], invoker: dict[str, Any],
-    channel: dict[str, Any], guild_id: str | None,
+    application_id: str,
+    command_id: str,
+    sub: str,
+    options: dict[str, str],
+    invoker: dict[str, Any],
+    channel: dict[str, Any],
+    guild_id: str | None,
 ) -> dict[str, Any]:
     """INTERACTION_CREATE for `/codebot <sub> name:value…` (type 2, a subcommand of a group)."""
     sub_options = [{"name": k, "type": 3, "value": v} for k, v in options.items()]
     data: dict[str, Any] = {
-        "id": snowflake(), "application_id": application_id, "type": 2, "token": f"tok{snowflake()}",
-        "version": 1, "channel_id": channel["id"], "channel": channel, "app_permissions": "0",
-        "locale": "en-US", "entitlements": [], "context": 0 if guild_id else 1, "attachment_size_limit": 10485760,
+        "id": snowflake(),
+        "application_id": application_id,
+        "type": 2,
+        "token": f"tok{snowflake()}",
+        "version": 1,
+        "channel_id": channel["id"],
+        "channel": channel,
+        "app_permissions": "0",
+        "locale": "en-US",
+        "entitlements": [],
+        "context": 0 if guild_id else 1,
+        "attachment_size_limit": 10485760,
         "authorizing_integration_owners": {"0": guild_id or "0"},
-        "data": {"id": command_id, "name": "codebot", "type": 1,
-                 "options": [{"name": sub, "type": 1, "options": sub_options}]},
+        "data": {
+            "id": command_id,
+            "name": "codebot",
+            "type": 1,
+            "options": [{"name": sub, "type": 1, "options": sub_options}],
+        },
     }
     if guild_id:
         data.update(guild_id=guild_id, guild_locale="en-US", member={**member(invoker), "permissions": "0"})

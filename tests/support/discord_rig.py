@@ -21,8 +21,8 @@ from config.settings import Settings
 from tests.support.e2e import Rig, build_rig
 from tests.support.fake_discord import FakeDiscord
 from tests.support.model_server import text, tool_calls
-from worker.queue import queue_depth
-from worker.runtime import Runtime
+from worker.jobs.queue import queue_depth
+from worker.jobs.runtime import Runtime
 
 READY_TIMEOUT_SECONDS = 10.0
 

@@ -18,12 +18,12 @@ from rq import Queue, SimpleWorker
 
 from config.settings import Settings, load_settings
 from tests.support.model_server import ScriptedModel
-from worker import runtime as runtime_module
-from worker.question import Question, ReplyTarget, Turn, event_identity
-from worker.queue import QUESTIONS_QUEUE, Enqueued, enqueue_question
-from worker.redis_connection import connect, stop_embedded_server
-from worker.runtime import Runtime, build_runtime
-from worker.sink import read_console_events
+from worker.jobs import runtime as runtime_module
+from worker.jobs.question import Question, ReplyTarget, Turn, event_identity
+from worker.jobs.queue import QUESTIONS_QUEUE, Enqueued, enqueue_question
+from worker.jobs.runtime import Runtime, build_runtime
+from worker.jobs.sink import read_console_events
+from worker.ops.redis_connection import connect, stop_embedded_server
 
 DEFAULT_FILES = {
     "README.md": "# payments\n\nA tiny payments service used in codebot's tests.\n",

@@ -126,7 +126,9 @@ class FakeDiscord:
         self.port = self._runner.addresses[0][1]
 
     # --- test controls -------------------------------------------------------------------------
-    def rate_limit(self, calls: int, retry_after: float, method: str | None = None, path: str | None = None) -> None:
+    def rate_limit(
+        self, calls: int, retry_after: float, method: str | None = None, path: str | None = None
+    ) -> None:
         """Answer the next `calls` matching REST calls with 429 and this retry_after."""
         with self._lock:
             self._limits.append(_RateLimit(calls, retry_after, method, path))
@@ -139,7 +141,11 @@ class FakeDiscord:
     def posted(self, channel: str) -> list[dict[str, Any]]:
         """The bot's messages in a channel, in order, as they are now (after edits)."""
         with self._lock:
-            return [m for m in self.messages.values() if m["channel_id"] == channel and m["author"]["id"] == self.bot_id]
+            return [
+                m
+                for m in self.messages.values()
+                if m["channel_id"] == channel and m["author"]["id"] == self.bot_id
+            ]
 
     def wait_for(self, predicate: Callable[[], Any], timeout: float = 10.0) -> Any:
         deadline = time.monotonic() + timeout
@@ -148,14 +154,21 @@ class FakeDiscord:
             if value:
                 return value
             time.sleep(0.02)
-        raise AssertionError(f"timed out after {timeout} s; calls: {[(c.method, c.path) for c in self.calls]}")
+        raise AssertionError(
+            f"timed out after {timeout} s; calls: {[(c.method, c.path) for c in self.calls]}"
+        )
 
     def dispatch(self, event: str, data: dict[str, Any]) -> None:
         asyncio.run_coroutine_threadsafe(self._dispatch(event, data), self.loop).result(5)
 
     def message_create(
-        self, content: str, *, author: dict[str, Any] | None = None, channel: str | None = None,
-        mentions: list[dict[str, Any]] | None = None, **extra: Any,
+        self,
+        content: str,
+        *,
+        author: dict[str, Any] | None = None,
+        channel: str | None = None,
+        mentions: list[dict[str, Any]] | None = None,
+        **extra: Any,
     ) -> dict[str, Any]:
         """Inject a user's message (MESSAGE_CREATE); returns its payload."""
         channel = channel or self.channel_id
@@ -175,14 +188,23 @@ class FakeDiscord:
         return channel_id
 
     def interaction(
-        self, sub: str, options: dict[str, str] | None = None, user: dict[str, Any] | None = None,
+        self,
+        sub: str,
+        options: dict[str, str] | None = None,
+        user: dict[str, Any] | None = None,
         channel: str | None = None,
     ) -> dict[str, Any]:
         """Inject `/codebot <sub> option:value…` (INTERACTION_CREATE); returns its payload."""
         channel_data = self.channels[channel or self.channel_id]
         command_id = next((c["id"] for c in self.commands if c["name"] == "codebot"), p.snowflake())
         data = p.command_interaction(
-            self.bot_id, command_id, sub, options or {}, user or self.human, channel_data, channel_data.get("guild_id")
+            self.bot_id,
+            command_id,
+            sub,
+            options or {},
+            user or self.human,
+            channel_data,
+            channel_data.get("guild_id"),
         )
         with self._lock:
             self._interaction_channels[data["token"]] = channel_data["id"]
@@ -211,7 +233,9 @@ class FakeDiscord:
             elif op == IDENTIFY:
                 await self._dispatch("READY", p.ready(self.bot_user, self.guild_id, self.gateway_url))
                 channels = [c for c in self.channels.values() if c.get("guild_id") == self.guild_id]
-                await self._dispatch("GUILD_CREATE", p.guild_create(self.guild_id, self.human["id"], channels, self.bot_user))
+                await self._dispatch(
+                    "GUILD_CREATE", p.guild_create(self.guild_id, self.human["id"], channels, self.bot_user)
+                )
             elif op == RESUME:
                 await self._dispatch("RESUMED", {})
         self._sockets.remove(ws)
@@ -223,12 +247,18 @@ class FakeDiscord:
         if data is None:
             return web.Response(status=204)  # like Discord: no body, no content type
         body = json.dumps(data).encode()
-        return web.Response(body=body, status=status, headers={"Content-Type": "application/json", **(headers or {})})
+        return web.Response(
+            body=body, status=status, headers={"Content-Type": "application/json", **(headers or {})}
+        )
 
     def _limited(self, method: str, path: str) -> _RateLimit | None:
         with self._lock:
             for limit in self._limits:
-                if limit.remaining > 0 and limit.method in (None, method) and re.search(limit.path or "", path):
+                if (
+                    limit.remaining > 0
+                    and limit.method in (None, method)
+                    and re.search(limit.path or "", path)
+                ):
                     limit.remaining -= 1
                     return limit
         return None
@@ -242,8 +272,16 @@ class FakeDiscord:
         limit = self._limited(request.method, path)
         if limit is not None:
             call.status = 429
-            data = {"message": "You are being rate limited.", "retry_after": limit.retry_after, "global": False}
-            headers = {"Via": "1.1 google", "Retry-After": str(limit.retry_after), "X-RateLimit-Scope": "user"}
+            data = {
+                "message": "You are being rate limited.",
+                "retry_after": limit.retry_after,
+                "global": False,
+            }
+            headers = {
+                "Via": "1.1 google",
+                "Retry-After": str(limit.retry_after),
+                "X-RateLimit-Scope": "user",
+            }
             return self._respond(429, data, headers)
         with self._lock:
             call.status, data = self._route(request.method, path, body if body is not None else {})
@@ -266,7 +304,9 @@ class FakeDiscord:
             return self._channel_route(method, parts[1:], body)
         if parts[0] == "applications" and method == "PUT" and parts[-1] == "commands":
             self.command_route = path
-            self.commands = [{**c, "id": p.snowflake(), "application_id": self.bot_id, "version": "1"} for c in body]
+            self.commands = [
+                {**c, "id": p.snowflake(), "application_id": self.bot_id, "version": "1"} for c in body
+            ]
             return 200, self.commands
         if parts[0] == "interactions" and parts[-1] == "callback":
             return 200, self._callback(parts[1], parts[2], body)
@@ -295,7 +335,10 @@ class FakeDiscord:
             if self.forbid_threads:
                 return 403, {"message": "Missing Permissions", "code": 50013}
             if message["id"] in self.channels:
-                return 400, {"message": "A thread has already been created for this message", "code": THREAD_EXISTS}
+                return 400, {
+                    "message": "A thread has already been created for this message",
+                    "code": THREAD_EXISTS,
+                }
             archive = body.get("auto_archive_duration", 1440)
             made = p.thread(message["id"], channel, self.guild_id, self.bot_id, body.get("name", ""), archive)
             self.channels[message["id"]] = made
@@ -307,14 +350,18 @@ class FakeDiscord:
 
     @staticmethod
     def _edit(message: dict[str, Any], body: dict[str, Any]) -> None:
-        message.update({k: v for k, v in body.items() if k in ("content", "embeds", "flags", "allowed_mentions")})
+        message.update(
+            {k: v for k, v in body.items() if k in ("content", "embeds", "flags", "allowed_mentions")}
+        )
         message["edited_timestamp"] = p.JOINED
 
     def _create_message(self, channel: str, body: dict[str, Any]) -> dict[str, Any]:
         nonce = body.get("nonce")
         if nonce and body.get("enforce_nonce") and (channel, nonce) in self._nonces:
             return self.messages[self._nonces[(channel, nonce)]]
-        fields = {k: body[k] for k in ("embeds", "flags", "allowed_mentions", "message_reference") if k in body}
+        fields = {
+            k: body[k] for k in ("embeds", "flags", "allowed_mentions", "message_reference") if k in body
+        }
         message = p.message(channel, self.bot_user, body.get("content") or "", **fields)
         guild = self.channels.get(channel, {}).get("guild_id")
         if guild:
@@ -330,9 +377,16 @@ class FakeDiscord:
         message = self._create_message(channel, data)
         self.interaction_messages[token] = message["id"]
         ephemeral = bool(message["flags"] & EPHEMERAL)
-        return {"interaction": {"id": interaction_id, "type": 2, "response_message_id": message["id"],
-                                "response_message_loading": kind == 5, "response_message_ephemeral": ephemeral},
-                "resource": {"type": kind, "message": message}}
+        return {
+            "interaction": {
+                "id": interaction_id,
+                "type": 2,
+                "response_message_id": message["id"],
+                "response_message_loading": kind == 5,
+                "response_message_ephemeral": ephemeral,
+            },
+            "resource": {"type": kind, "message": message},
+        }
 
     def _webhook(self, method: str, token: str, rest: list[str], body: dict[str, Any]) -> Result:
         if token not in self.interaction_messages:

@@ -21,7 +21,7 @@ import pytest
 
 from config.repos import RepoSpec
 from config.settings import load_settings
-from worker.snapshot import Snapshot, compute_meta
+from worker.repos.snapshot import Snapshot, compute_meta
 from worker.tools import make_context
 from worker.tools.context import ToolContext
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.support.fixture_repos import make_repo, passwd_lines, snapshot_repo
-from worker.snapshot import Snapshot
+from worker.repos.snapshot import Snapshot
 
 NEXT_DOOR = "NEXTDOOR.txt"  # beside the snapshot folder: where `../NEXTDOOR.txt` lands
 OUTSIDE_DIR = "outside"  # two levels up from the snapshot: where `../../outside` lands

@@ -24,7 +24,7 @@ from typing import Any
 
 from config.repos import Whitelist, load_whitelist
 from config.settings import load_settings
-from worker.mirrors import Mirrors
+from worker.repos.mirrors import Mirrors
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -139,7 +139,7 @@ import sys, time
 from pathlib import Path
 from config.repos import load_whitelist
 from config.settings import load_settings
-from worker.mirrors import Mirrors
+from worker.repos.mirrors import Mirrors
 mirrors = Mirrors(load_settings(env_file=None, data_dir=Path(sys.argv[1])), load_whitelist(Path(sys.argv[2])))
 with mirrors.lease([sys.argv[3]]) as snapshots:
     print(snapshots[sys.argv[3]].sha, flush=True)
@@ -152,7 +152,7 @@ import dataclasses, json, sys
 from pathlib import Path
 from config.repos import load_whitelist
 from config.settings import load_settings
-from worker.mirrors import Mirrors
+from worker.repos.mirrors import Mirrors
 mirrors = Mirrors(load_settings(env_file=None, data_dir=Path(sys.argv[1])), load_whitelist(Path(sys.argv[2])))
 print(json.dumps(dataclasses.asdict(mirrors.sync(sys.argv[3]))), flush=True)
 """
@@ -183,11 +183,17 @@ def serve_git_http(project_root: Path, user: str, password: str) -> Iterator[str
             path, _, query = self.path.partition("?")
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
             env = {
-                **os.environ, "GIT_PROJECT_ROOT": str(project_root), "GIT_HTTP_EXPORT_ALL": "1",
-                "PATH_INFO": path, "QUERY_STRING": query, "REQUEST_METHOD": self.command,
-                "CONTENT_TYPE": self.headers.get("Content-Type", ""), "CONTENT_LENGTH": str(len(body)),
+                **os.environ,
+                "GIT_PROJECT_ROOT": str(project_root),
+                "GIT_HTTP_EXPORT_ALL": "1",
+                "PATH_INFO": path,
+                "QUERY_STRING": query,
+                "REQUEST_METHOD": self.command,
+                "CONTENT_TYPE": self.headers.get("Content-Type", ""),
+                "CONTENT_LENGTH": str(len(body)),
                 "HTTP_CONTENT_ENCODING": self.headers.get("Content-Encoding", ""),
-                "HTTP_GIT_PROTOCOL": self.headers.get("Git-Protocol", ""), "REMOTE_USER": user,
+                "HTTP_GIT_PROTOCOL": self.headers.get("Git-Protocol", ""),
+                "REMOTE_USER": user,
             }
             out = subprocess.run(["git", "http-backend"], input=body, env=env, capture_output=True).stdout
             blank = re.search(rb"\r?\n\r?\n", out)

@@ -25,7 +25,7 @@ from mcp.client.streamable_http import streamable_http_client
 from config.settings import load_settings
 from tests.support.e2e import DEFAULT_FILES, make_git_repo
 from tests.support.model_server import ScriptedModel
-from worker.runtime import build_runtime
+from worker.jobs.runtime import build_runtime
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 T = TypeVar("T")

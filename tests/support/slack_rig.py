@@ -28,10 +28,10 @@ from config.settings import Settings, load_settings
 from tests.support.e2e import DEFAULT_FILES, make_git_repo
 from tests.support.model_server import ScriptedModel
 from tests.support.slack_api import SlackAPI, command_body, event_body, mention, signed_post
-from worker import runtime as runtime_module
-from worker.queue import ADMIN_QUEUE, QUESTIONS_QUEUE
-from worker.redis_connection import connect, stop_embedded_server
-from worker.runtime import Runtime, build_runtime
+from worker.jobs import runtime as runtime_module
+from worker.jobs.queue import ADMIN_QUEUE, QUESTIONS_QUEUE
+from worker.jobs.runtime import Runtime, build_runtime
+from worker.ops.redis_connection import connect, stop_embedded_server
 
 SECRET = "test-signing-secret"
 SECRET_CHANNEL = "CSECRET"  # the only channel allowed to see the `internal` repo

@@ -47,7 +47,9 @@ def settings_env(settings: Settings, **extra: Any) -> dict[str, str]:
     return env
 
 
-def start_worker(settings: Settings, *args: str, log: Path | None = None, **extra_env: Any) -> subprocess.Popen[bytes]:
+def start_worker(
+    settings: Settings, *args: str, log: Path | None = None, **extra_env: Any
+) -> subprocess.Popen[bytes]:
     """`codebot worker ARGS` in a session of its own (so killpg reaches all of it but no test)."""
     out = open(log, "ab") if log else subprocess.DEVNULL  # noqa: SIM115 - the child keeps it
     try:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from config.settings import Settings
-from worker.snapshot import Snapshot
+from worker.repos.snapshot import Snapshot
 from worker.tools.context import ToolContext, ToolError
 from worker.tools.files import list_files, read_file
 from worker.tools.navigation import find_definition, find_references
@@ -19,7 +19,7 @@ from worker.tools.repo_info import list_repos, repo_overview
 from worker.tools.search import search
 
 CONTRACT_TOOLS = (list_repos, search, read_file, list_files, repo_overview)
-# Code navigation from the snapshot's symbol index (worker/symbols.py), after the contract's five.
+# Code navigation from the snapshot's symbol index (worker/repos/symbols.py), after the contract's five.
 NAVIGATION_TOOLS = (find_definition, find_references)
 TOOL_FUNCTIONS = (*CONTRACT_TOOLS, *NAVIGATION_TOOLS)
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from config.settings import Settings
-from worker.snapshot import Snapshot
+from worker.repos.snapshot import Snapshot
 
 
 class ToolError(Exception):

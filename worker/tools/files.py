@@ -12,7 +12,7 @@ from typing import Any
 
 import pathspec
 
-from worker.snapshot import Snapshot
+from worker.repos.snapshot import Snapshot
 from worker.tools.context import ToolContext, ToolError
 from worker.tools.paths import hidden_name, human_size, not_found, resolve_path, walk
 from worker.tools.redact import finish, looks_like_key_body

@@ -1,6 +1,6 @@
 """find_definition and find_references: code navigation from the snapshot's symbol index.
 
-The index (worker/symbols.py) is built by a real parser when the snapshot is made, so a call
+The index (worker/repos/symbols.py) is built by a real parser when the snapshot is made, so a call
 is a few indexed SQL lookups. Every line shown is read through the same path gate and
 redaction as read_file and recorded as shown, so the model may cite it.
 """
@@ -14,8 +14,8 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
-from worker.snapshot import Snapshot
-from worker.symbols import TEST_PATH, Definition, Reference, SymbolIndex, open_index
+from worker.repos.snapshot import Snapshot
+from worker.repos.symbols import TEST_PATH, Definition, Reference, SymbolIndex, open_index
 from worker.tools.context import ToolContext, ToolError
 from worker.tools.files import cached_lines
 from worker.tools.paths import resolve_path

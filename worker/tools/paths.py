@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from config.settings import Settings
-from worker.snapshot import Snapshot
+from worker.repos.snapshot import Snapshot
 from worker.tools.context import ToolError
 
 _DRIVE = re.compile(r"^[A-Za-z]:")

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from config.settings import Settings
-from worker.snapshot import Snapshot
+from worker.repos.snapshot import Snapshot
 from worker.tools.context import ToolContext, ToolError
 from worker.tools.files import cached_lines
 from worker.tools.paths import resolve_path

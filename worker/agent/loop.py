@@ -19,8 +19,8 @@ from typing import Any
 import openai
 
 from config.settings import Settings
-from worker.prompt import build_system_prompt
-from worker.question import Question
+from worker.agent.prompt import build_system_prompt
+from worker.jobs.question import Question
 from worker.tools.context import ToolContext
 from worker.tools.registry import ToolRegistry
 
@@ -239,7 +239,6 @@ class Agent:
             result.prompt_tokens += usage.prompt_tokens or 0
             result.completion_tokens += usage.completion_tokens or 0
         return response.choices[0].message
-
 
     def _create(self, kwargs: dict[str, Any], deadline: float) -> Any:
         """One chat completion with up to `model_max_retries` retries, all within the deadline.

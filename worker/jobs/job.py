@@ -20,17 +20,17 @@ from redis.exceptions import RedisError
 from rq import get_current_job
 from rq.job import Job
 
-from worker import runtime as runtime_module
-from worker.accounting import BUDGET_SPENT_MESSAGE, budget_spent, record_usage
-from worker.agent import Agent, ModelFailure
-from worker.citations import check_answer
-from worker.metrics import count, observe_question
-from worker.question import Question, ReplyTarget, Turn
-from worker.queue import ANSWERED_KEY_PREFIX, claim_answer, was_answered
-from worker.refresh import catch_up
-from worker.runtime import Runtime
-from worker.sink import Answer, ConsoleSink, ReplySink
-from worker.threads import record_turn
+from worker.agent.citations import check_answer
+from worker.agent.loop import Agent, ModelFailure
+from worker.jobs import runtime as runtime_module
+from worker.jobs.question import Question, ReplyTarget, Turn
+from worker.jobs.queue import ANSWERED_KEY_PREFIX, claim_answer, was_answered
+from worker.jobs.runtime import Runtime
+from worker.jobs.sink import Answer, ConsoleSink, ReplySink
+from worker.jobs.threads import record_turn
+from worker.ops.accounting import BUDGET_SPENT_MESSAGE, budget_spent, record_usage
+from worker.ops.metrics import count, observe_question
+from worker.repos.refresh import catch_up
 from worker.tools import make_context
 
 log = logging.getLogger("codebot.job")
@@ -94,7 +94,7 @@ class QuestionRun:
         self.redis = redis
         self.question = question
         self.ref = reference_id(question.id)
-        self.claimed = False  # this run holds the question's one final message (worker.queue)
+        self.claimed = False  # this run holds the question's one final message (worker.jobs.queue)
 
     def run(self) -> dict[str, Any]:
         question = self.question
@@ -224,7 +224,7 @@ class QuestionRun:
 
     def _answer(self, sink: ReplySink) -> dict[str, Any]:
         runtime = self.runtime
-        # another machine may have refreshed a repo: fetch that commit first, bounded (worker/refresh.py)
+        # another machine may have refreshed a repo: fetch that commit first, bounded (worker/repos/refresh.py)
         progress = self._progress(sink)
         catch_up(runtime, self.redis, self.question.repos, progress=progress)
         with runtime.mirrors.lease(self.question.repos) as snapshots:

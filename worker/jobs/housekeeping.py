@@ -6,9 +6,9 @@ them to the horse, which would keep them until its question ends. It dies with i
 `codebot worker` (SIGTERM on the parent's death) and stops on SIGTERM/SIGINT.
 
 - reaper (every `reaper_interval_seconds`): questions of dead workers, on any machine, are
-  retried or their askers told (worker.reaper);
+  retried or their askers told (worker.jobs.reaper);
 - refresher (every `refresh_check_seconds`): scheduled refreshes this machine claims, then
-  catching up to commits other machines fetched (worker.refresh).
+  catching up to commits other machines fetched (worker.repos.refresh).
 
 Each pass survives any error (Redis restarting, a remote down): it is logged and the next
 pass tries again.
@@ -24,12 +24,12 @@ from types import FrameType
 
 from redis import Redis
 
-from worker import runtime as runtime_module
-from worker.queue import ADMIN_QUEUE, QUESTIONS_QUEUE
-from worker.reaper import die_with_parent, reap_abandoned
-from worker.redis_connection import RedisUnavailable, connect
-from worker.refresh import catch_up, run_due_refreshes
-from worker.runtime import Runtime
+from worker.jobs import runtime as runtime_module
+from worker.jobs.queue import ADMIN_QUEUE, QUESTIONS_QUEUE
+from worker.jobs.reaper import die_with_parent, reap_abandoned
+from worker.jobs.runtime import Runtime
+from worker.ops.redis_connection import RedisUnavailable, connect
+from worker.repos.refresh import catch_up, run_due_refreshes
 
 log = logging.getLogger("codebot.housekeeping")
 
@@ -44,7 +44,10 @@ def refresher_pass(redis: Redis, runtime: Runtime) -> None:
 
 
 def _every(
-    seconds: float, task: Callable[[Redis, Runtime], None], redis: Redis, runtime: Runtime,
+    seconds: float,
+    task: Callable[[Redis, Runtime], None],
+    redis: Redis,
+    runtime: Runtime,
     stop: threading.Event,
 ) -> None:
     while not stop.is_set():

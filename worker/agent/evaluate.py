@@ -21,11 +21,11 @@ from rich.table import Table
 
 from config.errors import ConfigError
 from config.settings import Settings
-from worker.console import missing_model_message
-from worker.job import QuestionRun
-from worker.question import Question, ReplyTarget, event_identity
-from worker.redis_connection import connect
-from worker.runtime import Runtime, build_runtime
+from worker.jobs.console import missing_model_message
+from worker.jobs.job import QuestionRun
+from worker.jobs.question import Question, ReplyTarget, event_identity
+from worker.jobs.runtime import Runtime, build_runtime
+from worker.ops.redis_connection import connect
 
 
 class GoldenQuestion(BaseModel):

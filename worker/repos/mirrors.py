@@ -4,9 +4,9 @@ Layout under `<data_dir>/repos/<name>/`:
 
     mirror.git/             bare repo; the RepoSpec's url is never written into its config
     snapshots/<sha>/        the commit's files from `git archive` (no .git at all), never modified
-    snapshots/<sha>.json    the snapshot's metadata (worker.snapshot.write_meta)
+    snapshots/<sha>.json    the snapshot's metadata (worker.repos.snapshot.write_meta)
     snapshots/<sha>.lock    lease file: a question holds LOCK_SH on it while it reads the snapshot
-    symbols/<sha>.sqlite    the snapshot's symbol index (worker.symbols), removed after its snapshot
+    symbols/<sha>.sqlite    the snapshot's symbol index (worker.repos.symbols), removed after its snapshot
     current -> snapshots/<sha>   swapped atomically (temp symlink, then rename over)
     state.json              last attempt, last error, branch resolved
     refresh.lock            LOCK_EX for a whole sync: one refresh of a repo at a time
@@ -39,9 +39,9 @@ from urllib.parse import urlsplit
 
 from config.repos import RepoSpec, Whitelist
 from config.settings import Settings
-from worker.locks import LockTimeout, SnapshotFolder, exclusive_lock, is_sha
-from worker.snapshot import Snapshot, compute_meta, read_meta, write_meta
-from worker.symbols import build_index_quietly, index_path, prune_indexes
+from worker.repos.locks import LockTimeout, SnapshotFolder, exclusive_lock, is_sha
+from worker.repos.snapshot import Snapshot, compute_meta, read_meta, write_meta
+from worker.repos.symbols import build_index_quietly, index_path, prune_indexes
 from worker.tools.paths import hidden_name
 
 log = logging.getLogger(__name__)
@@ -52,7 +52,9 @@ _PROGRESS_LINE = re.compile(r"^(?:remote: )?([A-Z][a-z]+(?: [a-z]+)*):\s+(\d+)%"
 # The fetch phases we can measure, as slices of one bar; making the snapshot takes the rest.
 # (Small fetches are unpacked as loose objects instead of received as a pack.)
 _PHASE_SPAN = {
-    "Receiving objects": (0.0, 0.7), "Unpacking objects": (0.0, 0.7), "Resolving deltas": (0.7, 0.85)
+    "Receiving objects": (0.0, 0.7),
+    "Unpacking objects": (0.0, 0.7),
+    "Resolving deltas": (0.7, 0.85),
 }
 _SNAPSHOT_START = 0.85
 _URL_USERINFO = re.compile(r"([a-zA-Z][a-zA-Z0-9+.-]*://)[^/\s@'\"]+@")
@@ -295,7 +297,11 @@ class Mirrors:
         return match.group(1)
 
     def _git(
-        self, spec: RepoSpec, paths: _Paths, args: list[str], report: Progress | None = None,
+        self,
+        spec: RepoSpec,
+        paths: _Paths,
+        args: list[str],
+        report: Progress | None = None,
         stdout: IO[bytes] | None = None,
     ) -> str:
         """Run git on the mirror: its stdout, or GitError with its complaint (scrubbed).
@@ -308,8 +314,12 @@ class Mirrors:
         with tempfile.TemporaryFile() as out:
             try:
                 proc = subprocess.Popen(
-                    ["git", "--git-dir", str(paths.mirror), *args], stdin=subprocess.DEVNULL,
-                    stdout=stdout or out, stderr=subprocess.PIPE, env=_git_env(spec), start_new_session=True,
+                    ["git", "--git-dir", str(paths.mirror), *args],
+                    stdin=subprocess.DEVNULL,
+                    stdout=stdout or out,
+                    stderr=subprocess.PIPE,
+                    env=_git_env(spec),
+                    start_new_session=True,
                 )
             except FileNotFoundError:
                 raise GitError("git is not installed (not found on PATH)") from None
@@ -371,7 +381,15 @@ class Mirrors:
             self._extract(spec, paths, sha, tmp)
             committed_at = float(self._git(spec, paths, ["log", "-1", "--format=%ct", sha]))
             final = folder.files(sha)
-            made = Snapshot(spec, sha, branch, final, time.time(), committed_at, compute_meta(tmp, lambda name: hidden_name(name, self.settings)))
+            made = Snapshot(
+                spec,
+                sha,
+                branch,
+                final,
+                time.time(),
+                committed_at,
+                compute_meta(tmp, lambda name: hidden_name(name, self.settings)),
+            )
             write_meta(folder.meta(sha), made)
             build_index_quietly(tmp, index_path(final), self.settings)  # code navigation
             folder.lease_file(sha).touch()
@@ -385,8 +403,11 @@ class Mirrors:
         """`git archive <sha> | tar -x`: the commit's files and nothing else (no .git)."""
         with tempfile.TemporaryFile() as tar_err:
             tar = subprocess.Popen(
-                ["tar", "-x", "-f", "-", "-C", str(dest)], stdin=subprocess.PIPE,
-                stdout=subprocess.DEVNULL, stderr=tar_err, start_new_session=True,
+                ["tar", "-x", "-f", "-", "-C", str(dest)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=tar_err,
+                start_new_session=True,
             )
             assert tar.stdin is not None
             try:

@@ -26,13 +26,13 @@ from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
 from config.errors import ConfigError
-from worker.agent import Agent, ModelFailure
-from worker.citations import check_answer
-from worker.console import MISSING_MODEL_MESSAGE
-from worker.job import make_model_client
-from worker.question import Question, ReplyTarget, event_identity
-from worker.runtime import Runtime
-from worker.scope import extract_repo_filter
+from worker.agent.citations import check_answer
+from worker.agent.loop import Agent, ModelFailure
+from worker.jobs.console import MISSING_MODEL_MESSAGE
+from worker.jobs.job import make_model_client
+from worker.jobs.question import Question, ReplyTarget, event_identity
+from worker.jobs.runtime import Runtime
+from worker.jobs.scope import extract_repo_filter
 from worker.tools import make_context
 from worker.tools.context import unknown_repo_message
 

@@ -124,7 +124,7 @@ def make_codebot_worker(
 def reap_abandoned(redis: Redis, queue_names: list[str]) -> list[str]:
     """Retry (or fail, telling the asker) every job whose worker stopped renewing it; the ids.
 
-    RQ's cleanup runs each job's failure callback (worker.job.on_question_failed: "trying
+    RQ's cleanup runs each job's failure callback (worker.jobs.job.on_question_failed: "trying
     again…" or the apology) and then retries it when a retry is left.
     """
     reaped: list[str] = []

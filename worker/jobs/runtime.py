@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from config.repos import Whitelist, load_whitelist
 from config.settings import Settings, load_settings
-from worker.mirrors import Mirrors
+from worker.repos.mirrors import Mirrors
 from worker.tools import build_registry
 from worker.tools.registry import ToolRegistry
 

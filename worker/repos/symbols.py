@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from config.settings import Settings
-from worker.symbol_grammars import GRAMMARS, LANGUAGE_OF_SUFFIX, FileSymbols, parse_file
+from worker.repos.symbol_grammars import GRAMMARS, LANGUAGE_OF_SUFFIX, FileSymbols, parse_file
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from rich.text import Text
 
 from config.repos import Whitelist
 from config.settings import Settings
-from worker.mirrors import Mirrors, RepoStatus, SyncResult
+from worker.repos.mirrors import Mirrors, RepoStatus, SyncResult
 
 NOT_SYNCED = "not synced — run codebot repos sync"
 
@@ -35,7 +35,10 @@ def run_sync(settings: Settings, whitelist: Whitelist, names: list[str], console
         return 0
     mirrors = Mirrors(settings, whitelist)
     columns = (
-        TextColumn("{task.fields[repo]}"), BarColumn(), TaskProgressColumn(), TextColumn("{task.description}")
+        TextColumn("{task.fields[repo]}"),
+        BarColumn(),
+        TaskProgressColumn(),
+        TextColumn("{task.description}"),
     )
     # transient: the bars give way to one summary line per repo when all are done.
     with Progress(*columns, console=console, transient=True) as bars:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from worker.snapshot import Snapshot
+from worker.repos.snapshot import Snapshot
 
 TOP_LEVEL_ENTRIES_SHOWN = 40
 

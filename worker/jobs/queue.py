@@ -15,7 +15,7 @@ from rq.exceptions import DuplicateJobError
 from rq.job import Job
 
 from config.settings import Settings
-from worker.question import Question
+from worker.jobs.question import Question
 
 QUESTIONS_QUEUE = "codebot-questions"
 ADMIN_QUEUE = "codebot-admin"
@@ -53,7 +53,7 @@ def enqueue_question(redis: Redis, question: Question, settings: Settings) -> En
     queue = questions_queue(redis)
     try:
         queue.enqueue_call(
-            "worker.job.answer_question",
+            "worker.jobs.job.answer_question",
             args=(question.model_dump_json(),),
             job_id=question.id,
             unique=True,
@@ -64,7 +64,7 @@ def enqueue_question(redis: Redis, question: Question, settings: Settings) -> En
             retry=Retry(max=QUESTION_RETRIES, enqueue_at_front=True),
             # kept in meta so a failure callback can tell the asker without the job's args
             meta={"target": question.target.model_dump(), "asker": question.asker},
-            on_failure=Callback("worker.job.on_question_failed"),
+            on_failure=Callback("worker.jobs.job.on_question_failed"),
             description=f"question {question.id}",
         )
     except DuplicateJobError:

@@ -2,7 +2,7 @@
 
 Each worker machine keeps its own mirrors under its own CODEBOT_DATA_DIR. The commit questions
 should be answered from is the one last fetched anywhere, recorded in Redis
-(`codebot:repo:<name>`, field `sha`, written by worker.admin.record_refresh) by an admin
+(`codebot:repo:<name>`, field `sha`, written by worker.jobs.admin.record_refresh) by an admin
 refresh, a scheduled refresh, or a catch-up that found an even newer commit. Every machine
 follows it:
 
@@ -11,7 +11,7 @@ follows it:
   5 s of waiting for a refresh of it already running on this machine); if that fails the
   question is answered from the last good snapshot, and this machine leaves the repo alone for
   `catch_up_retry_seconds` so that a dead remote does not slow every question;
-- in the background (worker.housekeeping, every `refresh_check_seconds`): the same for every
+- in the background (worker.jobs.housekeeping, every `refresh_check_seconds`): the same for every
   repo, so that questions rarely wait;
 - on a schedule: a repo with `refresh_minutes = N` is fetched once per N-minute period, by
   whichever machine first claims the period in Redis (`SET NX`); the others catch up to what
@@ -31,9 +31,9 @@ from concurrent.futures import ThreadPoolExecutor
 from redis import Redis
 from redis.exceptions import RedisError
 
-from worker.admin import REPO_KEY_PREFIX, record_refresh
-from worker.mirrors import Mirrors, SyncResult
-from worker.runtime import Runtime
+from worker.jobs.admin import REPO_KEY_PREFIX, record_refresh
+from worker.jobs.runtime import Runtime
+from worker.repos.mirrors import Mirrors, SyncResult
 
 log = logging.getLogger("codebot.refresh")
 
@@ -58,7 +58,10 @@ def bounded_mirrors(runtime: Runtime) -> Mirrors:
     (a first clone) is left to finish while the question reads the current snapshot."""
     limit = runtime.settings.catch_up_timeout_seconds
     settings = runtime.settings.model_copy(
-        update={"git_timeout_seconds": limit, "sync_lock_wait_seconds": min(limit, CATCH_UP_LOCK_WAIT_SECONDS)}
+        update={
+            "git_timeout_seconds": limit,
+            "sync_lock_wait_seconds": min(limit, CATCH_UP_LOCK_WAIT_SECONDS),
+        }
     )
     return Mirrors(settings, runtime.whitelist)
 
@@ -105,7 +108,11 @@ def catch_up(
     for name, result in results.items():
         if not result.ok:
             log.warning(
-                "catch-up of %s to %s failed, serving %s: %s", name, behind[name][:7], result.sha, result.error
+                "catch-up of %s to %s failed, serving %s: %s",
+                name,
+                behind[name][:7],
+                result.sha,
+                result.error,
             )
         elif result.sha and result.sha != behind[name]:
             _record(redis, runtime, result)

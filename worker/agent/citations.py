@@ -12,8 +12,8 @@ import re
 from dataclasses import dataclass
 from urllib.parse import quote
 
-from worker.sink import Source
-from worker.snapshot import Snapshot
+from worker.jobs.sink import Source
+from worker.repos.snapshot import Snapshot
 from worker.tools.context import ToolContext, ToolError
 from worker.tools.paths import resolve_path
 

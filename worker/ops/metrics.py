@@ -92,7 +92,7 @@ def render(redis: Redis) -> str:
     """The Prometheus text exposition of everything recorded, plus live gauges."""
     from rq import Worker
 
-    from worker.queue import queue_depth
+    from worker.jobs.queue import queue_depth
 
     raw: dict[Any, Any] = redis.hgetall(METRICS_KEY)
     samples = {(k.decode() if isinstance(k, bytes) else k): float(v) for k, v in raw.items()}
@@ -151,7 +151,9 @@ def serve_metrics(redis: Redis, port: int, host: str = "0.0.0.0") -> ThreadingHT
     try:
         server = ThreadingHTTPServer((host, port), handler)
     except OSError as exc:  # the port is taken, or not ours to bind: bad configuration, said in one line
-        raise ConfigError(f"CODEBOT_METRICS_PORT: cannot serve /metrics on {host}:{port} ({exc.strerror})") from None
+        raise ConfigError(
+            f"CODEBOT_METRICS_PORT: cannot serve /metrics on {host}:{port} ({exc.strerror})"
+        ) from None
     threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
     log.info("metrics on http://%s:%s/metrics", host, server.server_address[1])
     return server

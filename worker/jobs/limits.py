@@ -13,7 +13,7 @@ import uuid
 from redis import Redis
 
 from config.settings import Settings
-from worker.queue import queue_depth
+from worker.jobs.queue import queue_depth
 
 RATE_KEY_PREFIX = "codebot:rate:"
 

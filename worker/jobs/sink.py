@@ -15,7 +15,7 @@ from typing import Protocol
 
 from redis import Redis
 
-from worker.question import Question
+from worker.jobs.question import Question
 
 CONSOLE_STREAM_TTL_SECONDS = 3600
 CONSOLE_STREAM_PREFIX = "codebot:console:"

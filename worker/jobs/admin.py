@@ -28,11 +28,11 @@ from rq.registry import FailedJobRegistry, FinishedJobRegistry
 
 from bot import texts
 from config.settings import Settings
-from worker import runtime as runtime_module
-from worker.mirrors import SyncResult
-from worker.question import ReplyTarget
-from worker.queue import ADMIN_QUEUE, questions_queue, queue_depth
-from worker.runtime import Runtime
+from worker.jobs import runtime as runtime_module
+from worker.jobs.question import ReplyTarget
+from worker.jobs.queue import ADMIN_QUEUE, questions_queue, queue_depth
+from worker.jobs.runtime import Runtime
+from worker.repos.mirrors import SyncResult
 
 log = logging.getLogger("codebot.admin")
 
@@ -69,13 +69,13 @@ def is_admin(settings: Settings, user_key: str) -> bool:
 def enqueue_refresh(redis: Redis, names: list[str], notify: ReplyTarget, requested_by: str) -> str:
     """Queue a refresh of `names` on the admin queue; returns the job id."""
     job = Queue(ADMIN_QUEUE, connection=redis).enqueue_call(
-        "worker.admin.run_refresh",
+        "worker.jobs.admin.run_refresh",
         args=(list(names), notify.model_dump_json(), requested_by),
         timeout=REFRESH_SECONDS_PER_REPO * (len(names) + 1),
         result_ttl=REFRESH_RESULT_TTL_SECONDS,
         failure_ttl=REFRESH_RESULT_TTL_SECONDS,
         meta={"target": notify.model_dump(), "requested_by": requested_by, "names": list(names)},
-        on_failure=Callback("worker.admin.on_refresh_failed"),
+        on_failure=Callback("worker.jobs.admin.on_refresh_failed"),
         description=f"refresh {', '.join(names)} for {requested_by}",
     )
     return job.id
@@ -147,7 +147,7 @@ def notify_admin(settings: Settings, target: ReplyTarget, user: str, markdown: s
 def on_refresh_failed(job: Job, connection: Redis, *exc_info: Any) -> None:
     """RQ failure callback: the refresh timed out or its worker died; the admin hears of it."""
     try:
-        from worker.job import reference_id
+        from worker.jobs.job import reference_id
 
         target = ReplyTarget.model_validate(job.meta.get("target", {}))
         names = ", ".join(f"`{n}`" for n in job.meta.get("names", []))
@@ -274,7 +274,7 @@ def failed_questions(redis: Redis, since: float) -> list[str]:
 
 def status_report(redis: Redis, runtime: Runtime) -> str:
     """Markdown for `/codebot status`: queue, workers, recent failures, last refresh per repo."""
-    from worker.job import reference_id
+    from worker.jobs.job import reference_id
 
     now = time.time()
     admin_waiting = Queue(ADMIN_QUEUE, connection=redis).count

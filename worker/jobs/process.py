@@ -20,15 +20,15 @@ from redis.exceptions import RedisError
 from rq import Queue, Worker
 from rq.job import Job
 
-import worker.agent
-import worker.job
-from worker import runtime as runtime_module
-from worker.housekeeping import run_housekeeper
-from worker.metrics import serve_metrics
-from worker.queue import ADMIN_QUEUE, QUESTIONS_QUEUE
-from worker.reaper import die_with_parent, make_codebot_worker
-from worker.redis_connection import RedisUnavailable, connect, describe
-from worker.runtime import Runtime
+import worker.agent.loop
+import worker.jobs.job
+from worker.jobs import runtime as runtime_module
+from worker.jobs.housekeeping import run_housekeeper
+from worker.jobs.queue import ADMIN_QUEUE, QUESTIONS_QUEUE
+from worker.jobs.reaper import die_with_parent, make_codebot_worker
+from worker.jobs.runtime import Runtime
+from worker.ops.metrics import serve_metrics
+from worker.ops.redis_connection import RedisUnavailable, connect, describe
 
 log = logging.getLogger("codebot.worker")
 RESTART_PAUSE_SECONDS = 2.0  # a worker that lost Redis tries again this often
@@ -37,13 +37,13 @@ _top_pid = 0  # the `codebot worker` process itself
 
 def tell_asker_horse_died(job: Job, _pid: int, _status: int, _usage: struct_rusage) -> None:
     """RQ runs no failure callback for a killed work horse; tell the asker the same way."""
-    worker.job.on_question_failed(job, job.connection)
+    worker.jobs.job.on_question_failed(job, job.connection)
 
 
 def make_worker(runtime: Runtime, name: str | None = None, start_embedded: bool = True) -> Worker:
     redis = connect(runtime.settings, start_embedded=start_embedded)
     queues = [Queue(ADMIN_QUEUE, connection=redis), Queue(QUESTIONS_QUEUE, connection=redis)]
-    # Short heartbeats, horses that die with their worker (worker/reaper.py); RQ's own
+    # Short heartbeats, horses that die with their worker (worker/jobs/reaper.py); RQ's own
     # maintenance pass runs every worker_maintenance_interval_seconds instead of 10 min.
     return make_codebot_worker(
         runtime.settings, queues, redis, name=name, work_horse_killed_handler=tell_asker_horse_died
@@ -84,7 +84,7 @@ def _work(runtime: Runtime, burst: bool, index: int) -> None:
 
 
 def start_housekeeper(runtime: Runtime) -> multiprocessing.process.BaseProcess:
-    """The reaper and the refresher, in a process of their own (worker/housekeeping.py)."""
+    """The reaper and the refresher, in a process of their own (worker/jobs/housekeeping.py)."""
     process = multiprocessing.get_context("fork").Process(
         target=run_housekeeper, args=(runtime,), name="codebot-housekeeper", daemon=False
     )

@@ -16,13 +16,13 @@ from rich.console import Console
 from rq import Queue, SimpleWorker, Worker
 
 from config.settings import Settings
-from worker import runtime as runtime_module
-from worker.question import Question, ReplyTarget, event_identity
-from worker.queue import QUESTIONS_QUEUE, enqueue_question, job_timeout_seconds
-from worker.repos_cli import run_sync
-from worker.runtime import Runtime
-from worker.scope import extract_repo_filter, resolve_scope
-from worker.sink import read_console_events
+from worker.jobs import runtime as runtime_module
+from worker.jobs.question import Question, ReplyTarget, event_identity
+from worker.jobs.queue import QUESTIONS_QUEUE, enqueue_question, job_timeout_seconds
+from worker.jobs.runtime import Runtime
+from worker.jobs.scope import extract_repo_filter, resolve_scope
+from worker.jobs.sink import read_console_events
+from worker.repos.sync_cli import run_sync
 
 MISSING_MODEL_MESSAGE = """\
 codebot needs a model endpoint (any OpenAI-compatible one). Set, in the environment or in .env:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from redis import Redis
 
-from worker.question import ReplyTarget, Turn
+from worker.jobs.question import ReplyTarget, Turn
 
 THREAD_KEY_PREFIX = "codebot:thread:"
 THREAD_TTL_SECONDS = 30 * 24 * 3600

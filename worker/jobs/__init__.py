@@ -1,0 +1,1 @@
+"""Questions as RQ jobs: the question model, queueing, the job lifecycle, sinks, workers and reaping."""

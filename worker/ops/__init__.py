@@ -1,0 +1,1 @@
+"""Operations: the Redis connection, metrics, logs and usage accounting."""

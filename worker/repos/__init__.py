@@ -1,0 +1,1 @@
+"""Repositories: mirrors, immutable snapshots and their leases, the symbol index, refreshes."""
