@@ -26,8 +26,9 @@ from discord import app_commands
 from discord.gateway import DiscordWebSocket
 
 from bot.discord_commands import Commands
-from bot.discord_handlers import REDIS_DOWN, Intake, MessageHandler, RedisHolder
+from bot.discord_handlers import MessageHandler, RedisHolder
 from bot.discord_rest import use_api_base
+from bot.intake import REDIS_DOWN, Intake
 from config.errors import ConfigError
 from config.settings import Settings
 from worker.jobs.runtime import Runtime, build_runtime
@@ -76,7 +77,7 @@ class CodebotDiscord(discord.Client):
         )
         self.settings = settings
         self.redis = RedisHolder(settings)
-        self.intake = Intake(settings, runtime.whitelist, self.redis)
+        self.intake = Intake(settings, runtime.whitelist, self.redis.get)
         self.handler = MessageHandler(self, self.intake, settings)
         self.commands = Commands(self.intake, runtime)
         self.tree: app_commands.CommandTree[Any] = self.commands.build_tree(self)
@@ -124,10 +125,11 @@ def build_client(settings: Settings, runtime: Runtime | None = None, **options: 
 
 
 def serve_metrics_if_possible(client: CodebotDiscord, port: int) -> None:
+    from worker.jobs.queue import queue_depth
     from worker.ops.metrics import serve_metrics
 
     try:
-        serve_metrics(client.redis.get(), port)
+        serve_metrics(client.redis.get(), port, queue_depth)
     except REDIS_DOWN as exc:
         log.warning("/metrics not served: Redis is unreachable at start (%s)", exc)
 

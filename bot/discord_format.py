@@ -16,7 +16,8 @@ from typing import Any
 
 from bot import texts
 from bot.chunking import annotate, split_keeping_code_blocks
-from worker.jobs.sink import Answer, Source
+from worker.agent.citations import Source
+from worker.jobs.sink import Answer
 
 MESSAGE_CHARS = 2000
 EMBED_DESCRIPTION_CHARS = 4096

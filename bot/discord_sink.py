@@ -37,7 +37,7 @@ from bot.discord_rest import THREAD_ALREADY_EXISTS, DiscordRest, use_api_base
 from config.errors import ConfigError
 from config.settings import Settings
 from worker.jobs.question import Question, ReplyTarget
-from worker.jobs.sink import Answer
+from worker.jobs.sink import Answer, DeliveryFailed
 
 log = logging.getLogger("codebot.discord.sink")
 
@@ -55,6 +55,8 @@ def _shutdown(loop: asyncio.AbstractEventLoop, rest: DiscordRest) -> None:
 
 
 class DiscordSink:
+    """worker.jobs.sink.ReplySink for Discord (the contract is documented there)."""
+
     def __init__(self, settings: Settings, redis: Redis, question: Question) -> None:
         if not settings.discord_bot_token:
             raise ConfigError("DISCORD_BOT_TOKEN: not set — the worker needs it to answer Discord questions")
@@ -90,14 +92,16 @@ class DiscordSink:
     def answer(self, answer: Answer) -> None:
         try:
             self._run(self._answer(answer))
+        except TRANSIENT as exc:
+            raise DeliveryFailed(f"Discord did not take the answer: {exc!r}") from exc
         finally:
             self.close()
 
     def failed(self, message: str) -> None:
         try:
             self._run(self._failed(one_message(message)))
-        except Exception:
-            log.exception("could not tell the asker question=%s", self.question.id)
+        except TRANSIENT as exc:
+            raise DeliveryFailed(f"Discord did not take the apology: {exc!r}") from exc
         finally:
             self.close()
 

@@ -232,9 +232,10 @@ def serve(settings: Settings, port: int = 3000) -> int:
     deps = SlackDeps(settings=settings, redis=connect(settings), runtime=build_runtime(settings))
     register(app, deps)
     if settings.metrics_port is not None:
+        from worker.jobs.queue import queue_depth
         from worker.ops.metrics import serve_metrics
 
-        serve_metrics(deps.redis, settings.metrics_port)
+        serve_metrics(deps.redis, settings.metrics_port, queue_depth)
     if settings.slack_app_token:
         from slack_bolt.adapter.socket_mode import SocketModeHandler
 

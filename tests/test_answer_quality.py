@@ -15,7 +15,7 @@ from config.settings import load_settings
 from tests.support.e2e import Rig, build_rig, make_git_repo
 from tests.support.golden_policy import GoldenPolicy
 from tests.support.model_server import Reply, ScriptedModel, text, tool_calls
-from worker.agent.evaluate import load_golden, run_eval
+from worker.jobs.evaluate import load_golden, run_eval
 from worker.ops.redis_connection import stop_embedded_server
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]

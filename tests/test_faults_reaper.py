@@ -81,14 +81,14 @@ def test_a_run_taken_for_dead_does_not_post_a_failure_after_its_retry_answered(r
 
     rig.model.set_handler(retry_answers_meanwhile)
     outcome = QuestionRun(rig.runtime, rig.redis, question).run()
-    assert outcome["status"] == "already_answered"
+    assert outcome.status == "already_answered"
     assert [kind for kind, _ in rig.events(question, timeout=0.5)] == ["received"]
 
 
 def test_a_failure_is_the_one_final_message_so_a_late_answer_is_not_posted_after_it(rig: Rig) -> None:
     question = rig.question("how does retry work?")
     rig.model.set_handler(lambda _body: error(401))
-    assert QuestionRun(rig.runtime, rig.redis, question).run()["status"] == "failed"
+    assert QuestionRun(rig.runtime, rig.redis, question).run().status == "failed"
     assert not claim_answer(rig.redis, question.id)  # a run taken for dead finishing now stays quiet
 
 

@@ -16,12 +16,13 @@ from typing import Any
 from redis import Redis
 from rq import Queue, SimpleWorker
 
+from codebot.wiring import build_runtime
 from config.settings import Settings, load_settings
 from tests.support.model_server import ScriptedModel
 from worker.jobs import runtime as runtime_module
 from worker.jobs.question import Question, ReplyTarget, Turn, event_identity
 from worker.jobs.queue import QUESTIONS_QUEUE, Enqueued, enqueue_question
-from worker.jobs.runtime import Runtime, build_runtime
+from worker.jobs.runtime import Runtime
 from worker.jobs.sink import read_console_events
 from worker.ops.redis_connection import connect, stop_embedded_server
 

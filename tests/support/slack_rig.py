@@ -24,13 +24,14 @@ from rq import Queue, SimpleWorker
 
 from bot.slack_app import EVENTS_PATH, SlackHTTPServer, build_app, register
 from bot.slack_handlers import SlackDeps
+from codebot.wiring import build_runtime
 from config.settings import Settings, load_settings
 from tests.support.e2e import DEFAULT_FILES, make_git_repo
 from tests.support.model_server import ScriptedModel
 from tests.support.slack_api import SlackAPI, command_body, event_body, mention, signed_post
 from worker.jobs import runtime as runtime_module
 from worker.jobs.queue import ADMIN_QUEUE, QUESTIONS_QUEUE
-from worker.jobs.runtime import Runtime, build_runtime
+from worker.jobs.runtime import Runtime
 from worker.ops.redis_connection import connect, stop_embedded_server
 
 SECRET = "test-signing-secret"

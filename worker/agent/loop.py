@@ -19,8 +19,8 @@ from typing import Any
 import openai
 
 from config.settings import Settings
+from worker.agent.asked import AskedQuestion
 from worker.agent.prompt import build_system_prompt
-from worker.jobs.question import Question
 from worker.tools.context import ToolContext
 from worker.tools.registry import ToolRegistry
 
@@ -119,7 +119,7 @@ class Agent:
         self.clock = clock
 
     # --- the loop --------------------------------------------------------------------------
-    def run(self, question: Question) -> AgentResult:
+    def run(self, question: AskedQuestion) -> AgentResult:
         deadline = self.clock() + self.settings.question_deadline_seconds
         messages = self._opening_messages(question)
         result = AgentResult(text="")
@@ -148,7 +148,7 @@ class Agent:
             result.stop_reason = "hop_limit"
         return self._forced_answer(messages, result, deadline)
 
-    def _opening_messages(self, question: Question) -> list[dict[str, Any]]:
+    def _opening_messages(self, question: AskedQuestion) -> list[dict[str, Any]]:
         messages: list[dict[str, Any]] = [
             {"role": "system", "content": build_system_prompt(self.ctx.snapshots)}
         ]
