@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from codebot.wiring import build_runtime
 from config.settings import Settings, load_settings
 from tests.support.e2e import Rig, build_rig, make_git_repo
 from tests.support.git_remote import silent_server
@@ -22,7 +23,7 @@ from tests.support.slack_rig import wait_until
 from tests.support.worker_procs import start_worker, stop_worker
 from worker.jobs.admin import enqueue_refresh
 from worker.jobs.question import ReplyTarget
-from worker.jobs.runtime import Runtime, build_runtime
+from worker.jobs.runtime import Runtime
 from worker.ops.redis_connection import socket_path
 from worker.repos.refresh import (
     catch_up,

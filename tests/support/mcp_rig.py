@@ -22,10 +22,10 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
+from codebot.wiring import build_runtime
 from config.settings import load_settings
 from tests.support.e2e import DEFAULT_FILES, make_git_repo
 from tests.support.model_server import ScriptedModel
-from worker.jobs.runtime import build_runtime
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 T = TypeVar("T")
