@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 from rich.console import Console
 
 from config.settings import load_settings
-from tests.support.e2e import Rig, build_rig, make_git_repo
+from tests.support.e2e import Rig
+from tests.support.fixture_repos import make_repo
 from tests.support.golden_policy import GoldenPolicy
 from tests.support.model_server import Reply, ScriptedModel, text, tool_calls
 from worker.jobs.evaluate import load_golden, run_eval
@@ -26,11 +25,6 @@ GOLDEN = [
      "expected_keywords": ["MAX_ATTEMPTS", "jitter"],
      "expected_files": ["payments/retry.py", "payments/settings.py"]},
 ]  # fmt: skip
-
-
-@pytest.fixture
-def rig(tmp_path: Path) -> Iterator[Rig]:
-    yield from build_rig(tmp_path)
 
 
 def scripted(body: dict[str, Any]) -> Reply:
@@ -77,7 +71,7 @@ def test_the_shipped_golden_set_runs_end_to_end_and_every_citation_verifies(tmp_
         for path in PROJECT_ROOT.glob(pattern)
     }
     source = tmp_path / "codebot-src"
-    make_git_repo(source, files)
+    make_repo(source, files)
     (tmp_path / "repos.toml").write_text(f'[[repo]]\nname = "codebot"\nurl = "{source}"\n', encoding="utf-8")
     golden = load_golden(PROJECT_ROOT / "eval" / "golden.jsonl")
     with ScriptedModel(GoldenPolicy(golden)) as model:

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from config.settings import load_settings
-from tests.support.e2e import DEFAULT_FILES, make_git_repo
+from tests.support.e2e import DEFAULT_FILES
+from tests.support.fixture_repos import make_repo
 from tests.support.model_server import ScriptedModel, text, tool_calls
 from worker.jobs.console import MISSING_MODEL_MESSAGE
 from worker.jobs.scope import redact_and_extract_repos
@@ -23,7 +24,7 @@ from worker.ops.redis_connection import stop_embedded_server
 @pytest.fixture
 def project(tmp_path: Path) -> Iterator[dict[str, str]]:
     source = tmp_path / "payments-src"
-    make_git_repo(source, DEFAULT_FILES)
+    make_repo(source, DEFAULT_FILES)
     repos = tmp_path / "repos.toml"
     repos.write_text(
         f'[[repo]]\nname = "payments"\nurl = "{source}"\nweb_url = "https://gitlab.com/acme/payments"\n'

@@ -15,18 +15,13 @@ from typing import Any
 
 import pytest
 
-from tests.support.e2e import Rig, build_rig
+from tests.support.e2e import Rig
 from tests.support.model_server import Reply, text, tool_calls
 from tests.support.slack_rig import SlackRig, build_slack_rig
 from worker.repos.refresh import record_refresh
 
 READ_RETRY = tool_calls(("read_file", {"repo": "payments", "path": "payments/retry.py"}))
 CITE_LINE_3 = "It tries MAX_ATTEMPTS times [payments:payments/retry.py#L3]."
-
-
-@pytest.fixture
-def rig(tmp_path: Path) -> Iterator[Rig]:
-    yield from build_rig(tmp_path)
 
 
 @pytest.fixture

@@ -8,16 +8,13 @@ from __future__ import annotations
 
 import multiprocessing
 import time
-from collections.abc import Iterator
 from dataclasses import replace
-from pathlib import Path
 
-import pytest
 from rq import Queue
 from rq.job import Job
 from rq.registry import StartedJobRegistry
 
-from tests.support.e2e import Rig, build_rig
+from tests.support.e2e import Rig
 from tests.support.model_server import Reply, error
 from worker.jobs.housekeeping import run_housekeeper
 from worker.jobs.job import QuestionRun, on_question_failed
@@ -25,11 +22,6 @@ from worker.jobs.question import Question
 from worker.jobs.queue import ADMIN_QUEUE, ANSWERED_KEY_PREFIX, QUESTIONS_QUEUE, claim_answer
 from worker.jobs.reaper import reap_abandoned
 from worker.ops.redis_connection import connect, socket_path, stop_embedded_server
-
-
-@pytest.fixture
-def rig(tmp_path: Path) -> Iterator[Rig]:
-    yield from build_rig(tmp_path)
 
 
 def abandon(rig: Rig, question: Question, seconds_ago: float = 1.0) -> None:

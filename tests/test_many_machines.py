@@ -8,7 +8,6 @@ worker` processes.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,8 @@ import pytest
 
 from codebot.wiring import build_runtime
 from config.settings import Settings, load_settings
-from tests.support.e2e import Rig, build_rig, make_git_repo
+from tests.support.e2e import Rig
+from tests.support.fixture_repos import make_repo
 from tests.support.git_remote import silent_server
 from tests.support.model_server import Reply, text, tool_calls
 from tests.support.slack_rig import wait_until
@@ -38,9 +38,7 @@ from worker.repos.refresh import (
 CITE = "It tries MAX_ATTEMPTS times [payments:payments/retry.py#L3]."
 
 
-@pytest.fixture
-def rig(tmp_path: Path) -> Iterator[Rig]:
-    yield from build_rig(tmp_path, refresh_check_seconds=0.5, catch_up_timeout_seconds=2.0)
+pytestmark = pytest.mark.rig(refresh_check_seconds=0.5, catch_up_timeout_seconds=2.0)
 
 
 def machine_b(rig: Rig, tmp_path: Path, repos_file: Path | None = None) -> Runtime:
@@ -61,7 +59,7 @@ def answer_citing_line_3(body: dict[str, Any]) -> Reply:
 
 
 def new_commit(rig: Rig, tmp_path: Path) -> str:
-    return make_git_repo(tmp_path / "payments-src", {"CHANGELOG.md": f"v{time.time()}\n"})
+    return make_repo(tmp_path / "payments-src", {"CHANGELOG.md": f"v{time.time()}\n"})
 
 
 def seconds_in_job(rig: Rig, question_id: str) -> float:

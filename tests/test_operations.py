@@ -7,7 +7,6 @@ import os
 import subprocess
 import sys
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,12 +20,7 @@ from worker.jobs.queue import queue_depth
 from worker.ops.accounting import record_usage, usage_of_day, usage_of_user
 from worker.ops.metrics import serve_metrics
 
-
-@pytest.fixture
-def rig(tmp_path: Path) -> Iterator[Rig]:
-    yield from build_rig(
-        tmp_path, model_input_usd_per_million_tokens=2.0, model_output_usd_per_million_tokens=8.0
-    )
+pytestmark = pytest.mark.rig(model_input_usd_per_million_tokens=2.0, model_output_usd_per_million_tokens=8.0)
 
 
 def answer_one(rig: Rig) -> None:

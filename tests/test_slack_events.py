@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,10 +12,7 @@ from tests.support.slack_api import BOT_USER_ID, event_body, mention, message, s
 from tests.support.slack_rig import SECRET, SECRET_CHANNEL, SlackRig, build_slack_rig
 from worker.jobs.question import Question
 
-
-@pytest.fixture
-def rig(tmp_path: Path) -> Iterator[SlackRig]:
-    yield from build_slack_rig(tmp_path)
+pytestmark = pytest.mark.rig("slack")
 
 
 def test_a_request_with_a_bad_signature_is_refused_and_nothing_is_enqueued(rig: SlackRig) -> None:

@@ -8,16 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.fixture_repos import NEEDLE_LINES, Corpus, context, shared_corpus
+from tests.support.fixture_repos import NEEDLE_LINES, Corpus, context
 from worker.repos.ripgrep import find_ripgrep
 from worker.tools import build_registry
 from worker.tools.context import ToolError
 from worker.tools.search import ripgrep_binary, search
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory: pytest.TempPathFactory) -> Corpus:
-    return shared_corpus(tmp_path_factory)
 
 
 def test_matches_come_with_paths_and_line_numbers_and_are_recorded_as_shown(corpus: Corpus) -> None:

@@ -26,7 +26,8 @@ from bot.slack_app import EVENTS_PATH, SlackHTTPServer, build_app, register
 from bot.slack_handlers import SlackDeps
 from codebot.wiring import build_runtime
 from config.settings import Settings, load_settings
-from tests.support.e2e import DEFAULT_FILES, make_git_repo
+from tests.support.e2e import DEFAULT_FILES
+from tests.support.fixture_repos import make_repo
 from tests.support.model_server import ScriptedModel
 from tests.support.slack_api import SlackAPI, command_body, event_body, mention, signed_post
 from worker.jobs import runtime as runtime_module
@@ -151,9 +152,9 @@ def start_adapter(settings: Settings, runtime: Runtime) -> tuple[Redis, Tracking
 
 
 def build_slack_rig(tmp: Path, **overrides: Any) -> Iterator[SlackRig]:
-    sha = make_git_repo(tmp / "payments-src", DEFAULT_FILES)
-    make_git_repo(tmp / "internal-src", {"README.md": "# internal\nTop secret plans.\n"})
-    make_git_repo(tmp / "web-src", {"README.md": "# web\nThe website.\n"})
+    sha = make_repo(tmp / "payments-src", DEFAULT_FILES)
+    make_repo(tmp / "internal-src", {"README.md": "# internal\nTop secret plans.\n"})
+    make_repo(tmp / "web-src", {"README.md": "# web\nThe website.\n"})
     repos_file = tmp / "repos.toml"
     repos_file.write_text(
         f'[[repo]]\nname = "payments"\nurl = "{tmp / "payments-src"}"\n'
