@@ -75,6 +75,14 @@ def test_a_mention_with_no_question_gets_a_short_help_reply_in_its_thread(rig: S
     assert rig.question_jobs() == []
 
 
+def test_a_mention_saying_only_help_gets_the_help_in_its_thread_and_nothing_is_queued(rig: SlackRig) -> None:
+    ts = rig.mention("help!")
+    rig.settle()
+    (reply,) = rig.api.thread_texts("C1", ts)
+    assert reply.startswith("Ask me about the code") and "/codebot repos" in reply
+    assert rig.question_jobs() == []
+
+
 def test_an_unknown_repo_gets_the_list_of_repos_nearest_first(rig: SlackRig) -> None:
     ts = rig.mention("how does retry work in repo:paymnts?")
     rig.settle()
