@@ -148,7 +148,7 @@ def serve(settings: Settings) -> int:
     if settings.metrics_port is not None:
         serve_metrics_if_possible(client, settings.metrics_port)
     try:
-        client.run(settings.discord_bot_token, log_handler=None)
+        client.run(settings.discord_bot_token.get_secret_value(), log_handler=None)
     except discord.LoginFailure:
         raise ConfigError("DISCORD_BOT_TOKEN: Discord refused the token — reset it on the Bot page") from None
     except (aiohttp.ClientError, OSError) as exc:

@@ -65,7 +65,9 @@ class DiscordSink:
         self.redis = redis
         self.question = question
         self.target = question.target
-        self._rest = DiscordRest(settings.discord_bot_token, settings.discord_max_ratelimit_wait_seconds)
+        self._rest = DiscordRest(
+            settings.discord_bot_token.get_secret_value(), settings.discord_max_ratelimit_wait_seconds
+        )
         self._loop: asyncio.AbstractEventLoop | None = None
         self._destination: str | None = None  # the channel (or thread) replies go to
         self._reference: tuple[str, str] | None = None  # (channel, message) the first reply quotes
@@ -251,7 +253,9 @@ def notify_admin(settings: Settings, target: ReplyTarget, user: str, markdown: s
 
 async def _notify(settings: Settings, target: ReplyTarget, user: str, markdown: str) -> None:
     assert settings.discord_bot_token is not None
-    rest = DiscordRest(settings.discord_bot_token, settings.discord_max_ratelimit_wait_seconds)
+    rest = DiscordRest(
+        settings.discord_bot_token.get_secret_value(), settings.discord_max_ratelimit_wait_seconds
+    )
     chunks = split_message(markdown) or ["…"]
     try:
         await rest.open()

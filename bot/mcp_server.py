@@ -267,7 +267,8 @@ class BearerAuth:
 def serve_http(runtime: Runtime, host: str, port: int) -> int:
     import uvicorn
 
-    token = runtime.settings.mcp_token
+    secret = runtime.settings.mcp_token
+    token = secret.get_secret_value() if secret else ""
     if not token:
         raise ConfigError(
             "CODEBOT_MCP_TOKEN: set a bearer token to serve MCP over HTTP (e.g. `openssl rand -hex 32`); "

@@ -43,7 +43,7 @@ def make_client(settings: Settings) -> WebClient:
     if not settings.slack_bot_token:
         raise RuntimeError("SLACK_BOT_TOKEN is not set: cannot post to Slack")
     return WebClient(
-        token=settings.slack_bot_token,
+        token=settings.slack_bot_token.get_secret_value(),
         base_url=settings.slack_api_url,
         retry_handlers=[
             ConnectionErrorRetryHandler(max_retry_count=CONNECTION_RETRIES),

@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pydantic import AliasChoices, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 from config.errors import ConfigError
@@ -21,6 +21,14 @@ from config.errors import ConfigError
 PACKAGED_REPOS_FILE = Path(__file__).resolve().parent / "repos.toml"
 DEFAULT_REPOS_FILE = Path("config/repos.toml")
 
+SECRET_FIELDS = (
+    "openai_api_key",
+    "slack_bot_token",
+    "slack_signing_secret",
+    "slack_app_token",
+    "discord_bot_token",
+    "mcp_token",
+)
 DEFAULT_SECRET_FILE_GLOBS = (
     ".env",
     ".env.*",
@@ -66,7 +74,7 @@ class Settings(BaseSettings):
     repos_file: Path = DEFAULT_REPOS_FILE
 
     # --- the model ---------------------------------------------------------------------------
-    openai_api_key: str | None = Field(default=None, validation_alias=_env("OPENAI_API_KEY"))
+    openai_api_key: SecretStr | None = Field(default=None, validation_alias=_env("OPENAI_API_KEY"))
     openai_base_url: str | None = Field(default=None, validation_alias=_env("OPENAI_BASE_URL"))
     model: str = "gpt-5-mini"
     # Some OpenAI-compatible backends (older vLLM, some OpenRouter models) reject "required".
@@ -110,11 +118,13 @@ class Settings(BaseSettings):
     model_output_usd_per_million_tokens: float = Field(default=0.0, ge=0)
 
     # --- chat platforms ----------------------------------------------------------------------
-    slack_bot_token: str | None = Field(default=None, validation_alias=_env("SLACK_BOT_TOKEN"))
-    slack_signing_secret: str | None = Field(default=None, validation_alias=_env("SLACK_SIGNING_SECRET"))
-    slack_app_token: str | None = Field(default=None, validation_alias=_env("SLACK_APP_TOKEN"))
+    slack_bot_token: SecretStr | None = Field(default=None, validation_alias=_env("SLACK_BOT_TOKEN"))
+    slack_signing_secret: SecretStr | None = Field(
+        default=None, validation_alias=_env("SLACK_SIGNING_SECRET")
+    )
+    slack_app_token: SecretStr | None = Field(default=None, validation_alias=_env("SLACK_APP_TOKEN"))
     slack_api_url: str = Field(default="https://slack.com/api/", validation_alias=_env("SLACK_API_URL"))
-    discord_bot_token: str | None = Field(default=None, validation_alias=_env("DISCORD_BOT_TOKEN"))
+    discord_bot_token: SecretStr | None = Field(default=None, validation_alias=_env("DISCORD_BOT_TOKEN"))
     discord_api_url: str = Field(
         default="https://discord.com/api/v10", validation_alias=_env("DISCORD_API_URL")
     )
@@ -178,7 +188,7 @@ class Settings(BaseSettings):
 
     # --- MCP server (`codebot mcp`) ---------------------------------------------------------------
     # The bearer token HTTP clients must send; `codebot mcp --http` refuses to start without one.
-    mcp_token: str | None = None
+    mcp_token: SecretStr | None = None
     # Repos the MCP tools may read (JSON list). Empty: every repo over stdio; over HTTP, every repo
     # without a `channels` allow-list (a channel-restricted repo must be named here to be served).
     mcp_repos: tuple[str, ...] = ()
@@ -216,10 +226,17 @@ class Settings(BaseSettings):
             raise ValueError("must be one of 60, 1440, 4320, 10080 (minutes)")
         return value
 
-    @field_validator("redis_url", "openai_api_key", "openai_base_url", "mcp_token", mode="after")
+    @field_validator("redis_url", "openai_base_url", mode="after")
     @classmethod
     def _blank_is_unset(cls, value: str | None) -> str | None:
         return value or None
+
+    # Tokens and keys are SecretStr: shown as ********** in any repr, log or error; each use
+    # site calls get_secret_value().
+    @field_validator(*SECRET_FIELDS, mode="before")
+    @classmethod
+    def _blank_secret_is_unset(cls, value: object) -> object:
+        return None if isinstance(value, str) and not value.strip() else value
 
     @property
     def resolved_repos_file(self) -> Path:

@@ -37,7 +37,9 @@ class RunningBot:
         # discord.py waits this long for more guilds before on_ready (2 s by default)
         self.client: CodebotDiscord = build_client(settings, runtime, guild_ready_timeout=0.05)
         assert settings.discord_bot_token
-        self.task = asyncio.run_coroutine_threadsafe(self.client.start(settings.discord_bot_token), self.loop)
+        self.task = asyncio.run_coroutine_threadsafe(
+            self.client.start(settings.discord_bot_token.get_secret_value()), self.loop
+        )
         ready = asyncio.run_coroutine_threadsafe(self.client.wait_until_ready(), self.loop)
         try:
             ready.result(READY_TIMEOUT_SECONDS)

@@ -88,7 +88,8 @@ def make_model_client(runtime: Runtime) -> openai.OpenAI:
     """Created inside the job, never before the fork (PLATFORM_NOTES pitfall 15)."""
     settings = runtime.settings
     return openai.OpenAI(
-        api_key=settings.openai_api_key or "not-needed",  # local servers ignore it but the SDK wants one
+        # local servers ignore the key but the SDK wants one
+        api_key=settings.openai_api_key.get_secret_value() if settings.openai_api_key else "not-needed",
         base_url=settings.openai_base_url,
         timeout=settings.model_timeout_seconds,
         # The agent retries itself, within the question's deadline (Agent._create); SDK retries
