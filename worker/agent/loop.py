@@ -33,6 +33,10 @@ MIN_CALL_SECONDS = 2.0  # below this much time left, a model call is not worth s
 ARGUMENT_PREVIEW_CHARS = 60
 
 
+class UnusableReply(ValueError):
+    """The model endpoint answered with something that is not a usable chat completion."""
+
+
 class ModelFailure(Exception):
     """The model endpoint failed in a way no retry fixed; the message is safe to show.
 
@@ -86,6 +90,8 @@ def describe_call(name: str, arguments: dict[str, Any], default_repo: str | None
 
 
 def _failure_message(exc: Exception) -> str:
+    if isinstance(exc, UnusableReply) and exc.__cause__ is not None:
+        exc = exc.__cause__  # name what the SDK could not parse, as before
     if isinstance(exc, openai.AuthenticationError):
         return "the model endpoint refused the API key (401): check OPENAI_API_KEY"
     if isinstance(exc, openai.NotFoundError):
@@ -204,7 +210,10 @@ class Agent:
         return result
 
     def _after_failure(self, exc: Exception, result: AgentResult) -> AgentResult:
-        """Best answer from what was found, or ModelFailure when nothing was."""
+        """Best answer from what was found, or ModelFailure when nothing was. Only the model's
+        failures: anything else is a bug of ours, raised for the job to log with its traceback."""
+        if not isinstance(exc, openai.OpenAIError | UnusableReply):
+            raise exc
         result.stop_reason = "model_failed"
         result.partial = True
         if not self.ctx.shown.files():
@@ -231,9 +240,12 @@ class Agent:
             kwargs["tools"] = self.registry.schemas()
             if tool_choice:
                 kwargs["tool_choice"] = tool_choice
-        response = self._create(kwargs, deadline)
+        try:
+            response = self._create(kwargs, deadline)
+        except ValueError as exc:  # the SDK could not parse the body (not JSON, cut off, wrong shape)
+            raise UnusableReply(f"the reply could not be parsed ({type(exc).__name__})") from exc
         if not getattr(response, "choices", None) or response.choices[0].message is None:
-            raise ValueError("the reply had no choices")
+            raise UnusableReply("the reply had no choices")
         usage = getattr(response, "usage", None)
         if usage is not None:
             result.prompt_tokens += usage.prompt_tokens or 0

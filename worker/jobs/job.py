@@ -28,6 +28,7 @@ from worker.jobs.runtime import Runtime
 from worker.jobs.sink import Answer, ConsoleSink, DeliveryFailed, ReplySink
 from worker.jobs.threads import record_turn
 from worker.ops.accounting import BUDGET_SPENT_MESSAGE, budget_spent, record_usage
+from worker.ops.logs import log_context
 from worker.ops.metrics import count, observe_question
 from worker.repos.refresh import catch_up
 from worker.tools import make_context
@@ -119,6 +120,11 @@ class QuestionRun:
         return QuestionOutcome(status=status, ref=self.ref, **facts)
 
     def run(self) -> QuestionOutcome:
+        # whatever is logged while answering (a tool that crashed) carries the question's ids
+        with log_context(job_id=self.question.id, ref=self.ref):
+            return self._run()
+
+    def _run(self) -> QuestionOutcome:
         question = self.question
         if was_answered(self.redis, question.id):
             return self._outcome("already_answered")
