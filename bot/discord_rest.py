@@ -18,7 +18,6 @@ import discord
 from discord.http import HTTPClient, Route
 
 NO_MENTIONS: dict[str, Any] = {"parse": [], "replied_user": False}
-EPHEMERAL_FLAG = 1 << 6  # 64
 THREAD_ALREADY_EXISTS = 160004  # Discord error code: the message already has a thread
 
 

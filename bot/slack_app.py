@@ -173,11 +173,6 @@ class SlackHTTPServer(ThreadingHTTPServer):
     def port(self) -> int:
         return int(self.server_address[1])
 
-    def start_background(self) -> threading.Thread:
-        thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
-        thread.start()
-        return thread
-
     def close(self) -> None:
         self.shutdown()
         self.server_close()

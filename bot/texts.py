@@ -18,7 +18,6 @@ QUEUE_FULL = "I'm busy with {depth} questions right now. Please try again in a f
 NOT_ADMIN = "Sorry, only codebot admins can run `/codebot {command}`."
 UNKNOWN_COMMAND = "Unknown command `{command}`. " + HELP
 REFRESH_QUEUED = "Refreshing {names}; I'll tell you when it's done."
-REFRESH_DONE = "Refreshed {lines}"
 
 # --- Discord ---------------------------------------------------------------------------------
 DISCORD_ANSWER_CUT = "_(The answer went on beyond {count} messages; the rest was cut.)_"

@@ -147,7 +147,7 @@ def start_adapter(settings: Settings, runtime: Runtime) -> tuple[Redis, Tracking
     app = build_app(settings, executor=executor)
     register(app, SlackDeps(settings=settings, redis=redis, runtime=runtime))
     server = SlackHTTPServer(app, host="127.0.0.1", port=0)
-    server.start_background()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True).start()
     return redis, executor, server
 
 

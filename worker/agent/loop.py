@@ -89,7 +89,7 @@ def describe_call(name: str, arguments: dict[str, Any], default_repo: str | None
     return f"calling {short(name)}"
 
 
-def _failure_message(exc: Exception) -> str:
+def _failure_message(exc: BaseException) -> str:
     if isinstance(exc, UnusableReply) and exc.__cause__ is not None:
         exc = exc.__cause__  # name what the SDK could not parse, as before
     if isinstance(exc, openai.AuthenticationError):
