@@ -7,7 +7,7 @@ need a mention, since Discord sends the text of mentions and DMs anyway).
 
 DISCORD_API_URL is honoured for REST (discord.py's Route.BASE) and for the gateway: a plain
 Client dials the public gateway, so setup_hook asks `GET /gateway/bot` at that base and
-points DiscordWebSocket.DEFAULT_GATEWAY at the answer (PLATFORM_NOTES §2h).
+points DiscordWebSocket.DEFAULT_GATEWAY at the answer (docs/platform-notes.md §2h).
 
 Application commands are synced once per process start in setup_hook, never in on_ready
 (which fires again on every reconnect), to CODEBOT_DISCORD_COMMAND_GUILD when set (instant,

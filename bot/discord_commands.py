@@ -1,6 +1,6 @@
 """`/codebot repos | help | ask | refresh | status` as Discord application commands.
 
-Discord wants an answer to an interaction within 3 s (PLATFORM_NOTES §2b). Answers that need
+Discord wants an answer to an interaction within 3 s (docs/platform-notes.md §2b). Answers that need
 no I/O (help, refusals) are sent at once; anything touching Redis is deferred first and
 finished by editing the deferred response. Admin commands check CODEBOT_ADMINS
 (`discord:<user id>`) and refuse non-admins with an ephemeral message (flags 64).

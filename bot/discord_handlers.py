@@ -1,7 +1,7 @@
 """What the Discord adapter does with a message: decide whether it is a question, hand it to
 the intake (bot/intake.py, shared with Slack), render the outcome.
 
-Triggers (PLATFORM_NOTES §2a, pitfalls 7 and 12):
+Triggers (docs/platform-notes.md §2a, pitfalls 7 and 12):
 - a message whose `mentions` include the bot user. `@everyone`/`@here` and role mentions do not
   count (`ClientUser.mentioned_in` would say yes to @everyone, so it is not used);
 - every message in a DM with the bot;

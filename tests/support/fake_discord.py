@@ -7,7 +7,7 @@ The real discord.py client (adapter) and the worker's REST sink talk to it over 
     fake.message_create(f"<@{fake.bot_id}> how does retry work?", mentions=[fake.bot_user])
 
 REST: every call is recorded (`calls`, `find`) and answered with `Content-Type:
-application/json` exactly (discord.py parses nothing else, PLATFORM_NOTES pitfall 17);
+application/json` exactly (discord.py parses nothing else, docs/platform-notes.md, pitfall 17);
 `rate_limit(K, s)` answers the next K matching calls with 429 and `retry_after` s (with a
 `Via` header, or discord.py takes the 429 for a Cloudflare ban). Messages honour `nonce` +
 `enforce_nonce` like Discord: the same nonce in a channel returns the earlier message. A

@@ -86,7 +86,7 @@ def make_sink(runtime: Runtime, redis: Redis, question: Question) -> ReplySink:
 
 
 def make_model_client(runtime: Runtime) -> openai.OpenAI:
-    """Created inside the job, never before the fork (PLATFORM_NOTES pitfall 15)."""
+    """Created inside the job, never before the fork (docs/platform-notes.md, pitfall 15)."""
     settings = runtime.settings
     return openai.OpenAI(
         # local servers ignore the key but the SDK wants one

@@ -2,7 +2,7 @@
 
 Named constants carry their unit. A question's job id comes from the platform's message
 identity and is enqueued with `unique=True`, so a duplicate delivery raises DuplicateJobError
-instead of creating a second job (PLATFORM_NOTES §3, pitfall 3).
+instead of creating a second job (docs/platform-notes.md §3, pitfall 3).
 """
 
 from __future__ import annotations
