@@ -1,5 +1,6 @@
 """Every test gets a clean environment (no variables of ours, no .env, a git identity), and the
-shared fixtures: `rig` (per test, its kind chosen by a `rig` marker) and `corpus` (tool tests)."""
+shared fixtures: `rig` (per test, its kind chosen by a `rig` marker), `drig` (the Discord rig)
+and `corpus` (tool tests)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.discord_rig import DiscordRig, discord_rig
 from tests.support.e2e import build_rig
 from tests.support.fixture_repos import Corpus, shared_corpus
 from tests.support.hostile_slack import build_hostile_slack_rig
@@ -51,6 +53,15 @@ def rig(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
     kind = marker.args[0] if marker is not None and marker.args else "e2e"
     overrides = dict(marker.kwargs) if marker is not None else {}
     yield from RIG_BUILDERS[kind](tmp_path, **overrides)
+
+
+@pytest.fixture
+def drig(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[DiscordRig]:
+    """The Discord rig (tests/support/discord_rig.py): the real discord.py adapter on the fake
+    gateway, the end-to-end rig behind it; settings from a `drig` marker's keywords."""
+    marker = request.node.get_closest_marker("drig")
+    with discord_rig(tmp_path, **(dict(marker.kwargs) if marker is not None else {})) as rig:
+        yield rig
 
 
 @pytest.fixture(scope="module")

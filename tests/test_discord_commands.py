@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 from rq import Queue, SimpleWorker
 
 from bot import texts
@@ -17,12 +15,6 @@ from worker.jobs.queue import ADMIN_QUEUE
 
 EPHEMERAL = 64
 SUBCOMMANDS = ["ask", "repos", "help", "refresh", "status"]
-
-
-@pytest.fixture
-def drig(tmp_path: Path) -> Iterator[DiscordRig]:
-    with discord_rig(tmp_path) as rig:
-        yield rig
 
 
 def callback(fake: FakeDiscord, interaction: dict[str, Any]) -> dict[str, Any]:

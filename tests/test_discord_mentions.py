@@ -3,23 +3,14 @@ gateway, the real worker (embedded Redis, burst RQ worker, scripted model) posti
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 from bot import texts
 from tests.support.discord_payloads import snowflake, user
-from tests.support.discord_rig import DiscordRig, discord_rig
+from tests.support.discord_rig import DiscordRig
 from tests.support.redis_outage import kill_embedded_server
 from worker.jobs.queue import questions_queue, queue_depth
 from worker.ops.redis_connection import ensure_embedded_server
-
-
-@pytest.fixture
-def drig(tmp_path: Path) -> Iterator[DiscordRig]:
-    with discord_rig(tmp_path) as rig:
-        yield rig
 
 
 def test_a_mention_gets_eyes_a_thread_the_answer_and_a_check_mark(drig: DiscordRig) -> None:

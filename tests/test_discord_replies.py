@@ -3,26 +3,16 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import pytest
-
 from bot.discord_sink import DiscordSink
-from tests.support.discord_rig import DiscordRig, discord_rig
+from tests.support.discord_rig import DiscordRig
 from tests.support.model_server import error
 from worker.jobs.question import Question, ReplyTarget, event_identity
 from worker.jobs.sink import Answer
 
 FENCE = re.compile(r"^```", re.MULTILINE)
 NO_MENTIONS = {"parse": [], "replied_user": False}
-
-
-@pytest.fixture
-def drig(tmp_path: Path) -> Iterator[DiscordRig]:
-    with discord_rig(tmp_path) as rig:
-        yield rig
 
 
 def long_answer() -> str:

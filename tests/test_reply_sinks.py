@@ -6,13 +6,10 @@ DeliveryFailed, the question stays unclaimed, nothing is counted, and a later ru
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 from rq import Queue
 
-from tests.support.discord_rig import DiscordRig, discord_rig
+from tests.support.discord_rig import DiscordRig
 from tests.support.metrics import metric_value, samples
 from tests.support.model_server import error
 from tests.support.slack_rig import SlackRig
@@ -21,12 +18,6 @@ from worker.jobs.question import Question, ReplyTarget, event_identity
 from worker.jobs.queue import QUESTIONS_QUEUE, queue_depth, was_answered
 from worker.jobs.sink import DeliveryFailed
 from worker.ops.metrics import exposition
-
-
-@pytest.fixture
-def drig(tmp_path: Path) -> Iterator[DiscordRig]:
-    with discord_rig(tmp_path) as rig:
-        yield rig
 
 
 def questions_counted(redis: object) -> float:
