@@ -9,12 +9,12 @@ from __future__ import annotations
 import pytest
 from rq import Queue
 
-from tests.support.discord_rig import DiscordRig
+from tests.support.discord_rig import DiscordRig, asked_question
 from tests.support.metrics import metric_value, samples
 from tests.support.model_server import error
 from tests.support.slack_rig import SlackRig
 from worker.jobs.job import QuestionRun
-from worker.jobs.question import Question, ReplyTarget, event_identity
+from worker.jobs.question import Question
 from worker.jobs.queue import QUESTIONS_QUEUE, queue_depth, was_answered
 from worker.jobs.sink import DeliveryFailed
 from worker.ops.metrics import exposition
@@ -49,17 +49,7 @@ def test_on_discord_an_apology_that_could_not_be_posted_is_not_counted_and_a_ret
     drig: DiscordRig,
 ) -> None:
     fake = drig.fake
-    asked = fake.message_create("how does retry work?")
-    target = ReplyTarget(
-        platform="discord",
-        channel=fake.channel_id,
-        thread=asked["id"],
-        message=asked["id"],
-        guild=fake.guild_id,
-    )
-    question = Question(
-        id=event_identity("discord", asked["id"]), asker="1", target=target, text="how?", repos=["payments"]
-    )
+    asked, question = asked_question(drig)
     drig.rig.model.set_handler(lambda _body: error(401))
     fake.refuse(100, method="PATCH")  # Discord refuses every edit (the apology replaces the progress)
     with pytest.raises(DeliveryFailed):

@@ -21,6 +21,7 @@ from config.settings import Settings
 from tests.support.e2e import Rig, build_rig
 from tests.support.fake_discord import FakeDiscord
 from tests.support.model_server import text, tool_calls
+from worker.jobs.question import Question, ReplyTarget, event_identity
 from worker.jobs.queue import queue_depth
 from worker.jobs.runtime import Runtime
 
@@ -114,3 +115,20 @@ def discord_rig(tmp: Path, fake: FakeDiscord | None = None, **overrides: Any) ->
     finally:
         if own:
             fake.close()
+
+
+def asked_question(drig: DiscordRig) -> tuple[dict[str, Any], Question]:
+    """A user's message in the guild channel, and the question a worker would answer for it."""
+    fake = drig.fake
+    asked = fake.message_create("how does retry work?")
+    target = ReplyTarget(
+        platform="discord",
+        channel=fake.channel_id,
+        thread=asked["id"],
+        message=asked["id"],
+        guild=fake.guild_id,
+    )
+    question = Question(
+        id=event_identity("discord", asked["id"]), asker="1", target=target, text="how?", repos=["payments"]
+    )
+    return asked, question
