@@ -17,10 +17,10 @@ import pytest
 from bot import texts
 from bot.slack_format import format_for_slack
 from tests.support.model_server import Reply, last_user_text, slow, text, tool_calls
-from tests.support.redis_outage import kill_embedded_server
+from tests.support.redis_outage import is_reachable, kill_embedded_server
 from tests.support.slack_rig import SlackRig, wait_until
 from tests.support.worker_procs import start_worker, stop_worker
-from worker.ops.redis_connection import connect, is_reachable
+from worker.ops.redis_connection import connect
 
 TURN_SECONDS = 0.3
 

@@ -8,10 +8,10 @@ import pytest
 
 from bot import texts
 from bot.slack_format import format_for_slack
-from tests.support.redis_outage import kill_embedded_server
+from tests.support.redis_outage import is_reachable, kill_embedded_server
 from tests.support.slack_api import BOT_USER_ID, message
 from tests.support.slack_rig import SlackRig, wait_until
-from worker.ops.redis_connection import connect, is_reachable
+from worker.ops.redis_connection import connect
 
 pytestmark = pytest.mark.rig("slack")
 

@@ -5,6 +5,9 @@ from __future__ import annotations
 import contextlib
 import os
 
+import redis
+from redis import Redis
+
 from config.settings import Settings
 from worker.ops.redis_connection import server_pid
 
@@ -15,3 +18,11 @@ def kill_embedded_server(settings: Settings) -> None:
     if pid:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, 9)
+
+
+def is_reachable(client: Redis) -> bool:
+    """Does the server answer a PING now?"""
+    try:
+        return bool(client.ping())
+    except (redis.ConnectionError, redis.TimeoutError, OSError):
+        return False

@@ -206,10 +206,6 @@ def connect(settings: Settings, start_embedded: bool = True) -> Redis:
     return _client_for_socket(sock)
 
 
-def is_reachable(client: Redis) -> bool:
-    return _alive(client)
-
-
 def server_pid(settings: Settings) -> int | None:
     try:
         return int((embedded_dir(settings) / "redis.pid").read_text().strip())
