@@ -127,6 +127,20 @@ class Settings(BaseSettings):
     model_input_usd_per_million_tokens: float = Field(default=0.0, ge=0)  # for cost reports; 0: unknown
     model_output_usd_per_million_tokens: float = Field(default=0.0, ge=0)  # for cost reports; 0: unknown
 
+    # --- delivery: a final message is stored, then posted until the platform takes it ---------
+    # (worker/jobs/outbox.py). A refused answer is tried again after this long, doubling ...
+    delivery_retry_initial_seconds: float = Field(default=2.0, gt=0)
+    # ... up to this long between two attempts.
+    delivery_retry_max_seconds: float = Field(default=60.0, gt=0)
+    # An answer still refused after this long is given up: logged as an error, in `codebot status`.
+    delivery_give_up_seconds: float = Field(default=86400.0, gt=0)
+    # How often each worker machine looks for answers due for another attempt.
+    delivery_check_seconds: float = Field(default=1.0, gt=0)
+    # One delivery attempt holds its question this long before another machine may take over.
+    delivery_lease_seconds: float = Field(default=120.0, gt=0)
+    # Answers one machine tries to deliver at once (an attempt may wait out a rate limit).
+    delivery_max_parallel: int = Field(default=8, ge=1, le=64)
+
     # --- chat platforms ----------------------------------------------------------------------
     # Slack's Bot User OAuth Token, xoxb-… (docs/slack.md).
     slack_bot_token: SecretStr | None = Field(default=None, validation_alias=_env("SLACK_BOT_TOKEN"))

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from bot.discord_sink import DiscordSink
 from tests.support.discord_rig import DiscordRig, asked_question
 from tests.support.model_server import error
-from worker.jobs.sink import Answer
+from worker.jobs.sink import Answer, DeliveryFailed
 
 FENCE = re.compile(r"^```", re.MULTILINE)
 NO_MENTIONS = {"parse": [], "replied_user": False}
@@ -124,13 +126,20 @@ def test_after_a_worker_dies_trying_again_and_the_apology_replace_its_progress_m
     assert drig.reactions(asked["id"])[-2:] == [("PUT", "⚠️"), ("DELETE", "👀")]
 
 
-def test_a_rate_limit_longer_than_the_wait_allowed_never_fails_the_question(drig: DiscordRig) -> None:
+def test_a_rate_limit_longer_than_the_wait_allowed_leaves_the_check_mark_to_the_next_attempt(
+    drig: DiscordRig,
+) -> None:
     fake = drig.fake
     asked, question = asked_question(drig)
+    answer = Answer(markdown="Retries back off.", sources=[], unverified=0, ref="abc", partial=False)
     sink = DiscordSink(drig.settings, drig.rig.redis, question)
     sink.received()
     fake.rate_limit(1, retry_after=3600, method="PATCH")  # beyond CODEBOT_DISCORD_MAX_RATELIMIT_WAIT_SECONDS
     sink.progress("reading payments/retry.py")  # cosmetic: logged, not raised
     fake.rate_limit(1, retry_after=3600, method="PUT")
-    sink.answer(Answer(markdown="Retries back off.", sources=[], unverified=0, ref="abc", partial=False))
+    with pytest.raises(DeliveryFailed) as refused:
+        sink.answer(answer)  # the text is in place, the ✅ is not: not delivered yet
+    assert refused.value.retryable
+    DiscordSink(drig.settings, drig.rig.redis, question).answer(answer)  # the outbox's next attempt
     assert [m["content"] for m in fake.posted(asked["id"])] == ["Retries back off."]
+    assert ("PUT", "✅") in drig.reactions(asked["id"])

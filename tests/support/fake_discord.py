@@ -9,7 +9,9 @@ The real discord.py client (adapter) and the worker's REST sink talk to it over 
 REST: every call is recorded (`calls`, `find`) and answered with `Content-Type:
 application/json` exactly (discord.py parses nothing else, docs/platform-notes.md, pitfall 17);
 `rate_limit(K, s)` answers the next K matching calls with 429 and `retry_after` s (with a
-`Via` header, or discord.py takes the 429 for a Cloudflare ban). Messages honour `nonce` +
+`Via` header, or discord.py takes the 429 for a Cloudflare ban); `outage(503)` fails every
+matching call with that 5xx until `outage(None)` (discord.py itself retries 500, 502, 504 and
+524 five times, 16 s in all, and raises at once on the others). Messages honour `nonce` +
 `enforce_nonce` like Discord: the same nonce in a channel returns the earlier message. A
 thread started from a message gets the message's id; a second one fails with code 160004.
 
@@ -78,6 +80,8 @@ class FakeDiscord:
         self._limits: list[_RateLimit] = []
         self._refusals: list[_RateLimit] = []  # calls answered with an error (refuse())
         self._refusal_status = 403
+        self._outage: _RateLimit | None = None  # every matching call fails with `status` while set
+        self._outage_status = 500
         self._sockets: list[web.WebSocketResponse] = []
         self._sequence = 0
         self._pending: set[asyncio.Future[None]] = set()
@@ -143,6 +147,13 @@ class FakeDiscord:
         with self._lock:
             self._refusals = [_RateLimit(calls, 0.0, method, path)]  # refuse(0) stops refusing
             self._refusal_status = status
+
+    def outage(self, status: int | None, method: str | None = None, path: str | None = None) -> None:
+        """From now on every matching REST call fails with this 5xx, as when Discord's API is
+        down, until `outage(None)`."""
+        with self._lock:
+            self._outage = None if status is None else _RateLimit(1, 0.0, method, path)
+            self._outage_status = status or 500
 
     def find(self, method: str, path: str) -> list[Call]:
         """Recorded calls with this method whose path matches the regex, in order."""
@@ -280,6 +291,16 @@ class FakeDiscord:
         call = Call(request.method, path, dict(request.query), body)
         with self._lock:
             self.calls.append(call)
+        with self._lock:
+            down = self._outage
+            down_now = (
+                down is not None
+                and down.method in (None, request.method)
+                and re.search(down.path or "", path)
+            )
+        if down_now:
+            call.status = self._outage_status
+            return self._respond(call.status, {"message": f"{call.status}: Internal Server Error", "code": 0})
         if self._limited(request.method, path, self._refusals) is not None:
             call.status = self._refusal_status
             return self._respond(call.status, {"message": "Missing Permissions", "code": 50013})

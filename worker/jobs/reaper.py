@@ -38,6 +38,7 @@ from rq.timeouts import TimerDeathPenalty
 from rq.utils import current_timestamp
 
 from config.settings import Settings
+from worker.ops.claims import claim, new_token, release
 
 log = logging.getLogger("codebot.reaper")
 
@@ -134,25 +135,29 @@ def reap_abandoned(redis: Redis, queue_names: list[str]) -> list[str]:
         now = current_timestamp()
         if not registry.get_expired_job_ids(now):
             continue
-        if not _lock(redis, queue.registry_cleaning_key):
+        token = _lock(redis, queue.registry_cleaning_key)
+        if token is None:
             continue  # another machine (or RQ's own pass) is cleaning this queue right now
         try:
             expired = registry.get_expired_job_ids(now)  # again, under the lock
             registry.cleanup(now)
         finally:
-            redis.delete(queue.registry_cleaning_key)
+            release(redis, queue.registry_cleaning_key, token)
         for job_id in expired:
             log.warning("reaper: %s on %s was abandoned by its worker; retried or failed", job_id, name)
         reaped.extend(expired)
     return reaped
 
 
-def _lock(redis: Redis, key: str) -> bool:
-    if redis.set(key, "reaper", nx=True, ex=REAPER_LOCK_SECONDS):
-        return True
+def _lock(redis: Redis, key: str) -> str | None:
+    """The maintenance lock, held with a token of this pass (None: someone else holds it). A
+    token, not a plain `SET NX`: a retried claim must not lock out the pass that took it."""
+    token = new_token("reaper")
+    if claim(redis, key, token, REAPER_LOCK_SECONDS):
+        return token
     ttl = int(redis.ttl(key))
     if REAPER_LOCK_SECONDS < ttl < RQ_MAINTENANCE_LOCK_SECONDS - STALE_RQ_LOCK_SECONDS:
         log.warning("reaper: breaking %s, left by a worker that died during RQ's maintenance pass", key)
         redis.delete(key)
-        return bool(redis.set(key, "reaper", nx=True, ex=REAPER_LOCK_SECONDS))
-    return False
+        return token if claim(redis, key, token, REAPER_LOCK_SECONDS) else None
+    return None
