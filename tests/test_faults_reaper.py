@@ -18,8 +18,8 @@ from tests.support.e2e import Rig
 from tests.support.model_server import Reply, error
 from worker.jobs.housekeeping import run_housekeeper
 from worker.jobs.job import QuestionOutcome, QuestionRun, on_question_failed
-from worker.jobs.question import Question
 from worker.jobs.outbox import Final
+from worker.jobs.question import Question
 from worker.jobs.queue import ADMIN_QUEUE, ANSWERED_KEY_PREFIX, QUESTIONS_QUEUE
 from worker.jobs.reaper import reap_abandoned
 from worker.jobs.sink import Answer

@@ -100,7 +100,7 @@ def test_tokens_of_an_answer_slack_refused_are_accounted_once(rig: SlackRig) -> 
 
 @pytest.mark.rig("slack", delivery_give_up_seconds=1.0, **FAST_DELIVERY)
 def test_an_answer_slack_refuses_past_the_bound_is_given_up_and_shown_in_status(rig: SlackRig) -> None:
-    ts, question = asked_on_slack(rig)
+    _ts, question = asked_on_slack(rig)
     rig.model.set_handler(lambda _body: error(401))
     rig.api.outage("http500")  # Slack never takes it again
     assert QuestionRun(rig.runtime, rig.redis, question).run().delivery == "pending"
@@ -112,7 +112,7 @@ def test_an_answer_slack_refuses_past_the_bound_is_given_up_and_shown_in_status(
 
 @pytest.mark.rig("slack", **FAST_DELIVERY)
 def test_an_answer_for_a_slack_channel_that_is_gone_is_given_up_at_once(rig: SlackRig) -> None:
-    ts, question = asked_on_slack(rig)
+    _ts, question = asked_on_slack(rig)
     rig.model.set_handler(lambda _body: error(401))
     rig.api.fail("chat.update", "channel_not_found", count=100)
     rig.api.fail("chat.postMessage", "channel_not_found", count=100)

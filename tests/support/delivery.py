@@ -14,7 +14,9 @@ from worker.jobs.runtime import Runtime
 FAST_DELIVERY = {"delivery_retry_initial_seconds": 0.05, "delivery_retry_max_seconds": 0.2}
 
 
-def deliver_until_settled(redis: Redis, runtime: Runtime, question_id: str, timeout: float = 20.0) -> Delivery:
+def deliver_until_settled(
+    redis: Redis, runtime: Runtime, question_id: str, timeout: float = 20.0
+) -> Delivery:
     """Delivery passes until `question_id` is delivered or given up; what came of it."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
