@@ -69,7 +69,10 @@ def is_transient(exc: BaseException) -> bool:
 def delivery_failed(what: str, exc: BaseException) -> DeliveryFailed:
     """The DeliveryFailed for a Discord failure: retried by the outbox unless the channel is gone."""
     gone = isinstance(exc, NotFound) and exc.code == UNKNOWN_CHANNEL
-    return DeliveryFailed(f"Discord did not take the {what}: {exc!r}", retryable=not gone)
+    wait = exc.retry_after if isinstance(exc, RateLimited) else None
+    return DeliveryFailed(
+        f"Discord did not take the {what}: {exc!r}", retryable=not gone, retry_after_seconds=wait
+    )
 
 
 def _shutdown(loop: asyncio.AbstractEventLoop, rest: DiscordRest) -> None:

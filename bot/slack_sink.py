@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Any
 
 from redis import Redis
 from redis.exceptions import RedisError
@@ -34,7 +35,9 @@ from worker.jobs.sink import Answer, DeliveryFailed
 
 log = logging.getLogger("codebot.slack")
 
-RATE_LIMIT_RETRIES = 5  # 429s in a row one call waits out (each as long as Retry-After says)
+# 429s in a row one call waits out (each as long as Retry-After says); after that the outbox
+# waits at least Retry-After itself, without holding a worker (worker/jobs/outbox.py)
+RATE_LIMIT_RETRIES = 2
 CONNECTION_RETRIES = 2
 PLACEHOLDER_KEY_PREFIX = "codebot:slack:placeholder:"  # + question id -> the placeholder's ts
 CHUNKS_KEY_PREFIX = "codebot:slack:chunks:"  # + question id -> hash: chunk number (1, 2…) -> ts
@@ -62,12 +65,26 @@ def is_transient(exc: Exception) -> bool:
 def delivery_failed(what: str, exc: Exception) -> DeliveryFailed:
     """The DeliveryFailed for a Slack failure: retried by the outbox unless Slack says never."""
     if isinstance(exc, SlackApiError):
-        error = exc.response.get("error") or f"HTTP {exc.response.status_code}"
-        detail = f"{error} (HTTP {exc.response.status_code})"
+        response = exc.response
+        error = response.get("error") or f"HTTP {response.status_code}"
+        detail = f"{error} (HTTP {response.status_code})"
         return DeliveryFailed(
-            f"Slack did not take the {what}: {detail}", retryable=error not in _NEVER_ERRORS
+            f"Slack did not take the {what}: {detail}",
+            retryable=error not in _NEVER_ERRORS,
+            retry_after_seconds=_retry_after(response.headers),
         )
     return DeliveryFailed(f"Slack did not take the {what}: {exc}")
+
+
+def _retry_after(headers: dict[str, Any]) -> float | None:
+    for name, value in headers.items():
+        if name.lower() == "retry-after":
+            raw = value[0] if isinstance(value, list) else value
+            try:
+                return float(raw)
+            except (TypeError, ValueError):
+                return None
+    return None
 
 
 def make_client(settings: Settings) -> WebClient:

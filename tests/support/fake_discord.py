@@ -10,8 +10,9 @@ REST: every call is recorded (`calls`, `find`) and answered with `Content-Type:
 application/json` exactly (discord.py parses nothing else, docs/platform-notes.md, pitfall 17);
 `rate_limit(K, s)` answers the next K matching calls with 429 and `retry_after` s (with a
 `Via` header, or discord.py takes the 429 for a Cloudflare ban); `outage(503)` fails every
-matching call with that 5xx until `outage(None)` (discord.py itself retries 500, 502, 504 and
-524 five times, 16 s in all, and raises at once on the others). Messages honour `nonce` +
+matching call with that status until `outage(None)` (discord.py itself retries 500, 502, 504
+and 524 five times, 16 s in all, and raises at once on the other 5xx; `outage(429,
+retry_after=s)` rate-limits every call). Messages honour `nonce` +
 `enforce_nonce` like Discord: the same nonce in a channel returns the earlier message. A
 thread started from a message gets the message's id; a second one fails with code 160004.
 
@@ -148,11 +149,13 @@ class FakeDiscord:
             self._refusals = [_RateLimit(calls, 0.0, method, path)]  # refuse(0) stops refusing
             self._refusal_status = status
 
-    def outage(self, status: int | None, method: str | None = None, path: str | None = None) -> None:
-        """From now on every matching REST call fails with this 5xx, as when Discord's API is
-        down, until `outage(None)`."""
+    def outage(
+        self, status: int | None, method: str | None = None, path: str | None = None, retry_after: float = 1.0
+    ) -> None:
+        """From now on every matching REST call fails with `status` until `outage(None)`: a 5xx
+        (Discord's API down), or 429 with `retry_after` (rate limited on every bucket)."""
         with self._lock:
-            self._outage = None if status is None else _RateLimit(1, 0.0, method, path)
+            self._outage = None if status is None else _RateLimit(1, retry_after, method, path)
             self._outage_status = status or 500
 
     def find(self, method: str, path: str) -> list[Call]:
@@ -273,6 +276,11 @@ class FakeDiscord:
             body=body, status=status, headers={"Content-Type": "application/json", **(headers or {})}
         )
 
+    def _too_many(self, retry_after: float) -> web.Response:
+        data = {"message": "You are being rate limited.", "retry_after": retry_after, "global": False}
+        headers = {"Via": "1.1 google", "Retry-After": str(retry_after), "X-RateLimit-Scope": "user"}
+        return self._respond(429, data, headers)
+
     def _limited(self, method: str, path: str, limits: list[_RateLimit] | None = None) -> _RateLimit | None:
         with self._lock:
             for limit in self._limits if limits is None else limits:
@@ -298,8 +306,10 @@ class FakeDiscord:
                 and down.method in (None, request.method)
                 and re.search(down.path or "", path)
             )
-        if down_now:
+        if down is not None and down_now:
             call.status = self._outage_status
+            if call.status == 429:
+                return self._too_many(down.retry_after)
             return self._respond(call.status, {"message": f"{call.status}: Internal Server Error", "code": 0})
         if self._limited(request.method, path, self._refusals) is not None:
             call.status = self._refusal_status
@@ -307,17 +317,7 @@ class FakeDiscord:
         limit = self._limited(request.method, path)
         if limit is not None:
             call.status = 429
-            data = {
-                "message": "You are being rate limited.",
-                "retry_after": limit.retry_after,
-                "global": False,
-            }
-            headers = {
-                "Via": "1.1 google",
-                "Retry-After": str(limit.retry_after),
-                "X-RateLimit-Scope": "user",
-            }
-            return self._respond(429, data, headers)
+            return self._too_many(limit.retry_after)
         with self._lock:
             call.status, data = self._route(request.method, path, body if body is not None else {})
         return self._respond(call.status, data)

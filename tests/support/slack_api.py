@@ -159,8 +159,8 @@ class SlackAPI:
             )
 
     def hang(self, method: str, seconds: float, containing: str | None = None) -> None:
-        """Hold the next call of `method` (whose text contains `containing`) `seconds` before
-        handling it as usual."""
+        """Hold the next call of `method` (whose body contains `containing`: a text, a reaction
+        name) `seconds` before handling it as usual."""
         with self._lock:
             self._hangs.append((method, seconds, containing))
 
@@ -235,7 +235,7 @@ class SlackAPI:
 
     def _held(self, method: str, body: dict[str, Any]) -> float:
         for index, (hung, seconds, containing) in enumerate(self._hangs):
-            if hung == method and (containing is None or containing in str(body.get("text", ""))):
+            if hung == method and (containing is None or containing in json.dumps(body)):
                 del self._hangs[index]
                 return seconds
         return 0.0

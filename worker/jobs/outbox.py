@@ -237,12 +237,11 @@ def deliver(
     try:
         final.send(sink if sink is not None else make_sink(runtime, redis, question))
     except DeliveryFailed as exc:
-        return _not_delivered(redis, settings, fields, question_id, token, str(exc), exc.retryable)
+        return _not_delivered(redis, settings, fields, question_id, token, exc)
     except Exception as exc:  # a bug of ours, or a sink that cannot be made: tried again all the same
         log.exception("delivery of %s crashed", question_id, extra={"job_id": question_id})
-        return _not_delivered(
-            redis, settings, fields, question_id, token, f"{type(exc).__name__}: {exc}", True
-        )
+        failure = DeliveryFailed(f"{type(exc).__name__}: {exc}")
+        return _not_delivered(redis, settings, fields, question_id, token, failure)
     redis.eval(_DONE, 2, key, DUE_KEY, question_id, f"{time.time():.3f}")
     attempts = int(fields.get("attempts") or 0)
     if attempts:
@@ -263,12 +262,11 @@ def _not_delivered(
     fields: dict[str, str],
     question_id: str,
     token: str,
-    error: str,
-    retryable: bool,
+    failure: DeliveryFailed,
 ) -> Delivery:
     now = time.time()
     attempts = int(fields.get("attempts") or 0) + 1
-    error = error[:SHOWN_ERROR_CHARS]
+    error, retryable = str(failure)[:SHOWN_ERROR_CHARS], failure.retryable
     platform = fields.get("platform", "?")
     extra = {"job_id": question_id, "ref": reference_id(question_id)}
     age = now - float(fields.get("stored_at") or now)
@@ -296,6 +294,7 @@ def _not_delivered(
         count(redis, "codebot_deliveries_total", platform=platform, result="undeliverable")
         return "undeliverable"
     wait = _backoff(settings, attempts) * random.uniform(1 - JITTER, 1 + JITTER)
+    wait = max(wait, failure.retry_after_seconds or 0.0)  # the platform's own Retry-After
     redis.eval(
         _AGAIN,
         2,

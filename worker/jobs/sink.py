@@ -64,11 +64,16 @@ class DeliveryFailed(Exception):
     """The final message (an answer or an apology) did not reach the asker; the cause says why.
 
     `retryable` False: the platform says it never will (e.g. the channel was deleted), so the
-    outbox gives up at once instead of trying for `delivery_give_up_seconds`."""
+    outbox gives up at once instead of trying for `delivery_give_up_seconds`.
+    `retry_after_seconds`: the platform asked to wait this long (a 429's Retry-After); the
+    outbox's next attempt waits at least that."""
 
-    def __init__(self, message: str, retryable: bool = True) -> None:
+    def __init__(
+        self, message: str, retryable: bool = True, retry_after_seconds: float | None = None
+    ) -> None:
         super().__init__(message)
         self.retryable = retryable
+        self.retry_after_seconds = retry_after_seconds
 
 
 class ReplySink(Protocol):
