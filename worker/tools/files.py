@@ -15,7 +15,7 @@ import pathspec
 from worker.repos.snapshot import Snapshot
 from worker.tools.context import ToolContext, ToolError
 from worker.tools.paths import hidden_name, human_size, not_found, resolve_path, walk
-from worker.tools.redact import finish, looks_like_key_body
+from worker.tools.redact import finish
 from worker.tools.registry import ToolResult
 
 SNIFF_BYTES = 8192  # a NUL byte in the first 8 KB makes a file binary, as git and ripgrep decide
@@ -98,9 +98,7 @@ def _stream_window(ctx: ToolContext, absolute: Path, first: int, last: int) -> t
             rest_ends_with_newline = chunk.endswith(b"\n")
         if rest_ends_with_newline is False:
             count += 1  # a last line without a newline
-    lines = _split(ctx.redact(b"".join(window).decode("utf-8", errors="replace")))
-    # A key block that began above the context window has no BEGIN line here.
-    lines = ["[REDACTED:private-key]" if looks_like_key_body(line) else line for line in lines]
+    lines = _split(b"".join(window).decode("utf-8", errors="replace"))
     return lines[first - low : last - low + 1], count
 
 

@@ -1,12 +1,22 @@
-"""Secret redaction for everything a tool shows, and the last step of every tool result.
+"""Secret redaction: one linear-time engine for stored files and for everything shown.
 
-Detection is the maintained library detect-secrets (its regex-based plugins only: the
-high-entropy and IP plugins flag git SHAs, hashes and ordinary code), a short list of modern
-token formats the library does not know yet, and whole PEM private-key blocks. Each secret is
-replaced by `[REDACTED:<type>]`.
+Every file of a snapshot is redacted once, at rest, when its git blob is processed
+(worker/repos/blob_worker.py): the tools then read redacted text only, so `search` cannot match
+a secret and `read_file` pays nothing per call. The same engine is also the last step of every
+tool result (`finish`), and redacts questions, thread history, progress lines and answers:
+defence in depth, cheap enough to run on everything.
 
-`Redactor.redact` never changes the number of lines of its input, so read_file can redact a
-whole file and still slice it by line number.
+`Redactor.redact(text)` is the entry point for arbitrary text (history tools, logs, anything
+new): it returns the text with each secret replaced by `[REDACTED:<kind>]` and never changes
+the number of lines, so a file can be redacted whole and still be sliced by line number.
+
+**Linear time.** Every rule is an RE2 regex (worker/tools/secret_rules.py), and RE2 runs in
+time linear in its input whatever the pattern and the text. One RE2 set of the rules' literal
+keywords finds which rules can match at all (a set of literals compiles to a small automaton),
+then only those rules run, once each, over the whole text; private-key blocks are found by one
+pass over the BEGIN/END markers. Around that, the Python code touches each span a constant
+number of times. So the cost of a text is O(length × rules that can match), with no input able
+to make it quadratic: a 300 kB line of `eyJeyJeyJ…` takes milliseconds.
 """
 
 from __future__ import annotations
@@ -14,359 +24,376 @@ from __future__ import annotations
 import bisect
 import functools
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
-from detect_secrets.plugins.artifactory import ArtifactoryDetector
-from detect_secrets.plugins.aws import AWSKeyDetector
-from detect_secrets.plugins.azure_storage_key import AzureStorageKeyDetector
-from detect_secrets.plugins.base import BasePlugin, RegexBasedDetector
-from detect_secrets.plugins.basic_auth import BasicAuthDetector
-from detect_secrets.plugins.cloudant import CloudantDetector
-from detect_secrets.plugins.discord import DiscordBotTokenDetector
-from detect_secrets.plugins.github_token import GitHubTokenDetector
-from detect_secrets.plugins.gitlab_token import GitLabTokenDetector
-from detect_secrets.plugins.ibm_cloud_iam import IbmCloudIamDetector
-from detect_secrets.plugins.ibm_cos_hmac import IbmCosHmacDetector
-from detect_secrets.plugins.jwt import JwtTokenDetector
-from detect_secrets.plugins.keyword import DENYLIST as KEYWORD_DENYLIST
-from detect_secrets.plugins.keyword import KeywordDetector
-from detect_secrets.plugins.mailchimp import MailchimpDetector
-from detect_secrets.plugins.npm import NpmDetector
-from detect_secrets.plugins.openai import OpenAIDetector
-from detect_secrets.plugins.private_key import PrivateKeyDetector
-from detect_secrets.plugins.pypi_token import PypiTokenDetector
-from detect_secrets.plugins.sendgrid import SendGridDetector
-from detect_secrets.plugins.slack import SlackDetector
-from detect_secrets.plugins.softlayer import SoftlayerDetector
-from detect_secrets.plugins.square_oauth import SquareOAuthDetector
-from detect_secrets.plugins.stripe import StripeDetector
-from detect_secrets.plugins.telegram_token import TelegramBotTokenDetector
-from detect_secrets.plugins.twilio import TwilioKeyDetector
+import re2
 
 from worker.tools.context import ToolContext
 from worker.tools.registry import ToolResult
+from worker.tools.secret_rules import OWN_RULES, Rule
 
-_PLUGINS: tuple[type[BasePlugin], ...] = (
-    AWSKeyDetector,
-    ArtifactoryDetector,
-    AzureStorageKeyDetector,
-    BasicAuthDetector,
-    CloudantDetector,
-    DiscordBotTokenDetector,
-    GitHubTokenDetector,
-    GitLabTokenDetector,
-    IbmCloudIamDetector,
-    IbmCosHmacDetector,
-    JwtTokenDetector,
-    KeywordDetector,
-    MailchimpDetector,
-    NpmDetector,
-    OpenAIDetector,
-    PrivateKeyDetector,
-    PypiTokenDetector,
-    SendGridDetector,
-    SlackDetector,
-    SoftlayerDetector,
-    SquareOAuthDetector,
-    StripeDetector,
-    TelegramBotTokenDetector,
-    TwilioKeyDetector,
+PRIVATE_KEY_MARKER = b"[REDACTED:private-key]"
+_MARKER_PREFIX = b"[REDACTED:"
+# A key block is a few KB at most: a BEGIN with no END within this many lines is redacted up to
+# the first line that does not look like key material.
+_MAX_KEY_LINES = 200
+_BEGIN = rb"(?i)-----BEGIN[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----"
+_END = rb"(?i)-----END[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----"
+# A line of a key body in any quoting: `MIIEow…`, `b"MIIE…"`, `'MIIE…' +`, `"MIIE…\n",`.
+_KEY_BODY_LINE = rb"""^\s*(?:[bBrRuU]{0,2}["'`])?[A-Za-z0-9+/=]{8,}(?:\\n)?["'`]?\s*[,;+)\\]?\s*$"""
+_KEY_HEADER_LINE = rb"^\s*[\"']?[A-Za-z-]+: \S"  # "Proc-Type: 4,ENCRYPTED" inside a block
+_PUTTY = rb"(?m)^Private-Lines: *\d+"
+_TOKEN_TAIL = rb"[A-Za-z0-9_+/=-]*"  # a match glued to more token characters is one token
+
+# detect-secrets plugins that are not regex rules, or flag too much ordinary code to redact.
+_SKIPPED_PLUGINS = {"Base64HighEntropyString", "HexHighEntropyString", "KeywordDetector", "IPPublicDetector"}
+# Look-arounds (RE2 has none) without nested groups, as detect-secrets writes them: removing
+# one only widens what its rule matches.
+_LOOKAROUND = re.compile(r"\(\?<?[=!][^()]*\)")
+# The literals every match of a detect-secrets plugin contains (lower case); absent: always run.
+_PLUGIN_KEYWORDS: dict[str, tuple[str, ...]] = {
+    "AWSKeyDetector": ("akia", "abia", "acca", "asia", "a3t", "aws"),
+    "AzureStorageKeyDetector": ("accountkey=",),
+    "BasicAuthDetector": ("://",),
+    "CloudantDetector": ("cl",),
+    "GitHubTokenDetector": ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
+    "GitLabTokenDetector": ("gl", "gr1348941"),
+    "IbmCloudIamDetector": ("key", "pwd", "pass", "token"),
+    "IbmCosHmacDetector": ("secret",),
+    "JwtTokenDetector": ("eyj",),
+    "MailchimpDetector": ("-us",),
+    "NpmDetector": ("_authtoken",),
+    "OpenAIDetector": ("t3blbkfj",),
+    "PrivateKeyDetector": ("private key", "putty-user-key-file"),
+    "PypiTokenDetector": ("pypi-age",),
+    "SendGridDetector": ("sg.",),
+    "SlackDetector": ("xox", "hooks.slack.com"),
+    "SoftlayerDetector": ("softlayer", "sl"),
+    "SquareOAuthDetector": ("sq0csp-",),
+    "StripeDetector": ("k_live_",),
+    "TelegramBotTokenDetector": (":",),
+}
+_PLUGIN_KIND = {"PrivateKeyDetector": "private-key"}
+_PLACEHOLDER = re.compile(
+    rb"""^(?:|none|null|nil|true|false|undefined|yes|no|on|off|\*+|x+|\.+|-+|<[^>]*>|%s|%\w|\$\w+|\$\{.*\}|
+    \{\{.*\}\}|\{[\w.]*\}|\[REDACTED:.*)$""",
+    re.IGNORECASE | re.VERBOSE,
 )
-
-
-def _keyword_literals() -> tuple[str, ...]:
-    """Every word KeywordDetector looks for, its `_?` spelled both ways: 'api_key', 'apikey'."""
-    words: list[str] = []
-    for entry in KEYWORD_DENYLIST:
-        words.extend([entry.replace("_?", "_"), entry.replace("_?", "")] if "_?" in entry else [entry])
-    return tuple(dict.fromkeys(words))
-
-
-# Python's re scans 4 MB of text in ~40 ms per case-insensitive or unanchored pattern, and there
-# are ~50 of them; a substring search takes ~2 ms. So each plugin gets triggers run over the
-# LOWER-CASED text: a plain string is a substring every match of the plugin contains, a regex a
-# looser (lower-case, literal-first) version of the plugin's own. A line no trigger touches
-# cannot match; the plugin itself then runs only on the lines that are left.
-_TRIGGERS: dict[type[BasePlugin], tuple[str | re.Pattern[str], ...]] = {
-    AWSKeyDetector: ("akia", "abia", "acca", "asia", "a3t", "aws"),
-    ArtifactoryDetector: (re.compile(r"akc[a-z0-9]{10}"), re.compile(r"ap[0-9a-f][a-z0-9]{8}")),
-    AzureStorageKeyDetector: ("accountkey=",),
-    BasicAuthDetector: ("://",),
-    CloudantDetector: (re.compile(r"cl(?:oudant|ou)?[_-]?(?:api)?(?:key|pwd|pw|pass|token)"), "cloudant.com"),
-    DiscordBotTokenDetector: (re.compile(r"\.[a-z0-9_-]{6}\.[a-z0-9_-]{27}"),),
-    GitHubTokenDetector: ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
-    GitLabTokenDetector: (
-        "glpat-",
-        "gldt-",
-        "glft-",
-        "glsoat-",
-        "glrt-",
-        "gr1348941",
-        "glcbt-",
-        "glimt-",
-        "glptt-",
-        "glagent-",
-        "gloas-",
-    ),
-    IbmCloudIamDetector: ("key", "pwd", "pass", "token"),
-    IbmCosHmacDetector: (re.compile(r"secret[-_]?(?:access)?[-_]?key"),),
-    JwtTokenDetector: ("eyj",),
-    KeywordDetector: _keyword_literals(),
-    MailchimpDetector: ("-us",),
-    NpmDetector: ("_authtoken=",),
-    OpenAIDetector: ("t3blbkfj",),
-    PrivateKeyDetector: ("private key", "putty-user-key-file-2"),
-    PypiTokenDetector: ("pypi-age",),
-    SendGridDetector: ("sg.",),
-    SlackDetector: ("xox", "hooks.slack.com"),
-    SoftlayerDetector: ("softlayer", re.compile(r"sl[_-]?(?:api)?[_-]?(?:key|pwd|pass|token)")),
-    SquareOAuthDetector: ("sq0csp-",),
-    StripeDetector: ("k_live_",),
-    TelegramBotTokenDetector: (re.compile(r":[0-9a-z_-]{35}"),),
-    TwilioKeyDetector: (re.compile(r"ac[a-z0-9]{32}"), re.compile(r"sk[a-z0-9]{32}")),
+_TEMPLATE = re.compile(rb"\$\{|\{\{|\}\}|%\(|#\{|\$\(")
+_DOTTED_NAME = re.compile(rb"^[A-Za-z_$][A-Za-z0-9_$]*(?:(?:\.|->|::)[A-Za-z_$][A-Za-z0-9_$]*)+$")
+_NAME = re.compile(rb"^[A-Za-z_$][A-Za-z0-9_$]*$")
+_NAME_OF_A_SECRET = re.compile(rb"(?i)pass|pwd|secret|token|key|cred|auth")
+_TYPE_NAMES = {
+    b"str",
+    b"string",
+    b"bytes",
+    b"int",
+    b"integer",
+    b"number",
+    b"bool",
+    b"boolean",
+    b"any",
+    b"object",
+    b"optional",
+    b"required",
+    b"text",
+    b"secretstr",
+    b"secretbytes",
 }
 
-# Formats detect-secrets 1.5 misses (its OpenAI plugin knows only the legacy T3BlbkFJ keys).
-# Each starts with a literal so re scans fast; a match glued to a preceding letter or digit
-# ("task-…") is left alone. Character classes exclude "\n": lines are never joined or split.
-_EXTRA_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
-    (label, re.compile(pattern))
-    for label, pattern in (
-        ("anthropic-key", r"sk-ant-[A-Za-z0-9_-]{20,}"),
-        ("openai-key", r"sk-(?:proj|svcacct|admin)-[A-Za-z0-9_-]{20,}"),
-        ("openai-key", r"sk-[A-Za-z0-9]{32,}"),
-        ("github-token", r"github_pat_[A-Za-z0-9_]{22,}"),
-        ("github-token", r"gh[pousr]_[A-Za-z0-9_]{30,}"),
-        ("slack-token", r"xapp-\d+-[A-Za-z0-9-]{10,}"),
-        ("slack-token", r"xox[a-z]-[A-Za-z0-9-]{10,}"),
-        ("google-api-key", r"AIza[0-9A-Za-z_-]{35}"),
-    )
-)
 
-# Lower-cased literal starts of _EXTRA_PATTERNS (gh[pousr]_ is added as a regex).
-_EXTRA_PREFIXES = ("sk-", "github_pat_", "xapp-", "xox", "aiza")
-_SHORT_TEXT_CHARS = 4096
-
-_PEM_LABEL = "[REDACTED:private-key]"
-_PEM_HEAD = r"-----BEGIN[ A-Z0-9]{0,40}PRIVATE KEY(?: BLOCK)?-----"
-# A key body is a few KB at most; the bound keeps a stray BEGIN (e.g. in a PEM parser) from
-# swallowing a whole file up to some unrelated END far below.
-_PEM_BLOCK = re.compile(
-    _PEM_HEAD + r".{0,20000}?-----END[ A-Z0-9]{0,40}PRIVATE KEY(?: BLOCK)?-----", re.DOTALL
-)
-_PEM_OPEN = re.compile(_PEM_HEAD + r"[^\n]*")  # a BEGIN whose END is missing (cut text)
-# One line of a key body, possibly inside a string literal: "MIIEow...\n",
-_KEY_BODY = re.compile(r"""^\s*["']?([A-Za-z0-9+/]{40,}={0,2})(?:\\n)?["']?\s*[,;+)]?\s*\\?$""")
-_KEY_BODY_SHORT = re.compile(r"""^\s*["']?[A-Za-z0-9+/]+={0,2}(?:\\n)?["']?\s*[,;+)]?\s*\\?$""")
-_PEM_HEADER_LINE = re.compile(r"^\s*[A-Za-z-]+: \S")  # "Proc-Type: 4,ENCRYPTED" inside a block
-_MAX_OPEN_BODY_LINES = 200
-_TOKEN_TAIL = re.compile(r"[A-Za-z0-9_+/=-]*")  # always matches (maybe empty)
+def _slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
 
 
-def _slug(secret_type: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", secret_type.lower()).strip("-")
+def _quoted_value_is_secret(value: bytes) -> bool:
+    stripped = value.strip()
+    return bool(stripped) and not _PLACEHOLDER.match(stripped) and not _TEMPLATE.search(stripped)
 
 
-def looks_like_key_body(line: str) -> bool:
-    """A bare base64 line of 40+ chars with mixed case and digits: a private key's body line.
-
-    search shows single lines out of context, where a line from the middle of a key block has
-    no BEGIN marker next to it; hex digests (no upper case) and identifiers (no digits) pass.
-    """
-    match = _KEY_BODY.match(line)
-    if not match:
+def _unquoted_value_is_secret(value: bytes) -> bool:
+    """Is an unquoted value of a secret-named key a secret, or code (`request.token`, `get()`)?"""
+    if not _quoted_value_is_secret(value) or value[:1] in b"$%{<([@&*#\\|>!":
         return False
-    body = match.group(1)
-    return (
-        any(c.isdigit() for c in body) and any(c.isupper() for c in body) and any(c.islower() for c in body)
-    )
+    if any(c in value for c in b"([{"):
+        return False  # a call, a subscript, a literal: code
+    if _DOTTED_NAME.match(value):
+        return False  # settings.DB_PASSWORD, this.token, os.environ
+    return not (_NAME.match(value) and (_NAME_OF_A_SECRET.search(value) or value.lower() in _TYPE_NAMES))
 
 
-def maybe_key_fragment(line: str) -> bool:
-    """A short base64-looking line ("AbC+9x==", the last line of a key body): is it in a key block?
-
-    search asks read_file's cached, whole-file redaction in that case instead of guessing.
-    """
-    if not _KEY_BODY_SHORT.match(line):
-        return False
-    core = line.strip().strip("\"',;+)\\")
-    return len(core) >= 8 and any(c.isdigit() or c in "+/=" for c in core) and any(c.isalpha() for c in core)
+VALUE_CHECKS: dict[str, Callable[[bytes], bool]] = {
+    "quoted": _quoted_value_is_secret,
+    "unquoted": _unquoted_value_is_secret,
+}
 
 
-class _Detector:
-    """One detect-secrets plugin with the triggers that rule out most lines cheaply."""
-
-    def __init__(self, plugin: BasePlugin) -> None:
-        self.plugin = plugin
-        self.marker = f"[REDACTED:{_slug(str(plugin.secret_type))}]"
-        self.patterns: list[re.Pattern[str]] = (
-            list(plugin.denylist) if isinstance(plugin, RegexBasedDetector) else []
-        )
-        triggers = _TRIGGERS.get(type(plugin))
-        if triggers is None:  # a plugin without a table entry: its own regexes, case-folded
-            triggers = tuple(
-                re.compile(p.pattern, p.flags | re.IGNORECASE | re.MULTILINE) for p in self.patterns
-            )
-        self.triggers = triggers
-
-    def candidate_lines(self, low: str, line_of: Callable[[int], int]) -> set[int]:
-        """Lines (0-based) of the lower-cased text where this plugin could match."""
-        lines: set[int] = set()
-        for trigger in self.triggers:
-            if isinstance(trigger, str):
-                at = low.find(trigger)
-                while at != -1:
-                    lines.add(line_of(at))
-                    at = low.find(trigger, at + 1)
-            else:
-                for match in trigger.finditer(low):
-                    lines.update(
-                        range(line_of(match.start()), line_of(max(match.start(), match.end() - 1)) + 1)
-                    )
-        return lines
-
-    def spans(self, line: str) -> list[tuple[int, int]]:
-        values = {v for v in self.plugin.analyze_string(line) if v}
-        if not values:
-            return []
-        if not self.patterns:
-            return _value_spans(line, values)
-        found = []
-        for pattern in self.patterns:
-            for match in pattern.finditer(line):
-                if not pattern.groups:
-                    if match.group(0) in values:
-                        found.append(match.span())
-                    continue
-                # detect-secrets reports a regex's capture group as the secret; a group at the
-                # very start is a type prefix ("ghp" of a GitHub token), not the value: redact
-                # the whole match then, else just the group (an AWS secret after `aws_key = "`).
-                groups = [i for i in range(1, pattern.groups + 1) if match.group(i)]
-                best = max(groups, key=lambda i: len(match.group(i)), default=0)
-                if not best or match.start(best) == match.start():
-                    found.append(match.span())
-                else:
-                    found.append(match.span(best))
-        # A match glued to more token characters is one token: redact it to its end. (The JWT
-        # pattern matches lazily and stops before the signature, which is the secret part.)
-        return [(start, _token_end(line, end)) for start, end in found]
+@dataclass(frozen=True)
+class _Compiled:
+    kind: bytes  # the marker to write
+    regex: Any  # re2._Regexp
+    keywords: tuple[str, ...]
+    check: Callable[[bytes], bool] | None
 
 
-def _token_end(line: str, end: int) -> int:
-    tail = _TOKEN_TAIL.match(line, end)
-    return tail.end() if tail else end
+def _options() -> Any:
+    options = re2.Options()
+    options.log_errors = False  # a rule that does not compile is reported by us, not on stderr
+    options.max_mem = 64 << 20  # room for the DFA of the longest rules before RE2 uses its NFA
+    return options
 
 
-def _value_spans(line: str, values: Iterable[str]) -> list[tuple[int, int]]:
-    spans: list[tuple[int, int]] = []
-    for value in values:
-        # A short value ("pw1") could also be a piece of a word; only whole tokens are replaced.
-        pattern = re.escape(value) if len(value) >= 8 else rf"(?<!\w){re.escape(value)}(?!\w)"
-        spans.extend(m.span() for m in re.finditer(pattern, line))
-    return spans
+def _compile(pattern: str) -> Any:
+    return re2.compile("(?m)" + pattern, options=_options())
 
 
-def _replace_spans(line: str, spans: list[tuple[int, int, str]]) -> str:
-    merged: list[tuple[int, int, str]] = []
-    for start, end, marker in sorted(spans):
-        if merged and start < merged[-1][1]:
-            last = merged[-1]
-            merged[-1] = (last[0], max(last[1], end), last[2])
-        else:
-            merged.append((start, end, marker))
-    for start, end, marker in reversed(merged):
-        line = line[:start] + marker + line[end:]
-    return line
+def plugin_rules() -> tuple[list[Rule], list[str]]:
+    """detect-secrets' regex plugins as RE2 rules, and the patterns RE2 could not take."""
+    from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+    from detect_secrets.plugins.base import RegexBasedDetector
+
+    rules: list[Rule] = []
+    refused: list[str] = []
+    for plugin_class in get_mapping_from_secret_type_to_class().values():
+        name = plugin_class.__name__
+        if name in _SKIPPED_PLUGINS or not issubclass(plugin_class, RegexBasedDetector):
+            continue
+        plugin = plugin_class()
+        kind = _PLUGIN_KIND.get(name) or _slug(str(plugin.secret_type))
+        for regex in plugin.denylist:
+            pattern = _LOOKAROUND.sub("", regex.pattern)
+            pattern = re.sub(r"\{(\d+),(\d{4,})\}", lambda m: "{%s,1000}" % m.group(1), pattern)
+            flags = ("i" if regex.flags & re.IGNORECASE else "") + ("s" if regex.flags & re.DOTALL else "")
+            pattern = f"(?{flags}){pattern}" if flags else pattern
+            try:
+                _compile(pattern)
+            except re2.error:
+                refused.append(f"{name}: {regex.pattern[:80]}")
+                continue
+            rules.append(Rule(kind, pattern, _PLUGIN_KEYWORDS.get(name, ())))
+    return rules, refused
 
 
-def _redact_pem(text: str) -> str:
-    if "PRIVATE KEY" not in text:
-        return text
-    text = _PEM_BLOCK.sub(lambda m: "\n".join([_PEM_LABEL] * (m.group(0).count("\n") + 1)), text)
-    if not _PEM_OPEN.search(text):
-        return text
-    # A BEGIN without its END (the text was cut): redact the rest of that line and the body
-    # lines that follow it.
-    lines = text.split("\n")
-    index = 0
-    while index < len(lines):
-        if _PEM_OPEN.search(lines[index]):
-            lines[index] = _PEM_OPEN.sub(_PEM_LABEL, lines[index])
-            follow = index + 1
-            while follow < len(lines) and follow - index <= _MAX_OPEN_BODY_LINES:
-                candidate = lines[follow]
-                if candidate.strip() and not (
-                    _KEY_BODY_SHORT.match(candidate) or _PEM_HEADER_LINE.match(candidate)
-                ):
-                    break
-                if candidate.strip():
-                    lines[follow] = _PEM_LABEL
-                follow += 1
-            index = follow
-        else:
-            index += 1
-    return "\n".join(lines)
+@dataclass
+class Redaction:
+    """A redacted text and what was found in it."""
 
-
-def _redact_extra(text: str) -> str:
-    for label, pattern in _EXTRA_PATTERNS:
-        marker = f"[REDACTED:{label}]"
-
-        def replace(match: re.Match[str], marker: str = marker) -> str:
-            before = match.string[match.start() - 1] if match.start() else " "
-            return match.group(0) if before.isalnum() else marker
-
-        text = pattern.sub(replace, text)
-    return text
+    data: bytes
+    lines: int  # lines of the text (a last line without "\n" counts)
+    secret_lines: int  # lines holding at least one redaction
+    kinds: dict[str, int] = field(default_factory=dict)  # kind -> spans redacted
 
 
 class Redactor:
-    """Replaces secrets with `[REDACTED:<type>]`; build once per process (see get_redactor)."""
+    """Replaces secrets with `[REDACTED:<kind>]`; build once per process (see get_redactor)."""
 
-    def __init__(self) -> None:
-        self._detectors = [_Detector(plugin_class()) for plugin_class in _PLUGINS]
-        # For short texts (one search hit, a path) the per-call cost of ~100 separate scans
-        # dominates: one alternation of every trigger rules most of them out in one pass.
-        parts = [
-            re.escape(t) if isinstance(t, str) else t.pattern for d in self._detectors for t in d.triggers
+    def __init__(self, rules: tuple[Rule, ...] | None = None) -> None:
+        if rules is None:
+            extra, _refused = plugin_rules()
+            rules = (*OWN_RULES, *extra)
+        self.rules = rules
+        self._compiled = [
+            _Compiled(
+                f"[REDACTED:{rule.kind}]".encode(),
+                _compile(rule.pattern),
+                rule.keywords,
+                VALUE_CHECKS[rule.check] if rule.check else None,
+            )
+            for rule in rules
         ]
-        parts += [re.escape(prefix) for prefix in _EXTRA_PREFIXES] + ["gh[pousr]_", "private key"]
-        tabled = all(type(d.plugin) in _TRIGGERS for d in self._detectors)  # else triggers need re.I
-        self._anything = re.compile("|".join(parts)) if tabled else None
+        keywords = sorted({k for rule in rules for k in rule.keywords} | {"private key", "private-lines"})
+        self._keywords = keywords
+        options = _options()
+        options.case_sensitive = False
+        self._keyword_set = re2.Set.SearchSet(options)
+        for keyword in keywords:
+            self._keyword_set.Add(re2.escape(keyword))
+        self._keyword_set.Compile()
+        self._begin = re2.compile(_BEGIN, options=_options())
+        self._end = re2.compile(_END, options=_options())
+        self._putty = re2.compile(_PUTTY, options=_options())
+        self._tail = re2.compile(_TOKEN_TAIL, options=_options())
+        self._key_body_line = re2.compile(_KEY_BODY_LINE, options=_options())
+        self._key_header_line = re2.compile(_KEY_HEADER_LINE, options=_options())
+
+    # --- public API ------------------------------------------------------------------------
 
     def redact(self, text: str) -> str:
+        """`text` with every secret replaced; the same number of lines."""
         if not text:
             return text
-        if self._anything and len(text) <= _SHORT_TEXT_CHARS and not self._anything.search(text.lower()):
+        data = text.encode("utf-8", "surrogatepass")
+        redacted = self.redact_bytes(data).data
+        if redacted is data:
             return text
-        text = _redact_extra(_redact_pem(text))
-        # Lower-casing may change the length of a line (e.g. "İ") but never the line breaks, so
-        # line numbers found in `low` are those of `text`.
-        low = text.lower()
-        starts = [0] + [m.end() for m in re.finditer("\n", low)]
+        return redacted.decode("utf-8", "surrogatepass")
 
-        def line_of(offset: int) -> int:
-            return bisect.bisect_right(starts, offset) - 1
+    def redact_bytes(self, data: bytes) -> Redaction:
+        """Redact UTF-8 text given as bytes; returns the result and what was found."""
+        present = {self._keywords[i] for i in (self._keyword_set.Match(data) or ())}
+        spans: list[tuple[int, int, bytes]] = []
+        if "private key" in present:
+            spans += self._key_blocks(data)
+        if "private-lines" in present:
+            spans += self._putty_blocks(data)
+        for rule in self._compiled:
+            if rule.keywords and not any(k in present for k in rule.keywords):
+                continue
+            spans += self._matches(rule, data)
+        lines = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+        if not spans:
+            return Redaction(data, lines, 0)
+        return self._apply(data, spans, lines)
 
-        candidates: dict[int, list[_Detector]] = {}
-        for detector in self._detectors:
-            for number in detector.candidate_lines(low, line_of):
-                candidates.setdefault(number, []).append(detector)
-        if not candidates:
-            return text
-        lines = text.split("\n")
-        for number, detectors in candidates.items():
-            line = lines[number]
-            spans = [(s, e, d.marker) for d in detectors for s, e in d.spans(line)]
-            if spans:
-                lines[number] = _replace_spans(line, spans)
-        return "\n".join(lines)
+    # --- finding ---------------------------------------------------------------------------
+
+    def _matches(self, rule: _Compiled, data: bytes) -> list[tuple[int, int, bytes]]:
+        found = []
+        for match in rule.regex.finditer(data):
+            groups = [g for g in range(1, rule.regex.groups + 1) if match.start(g) >= 0]
+            best = max(groups, key=lambda g: match.end(g) - match.start(g), default=0)
+            if best and match.start(best) == match.start():
+                best = 0  # a group at the very start is a type prefix ("ghp"), not the value
+            start, end = match.span(best)
+            if rule.check is not None:
+                value = data[start:end]
+                trimmed = value.rstrip(b",;")  # code punctuation after an unquoted value
+                if not rule.check(trimmed):
+                    continue
+                end = start + len(trimmed)
+            if end > start:
+                found.append((start, end, rule.kind))
+        return found
+
+    def _key_blocks(self, data: bytes) -> list[tuple[int, int, bytes]]:
+        """Spans (one per line) of each private-key block: BEGIN, body lines in any quoting, END."""
+        end_spans = {m.start(): m.end() for m in self._end.finditer(data)}
+        ends = sorted(end_spans)
+        line_starts = _LineIndex(data)
+        spans: list[tuple[int, int, bytes]] = []
+        covered = -1
+        for begin in self._begin.finditer(data):
+            start = begin.start()
+            if start < covered:
+                continue
+            first_line = line_starts.line_of(start)
+            at = bisect.bisect_left(ends, begin.end())
+            end_pos = ends[at] if at < len(ends) else None
+            if end_pos is not None and line_starts.line_of(end_pos) - first_line <= _MAX_KEY_LINES:
+                stop = end_spans[end_pos]
+            else:
+                stop = self._open_block_end(data, line_starts, first_line)
+            spans += line_starts.per_line(start, stop, PRIVATE_KEY_MARKER)
+            covered = stop
+        return spans
+
+    def _open_block_end(self, data: bytes, lines: _LineIndex, first: int) -> int:
+        """Where a BEGIN without its END stops: the last following line that looks like key material."""
+        stop = lines.end_of(first)
+        for number in range(first + 1, min(first + 1 + _MAX_KEY_LINES, lines.count)):
+            line = data[lines.start_of(number) : lines.end_of(number)]
+            if not line.strip():
+                continue
+            if not (self._key_body_line.match(line) or self._key_header_line.match(line)):
+                break
+            stop = lines.end_of(number)
+        return stop
+
+    def _putty_blocks(self, data: bytes) -> list[tuple[int, int, bytes]]:
+        """A PuTTY key file's private lines: `Private-Lines: N` and the N lines after it."""
+        spans: list[tuple[int, int, bytes]] = []
+        lines = _LineIndex(data)
+        for match in self._putty.finditer(data):
+            count = int(match.group(0).rsplit(b":", 1)[1])
+            first = lines.line_of(match.start()) + 1
+            last = min(first + min(count, _MAX_KEY_LINES), lines.count) - 1
+            if last >= first:
+                spans += lines.per_line(lines.start_of(first), lines.end_of(last), PRIVATE_KEY_MARKER)
+        return spans
+
+    # --- replacing -------------------------------------------------------------------------
+
+    def _token_end(self, data: bytes, end: int) -> int:
+        tail = self._tail.match(data, end)
+        return tail.end() if tail else end
+
+    def _apply(self, data: bytes, spans: list[tuple[int, int, bytes]], lines: int) -> Redaction:
+        """Replace the spans (merged, each extended over the token it is glued to, split at line
+        breaks so no line disappears) with their markers."""
+        spans.sort()
+        merged: list[list[Any]] = []
+        for start, end, kind in spans:
+            if merged and start < merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], end)
+                continue
+            if merged:
+                # Extend the previous span over its token; a span inside that token joins it.
+                merged[-1][1] = self._token_end(data, merged[-1][1])
+                if start < merged[-1][1]:
+                    merged[-1][1] = max(merged[-1][1], end)
+                    continue
+            merged.append([start, end, kind])
+        if merged:
+            merged[-1][1] = self._token_end(data, merged[-1][1])
+        pieces: list[bytes] = []
+        kinds: dict[str, int] = {}
+        secret_lines: set[int] = set()
+        index = _LineIndex(data)
+        last = 0
+        for start, end, kind in merged:
+            pieces.append(data[last:start])
+            chunk = data[start:end]
+            # A span never swallows a line break: each line of it gets its own marker.
+            pieces.append(b"\n".join(kind if part else b"" for part in chunk.split(b"\n")))
+            last = end
+            name = kind[len(_MARKER_PREFIX) : -1].decode()
+            kinds[name] = kinds.get(name, 0) + 1
+            secret_lines.update(range(index.line_of(start), index.line_of(max(start, end - 1)) + 1))
+        pieces.append(data[last:])
+        return Redaction(b"".join(pieces), lines, len(secret_lines), kinds)
+
+
+class _LineIndex:
+    """Line numbers (0-based) of offsets in a text, by binary search over its line starts."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.starts = [0]
+        at = data.find(b"\n")
+        while at != -1:
+            self.starts.append(at + 1)
+            at = data.find(b"\n", at + 1)
+        self.count = len(self.starts)
+
+    def line_of(self, offset: int) -> int:
+        return bisect.bisect_right(self.starts, offset) - 1
+
+    def start_of(self, line: int) -> int:
+        return self.starts[line]
+
+    def end_of(self, line: int) -> int:
+        """The offset of the line's "\n" (or the text's end)."""
+        return self.starts[line + 1] - 1 if line + 1 < self.count else len(self.data)
+
+    def per_line(self, start: int, stop: int, marker: bytes) -> list[tuple[int, int, bytes]]:
+        """The span [start, stop) cut at line breaks, leading indentation of each line kept."""
+        spans = []
+        for line in range(self.line_of(start), self.line_of(max(start, stop - 1)) + 1):
+            begin = max(start, self.start_of(line))
+            end = min(stop, self.end_of(line))
+            if begin == self.start_of(line):
+                content = self.data[begin:end]
+                begin += len(content) - len(content.lstrip())
+            if end > begin:
+                spans.append((begin, end, marker))
+        return spans
 
 
 @functools.lru_cache(maxsize=1)
 def get_redactor() -> Redactor:
-    """The process-wide Redactor: building the plugins costs more than most redactions."""
+    """The process-wide Redactor: compiling the rules costs more than most redactions."""
     return Redactor()
 
 

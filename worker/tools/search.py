@@ -29,7 +29,7 @@ from worker.repos.snapshot import Snapshot
 from worker.tools.context import ToolContext, ToolError
 from worker.tools.files import cached_lines
 from worker.tools.paths import resolve_path
-from worker.tools.redact import finish, looks_like_key_body, maybe_key_fragment
+from worker.tools.redact import finish
 from worker.tools.registry import ToolResult
 
 _MATCH_PREFIX = b'{"type":"match"'  # how ripgrep starts every match line of --json output
