@@ -35,9 +35,18 @@ DEFAULT_SECRET_FILE_GLOBS = (
     "id_dsa*",
     "id_ecdsa*",
     "id_ed25519*",
+    ".envrc",
+    "env.local",
+    ".flaskenv",
     ".netrc",
+    "_netrc",
+    "netrc",
+    ".pgpass",
     ".npmrc",
     ".pypirc",
+    ".aws/credentials",
+    ".docker/config.json",
+    ".kube/config",
     ".htpasswd",
     ".git-credentials",
     "credentials.json",
@@ -145,6 +154,20 @@ class Settings(BaseSettings):
     sync_lock_wait_seconds: float = Field(default=1800.0, gt=0)
     # `codebot repos sync` refreshes this many repos at once (each has its own lock).
     sync_max_parallel_repos: int = Field(default=4, ge=1, le=32)
+    # Free space on the data dir's disk that fetches and snapshots never use: a fetch or a
+    # snapshot that would go under it fails with the reason (the last good snapshot keeps serving).
+    disk_reserve_bytes: int = Field(default=1 << 30, ge=0)
+    # Caps per commit, checked from `git ls-tree` before anything is extracted.
+    snapshot_max_files: int = Field(default=250_000, ge=1)
+    snapshot_max_bytes: int = Field(default=4 << 30, ge=1)
+
+    # --- the processed blob store (worker/repos/blobstore.py) ----------------------------------
+    # A file larger than this is not processed: it is listed, with a notice instead of content.
+    blob_max_bytes: int = Field(default=10_000_000, ge=1)
+    # Each blob is processed (redacted, classified, parsed) within these bounds, else withheld.
+    blob_timeout_seconds: float = Field(default=20.0, gt=0)
+    blob_memory_bytes: int = Field(default=2 << 30, ge=0)  # address space of a processor; 0: no limit
+    blob_workers: int = Field(default=0, ge=0, le=64)  # processor processes per sync; 0: one per CPU
 
     # --- tool limits -------------------------------------------------------------------------
     search_max_results: int = Field(default=50, ge=1, le=1000)

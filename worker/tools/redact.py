@@ -76,6 +76,22 @@ _PLUGIN_KEYWORDS: dict[str, tuple[str, ...]] = {
     "TelegramBotTokenDetector": (":",),
 }
 _PLUGIN_KIND = {"PrivateKeyDetector": "private-key"}
+# Markers of rules that find secrets by where they stand (a key name, a URL), not by their shape:
+# when a shaped rule finds the same secret, its kind is the one shown.
+_GENERIC_MARKERS = {
+    f"[REDACTED:{kind}]".encode()
+    for kind in (
+        "secret-assignment",
+        "url-secret",
+        "authorization",
+        "curl-credentials",
+        "basic-auth-credentials",
+        "ibm-cloud-iam-key",
+        "ibm-cos-hmac-credentials",
+        "softlayer-credentials",
+        "cloudant-credentials",
+    )
+}
 _PLACEHOLDER = re.compile(
     rb"""^(?:|none|null|nil|true|false|undefined|yes|no|on|off|\*+|x+|\.+|-+|<[^>]*>|%s|%\w|\$\w+|\$\{.*\}|
     \{\{.*\}\}|\{[\w.]*\}|\[REDACTED:.*)$""",
@@ -156,6 +172,7 @@ def plugin_rules() -> tuple[list[Rule], list[str]]:
 
     rules: list[Rule] = []
     refused: list[str] = []
+    plugin_class: Any
     for plugin_class in get_mapping_from_secret_type_to_class().values():
         name = plugin_class.__name__
         if name in _SKIPPED_PLUGINS or not issubclass(plugin_class, RegexBasedDetector):
@@ -164,7 +181,7 @@ def plugin_rules() -> tuple[list[Rule], list[str]]:
         kind = _PLUGIN_KIND.get(name) or _slug(str(plugin.secret_type))
         for regex in plugin.denylist:
             pattern = _LOOKAROUND.sub("", regex.pattern)
-            pattern = re.sub(r"\{(\d+),(\d{4,})\}", lambda m: "{%s,1000}" % m.group(1), pattern)
+            pattern = re.sub(r"\{(\d+),(\d{4,})\}", lambda m: "{" + m.group(1) + ",1000}", pattern)
             flags = ("i" if regex.flags & re.IGNORECASE else "") + ("s" if regex.flags & re.DOTALL else "")
             pattern = f"(?{flags}){pattern}" if flags else pattern
             try:
@@ -325,15 +342,14 @@ class Redactor:
         spans.sort()
         merged: list[list[Any]] = []
         for start, end, kind in spans:
-            if merged and start < merged[-1][1]:
-                merged[-1][1] = max(merged[-1][1], end)
-                continue
-            if merged:
+            if merged and start >= merged[-1][1]:
                 # Extend the previous span over its token; a span inside that token joins it.
                 merged[-1][1] = self._token_end(data, merged[-1][1])
-                if start < merged[-1][1]:
-                    merged[-1][1] = max(merged[-1][1], end)
-                    continue
+            if merged and start < merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], end)
+                if merged[-1][2] in _GENERIC_MARKERS and kind not in _GENERIC_MARKERS:
+                    merged[-1][2] = kind  # "github-token" says more than "secret-assignment"
+                continue
             merged.append([start, end, kind])
         if merged:
             merged[-1][1] = self._token_end(data, merged[-1][1])

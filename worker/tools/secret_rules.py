@@ -57,8 +57,11 @@ _GLUED_WORD = (
 _SEPARATED_WORD = r"(?:pass|pwd|auth|creds|dsn|salt|conn[_.-]?str)"
 _SECRET_WORD = "(?:" + _GLUED_WORD + "|" + _SEPARATED_WORD + ")"
 _KEY = (
-    r"(?:^|[^A-Za-z0-9])(?i:[A-Za-z0-9_.-]{0,80}?" + _GLUED_WORD
-    + r"|(?:[A-Za-z0-9_.-]{0,80}?[_.-])?" + _SEPARATED_WORD + ")"
+    r"(?:^|[^A-Za-z0-9])(?i:[A-Za-z0-9_.-]{0,80}?"
+    + _GLUED_WORD
+    + r"|(?:[A-Za-z0-9_.-]{0,80}?[_.-])?"
+    + _SEPARATED_WORD
+    + ")"
 )
 # Between the key and its value: an optional closing quote, then = : := => += or a YAML colon.
 _SEPARATOR = r"""["']?[ \t]{0,10}(?:=>|:=|\+=|=|:)[ \t]{0,10}"""
@@ -96,7 +99,9 @@ OWN_RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "secret-assignment",
-        r"""(?i)key=["'][\w.-]{0,40}?""" + _SECRET_WORD + r"""["'][ \t]{1,10}value=["']([^"'\n]{1,600})["']""",
+        r"""(?i)key=["'][\w.-]{0,40}?"""
+        + _SECRET_WORD
+        + r"""["'][ \t]{1,10}value=["']([^"'\n]{1,600})["']""",
         _KEYWORDS_OF_KEY,
         "quoted",
     ),
@@ -129,12 +134,24 @@ OWN_RULES: tuple[Rule, ...] = (
         "quoted",
     ),
     # netrc: `machine host login me password x` on one line, or `password x` alone on its line.
-    Rule("netrc-password", r"(?i)\b(?:machine|default)\b[^\n]{0,300}?\bpassword[ \t]+(\S{1,300})", ("password",)),
+    Rule(
+        "netrc-password",
+        r"(?i)\b(?:machine|default)\b[^\n]{0,300}?\bpassword[ \t]+(\S{1,300})",
+        ("password",),
+    ),
     Rule("netrc-password", r"(?im)^[ \t]*password[ \t]+(\S{1,300})[ \t]*$", ("password",)),
     # pgpass: host:port:database:user:password
-    Rule("pgpass-password", r"(?m)^[^:\s#]{1,253}:(?:\d{1,5}|\*):[^:\s]{1,63}:[^:\s]{1,63}:(\S{1,300})$", (":",)),
+    Rule(
+        "pgpass-password",
+        r"(?m)^[^:\s#]{1,253}:(?:\d{1,5}|\*):[^:\s]{1,63}:[^:\s]{1,63}:(\S{1,300})$",
+        (":",),
+    ),
     # --- tokens with a recognisable shape (after the gitleaks and trufflehog rule sets) --------
-    Rule("aws-access-key", r"\b(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z2-7]{16}\b", ("akia", "asia", "abia", "acca", "a3t")),
+    Rule(
+        "aws-access-key",
+        r"\b(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z2-7]{16}\b",
+        ("akia", "asia", "abia", "acca", "a3t"),
+    ),
     Rule("github-token", r"\bgh[pousr]_[A-Za-z0-9_]{30,255}", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_")),
     Rule("github-token", r"\bgithub_pat_[A-Za-z0-9_]{22,255}", ("github_pat_",)),
     Rule(
