@@ -45,7 +45,9 @@ def _re2(pattern: bytes) -> Any:
 
 
 _COMMENT_OR_BLANK = _re2(rb"^\s*(?:[#;].*)?$")
-_ENV_LINE = _re2(rb"^\s*(?:export\s+|set\s+)?[A-Za-z_][A-Za-z0-9_.-]*\s*[=:]\s*\S")
+# dotenv and shell: KEY=value, no space around "=" (code writes `key = value`).
+_ENV_LINE = _re2(rb"^\s*(?:export\s+)?[A-Za-z_][A-Za-z0-9_.]*=\S")
+_INI_LINE = _re2(rb"^\s*[A-Za-z_][A-Za-z0-9_.-]*\s*=\s*\S")
 _NETRC_LINE = _re2(rb"^\s*(?:machine|default|login|password|account|macdef)\b")
 _PGPASS_LINE = _re2(rb"^[^:\s#]{1,253}:(?:\d{1,5}|\*):[^:\s]{1,63}:[^:\s]{1,63}:\S")
 _INI_SECTION = _re2(rb"^\s*\[[^\]\n]{1,100}\]\s*$")
@@ -82,7 +84,7 @@ def credentials_file(original: bytes, secrets: int) -> str | None:
     if all(_PGPASS_LINE.match(line) for line in lines):
         return "a PostgreSQL password file"
     if _AWS_SECRET.search(original) and all(
-        _INI_SECTION.match(line) or _ENV_LINE.match(line) for line in lines
+        _INI_SECTION.match(line) or _INI_LINE.match(line) for line in lines
     ):
         return "an AWS credentials file"
     if secrets and all(_ENV_LINE.match(line) for line in lines):
