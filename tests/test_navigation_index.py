@@ -3,12 +3,11 @@ every question and every later snapshot, removed with its snapshot."""
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 from tests.support.git_remote import GitRemote, mirrors_for
 from tests.support.polyglot import POLYGLOT
-import sqlite3
-
 from worker.repos.blobstore import BlobStore
 from worker.repos.mirrors import Mirrors
 from worker.repos.symbols import index_path

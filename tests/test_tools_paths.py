@@ -52,7 +52,9 @@ def test_the_git_folder_is_never_readable(corpus: Corpus, path: str) -> None:
     assert outcome.text.startswith("Error: ") and ".git folder is not readable" in outcome.text
 
 
-@pytest.mark.parametrize("path", [".env", ".ENV", "id_rsa", "config/server.pem", "a/.env/x", ".aws/credentials"])
+@pytest.mark.parametrize(
+    "path", [".env", ".ENV", "id_rsa", "config/server.pem", "a/.env/x", ".aws/credentials"]
+)
 def test_secret_files_are_refused_by_name(corpus: Corpus, path: str) -> None:
     outcome = build_registry().call(context(corpus), "read_file", {"repo": "app", "path": path})
     assert outcome.text.startswith("Error: ")

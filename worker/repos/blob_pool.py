@@ -97,6 +97,9 @@ class PoolLimits:
     parse_max_bytes: int
 
 
+_START_TIMEOUT_SECONDS = 120.0  # importing the parsers on a loaded machine; never a blob's time
+
+
 def _start(git_dir: Path, objects: Path, limits: PoolLimits) -> _Process:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (_PROJECT_ROOT, env.get("PYTHONPATH")) if p)
@@ -115,7 +118,16 @@ def _start(git_dir: Path, objects: Path, limits: PoolLimits) -> _Process:
         env=env,
         start_new_session=True,  # its own group: a kill takes its git cat-file along
     )
-    return _Process(proc)
+    worker = _Process(proc)
+    deadline = time.monotonic() + _START_TIMEOUT_SECONDS
+    while True:  # wait for ("ready",): a blob's time bound must not pay for the imports
+        left = deadline - time.monotonic()
+        messages = worker.messages() if left > 0 and select.select([worker.fd], [], [], left)[0] else None
+        if messages is None:
+            worker.kill()
+            raise OSError("a blob processor did not start (see the worker's log)")
+        if messages:
+            return worker
 
 
 def run_tasks(

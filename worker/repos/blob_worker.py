@@ -14,7 +14,7 @@ pickle (both ends are our own code; the blobs themselves travel only between git
 - `{"op": "parse", "sha", "grammars"}`: parse an already processed blob; answer `("parsed", …)`.
 
 A failure the process survives (out of memory, a parser error) is answered as
-`("failed", sha, stage, reason)`.
+`("failed", sha, stage, reason)`. The first message, once imports are done, is `("ready",)`.
 """
 
 from __future__ import annotations
@@ -115,6 +115,7 @@ def serve(git_dir: str, objects: Path, memory_bytes: int, tasks: IO[bytes], answ
     cat_file = _CatFile(git_dir)
     if memory_bytes > 0:
         resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+    write_message(answers, ("ready",))  # the pool starts a blob's clock only now
     while (task := read_message(tasks)) is not None:
         sha, grammars = task["sha"], list(task.get("grammars") or [])
         stage = "stored"
