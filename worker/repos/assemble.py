@@ -226,7 +226,7 @@ class _Processing:
         elif outcome == "failed":
             stage, reason = message[2], message[3]
             if stage == "stored":
-                self.store.withhold(self.db, sha, self.sizes.get(sha, 0), f"withheld: {reason}")
+                self.store.withhold(self.db, sha, self.sizes.get(sha, 0), reason)
                 self.infos[sha] = BlobInfo("withheld", reason, 0)
             else:
                 self.store.record_unparsed(self.db, sha, GRAMMARS, f"failed: {reason}")
