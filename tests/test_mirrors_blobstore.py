@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from tests.support.git_remote import GitRemote, git, make_mirrors, mirrors_for, snapshot_entries
+from worker.repos.blob_pool import PoolLimits, Task, _start, run_tasks
 from worker.repos.blobstore import BlobStore
 from worker.repos.disk import free_bytes
 from worker.repos.mirrors import Mirrors
@@ -244,3 +245,37 @@ def test_a_300_kB_pathological_line_is_stored_read_and_searched_in_well_under_a_
         text = call(mirrors, name, **arguments)
         assert time.monotonic() - started < 1.0, name  # milliseconds in fact; 60 s before this design
         assert "line cut" in text or "end" in text
+
+
+def _address_space(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmSize:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmSize")
+
+
+def test_a_blob_over_its_memory_bound_is_withheld_with_the_reason_and_the_next_blob_is_processed(
+    tmp_path: Path,
+) -> None:
+    dense = "".join(f"password: {i:07d}secret\n" for i in range(350_000))
+    remote = GitRemote.create(tmp_path / "origin", files={"dense.yaml": dense, "ok.py": "A = 1\n"})
+    store = BlobStore(tmp_path / "data")
+    store.objects.mkdir(parents=True)
+    probe = _start(remote.bare, store.objects, PoolLimits(1, 60, 0, 0))
+    ready = _address_space(probe.proc.pid)  # what a processor needs once it has imported everything
+    probe.kill()
+    limits = PoolLimits(workers=1, timeout_seconds=60, memory_bytes=ready + (40 << 20), parse_max_bytes=0)
+    outcomes: list[tuple[object, ...]] = []
+
+    run_tasks(
+        remote.bare,
+        store.objects,
+        [Task("process", blob_sha(remote, p)) for p in ("dense.yaml", "ok.py")],
+        limits,
+        outcomes.append,
+    )
+
+    dense_outcome = next(o for o in outcomes if o[1] == blob_sha(remote, "dense.yaml") and o[0] != "parsed")
+    assert dense_outcome[0] == "failed" and "memory" in str(dense_outcome[3])
+    assert not store.object_path(blob_sha(remote, "dense.yaml")).exists()  # nothing of it was stored
+    assert ("stored", blob_sha(remote, "ok.py"), "text", None, 1, 0) in outcomes

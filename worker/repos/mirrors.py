@@ -47,7 +47,7 @@ from config.repos import RepoSpec, Whitelist
 from config.settings import Settings
 from worker.repos.assemble import SnapshotRefused, build_snapshot
 from worker.repos.blobstore import BlobStore
-from worker.repos.disk import DiskFull, Watchdog, check_room, remove_partial_fetch
+from worker.repos.disk import DiskFull, Watchdog, check_room, free_bytes, remove_partial_fetch, under_reserve
 from worker.repos.locks import LockTimeout, SnapshotFolder, exclusive_lock, is_sha
 from worker.repos.snapshot import SNAPSHOT_FORMAT, Snapshot, meta_format, read_meta, write_meta
 from worker.repos.symbols import index_path, prune_indexes
@@ -301,6 +301,9 @@ class Mirrors:
                 report,
                 watch_disk=True,
             )
+            if reserve and (free := free_bytes(self.root)) < reserve:
+                # A fetch faster than the watchdog's look: it landed, but nothing more is written.
+                raise GitError(under_reserve("git fetch", free, reserve))
         except GitError as exc:
             remove_partial_fetch(paths.mirror)
             if "couldn't find remote ref" in str(exc):
