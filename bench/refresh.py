@@ -48,7 +48,9 @@ _SKIP = {"__pycache__", "site-packages", "lib-dynload", ".git"}
 
 def git(cwd: Path, *args: str) -> str:
     identity = ["-c", "user.name=bench", "-c", "user.email=bench@codebot.invalid"]
-    return subprocess.run(["git", *identity, *args], cwd=cwd, check=True, capture_output=True, text=True).stdout
+    return subprocess.run(
+        ["git", *identity, *args], cwd=cwd, check=True, capture_output=True, text=True
+    ).stdout
 
 
 def build_corpus(repo: Path) -> int:
@@ -63,7 +65,9 @@ def build_corpus(repo: Path) -> int:
     git(repo, "init", "-q", "-b", "main")
     git(repo, "add", "-A", "--force")
     git(repo, "commit", "-q", "-m", "corpus")
-    return int(subprocess.run(["git", "ls-files"], cwd=repo, capture_output=True, text=True).stdout.count("\n"))
+    return int(
+        subprocess.run(["git", "ls-files"], cwd=repo, capture_output=True, text=True).stdout.count("\n")
+    )
 
 
 def timed(action: Callable[[], object]) -> tuple[float, object]:
@@ -152,8 +156,14 @@ def main() -> None:
             manifest = index_path(two.root).stat().st_size
             store = BlobStore(settings.data_dir.resolve())
             with sqlite3.connect(store.db_path) as db:
-                counts = {t: db.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("blobs", "units", "defs", "refs")}
-            objects, store_db = folder_size(store.objects), folder_size(store.folder) - folder_size(store.objects)
+                counts = {
+                    t: db.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+                    for t in ("blobs", "units", "defs", "refs")
+                }
+            objects, store_db = (
+                folder_size(store.objects),
+                folder_size(store.folder) - folder_size(store.objects),
+            )
 
         print(f"corpus: {files:,} files (stdlib + site-packages), {one.meta.size_bytes / 1e6:.0f} MB; "
               f"{os.cpu_count()} CPUs, blob_workers={settings.blob_workers or os.cpu_count()}\n")  # fmt: skip
@@ -162,7 +172,9 @@ def main() -> None:
         print(f"| refresh after a 2-file commit | {refresh:.2f} | — |")
         print(f"\nratio refresh/full: **{refresh / full:.3f}** (goal <= 0.05)\n")
         print("| what | size |\n|---|---:|")
-        print(f"| one more snapshot: directories and placeholders ({linked:,} files hardlinked) | {own / 1e6:.1f} MB |")
+        print(
+            f"| one more snapshot: directories and placeholders ({linked:,} files hardlinked) | {own / 1e6:.1f} MB |"
+        )
         print(f"| one more snapshot: its index (path -> parsed unit) | {manifest / 1e6:.2f} MB |")
         print(f"| the store's objects (redacted text, shared) | {objects / 1e6:.0f} MB |")
         print(
