@@ -234,7 +234,7 @@ class _Processing:
         self.pending += 1
         if self.pending >= _COMMIT_EVERY:
             self.db.execute("COMMIT")
-            self.db.execute("BEGIN")
+            self.db.execute("BEGIN IMMEDIATE")
             self.pending = 0
             if free_bytes(self.store.root) < self.settings.disk_reserve_bytes:
                 check_room(self.store.root, 0, self.settings.disk_reserve_bytes, "go on processing files")
@@ -377,7 +377,9 @@ def build_snapshot(
             if tasks:
                 report(f"processing {len(missing):,} new files", 0.85)
                 processing = _Processing(store, db, sizes, infos, report, len(tasks), settings)
-                db.execute("BEGIN")
+                # IMMEDIATE: take the write lock now (waiting for another build's commit if need
+                # be), never upgrade from a read later, which WAL may refuse without waiting.
+                db.execute("BEGIN IMMEDIATE")
                 try:
                     run_tasks(git_dir, store.objects, tasks, _limits(settings), processing)
                 finally:

@@ -114,7 +114,7 @@ def _start(git_dir: Path, objects: Path, limits: PoolLimits) -> _Process:
         ],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
+        stderr=None,  # a processor that cannot start says why in this process's log
         env=env,
         start_new_session=True,  # its own group: a kill takes its git cat-file along
     )
@@ -125,7 +125,7 @@ def _start(git_dir: Path, objects: Path, limits: PoolLimits) -> _Process:
         messages = worker.messages() if left > 0 and select.select([worker.fd], [], [], left)[0] else None
         if messages is None:
             worker.kill()
-            raise OSError("a blob processor did not start (see the worker's log)")
+            raise OSError("a blob processor did not start (its error is in this process's log)")
         if messages:
             return worker
 

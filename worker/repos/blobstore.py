@@ -246,7 +246,7 @@ class BlobStore:
         db = sqlite3.connect(db_path, timeout=120, isolation_level=None)
         try:
             db.executescript(_SCHEMA)
-            db.execute("BEGIN")
+            db.execute("BEGIN IMMEDIATE")
             units = 0
             for chunk in _chunks(list(unused), _BATCH):
                 marks = ",".join("?" * len(chunk))
