@@ -279,3 +279,18 @@ def test_a_blob_over_its_memory_bound_is_withheld_with_the_reason_and_the_next_b
     assert dense_outcome[0] == "failed" and "memory" in str(dense_outcome[3])
     assert not store.object_path(blob_sha(remote, "dense.yaml")).exists()  # nothing of it was stored
     assert ("stored", blob_sha(remote, "ok.py"), "text", None, 1, 0) in outcomes
+
+
+def test_a_snapshot_that_would_eat_into_the_reserve_is_refused_before_it_is_written(tmp_path: Path) -> None:
+    remote = GitRemote.create(tmp_path / "origin")
+    good = mirrors_for(tmp_path, remote).sync("app").sha
+    remote.commit({"big.txt": "x = 1\n" * 5_000_000})  # 30 MB to write, a few KB to fetch
+    tight = mirrors_for(tmp_path, remote, disk_reserve_bytes=free_bytes(tmp_path) - (10 << 20))
+
+    result = tight.sync("app")
+
+    assert not result.ok and result.sha == good
+    assert result.error is not None and result.error.startswith(
+        "not enough disk space to make the snapshot of app"
+    )
+    assert snapshot_entries(tight) == [good, f"{good}.json", f"{good}.lock"]

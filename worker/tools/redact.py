@@ -245,7 +245,10 @@ class Redactor:
         redacted = self.redact_bytes(data).data
         if redacted is data:
             return text
-        return redacted.decode("utf-8", "surrogatepass")
+        try:
+            return redacted.decode("utf-8", "surrogatepass")
+        except UnicodeDecodeError:  # a span cut through a lone surrogate's bytes
+            return redacted.decode("utf-8", "replace")
 
     def redact_bytes(self, data: bytes) -> Redaction:
         """Redact UTF-8 text given as bytes; returns the result and what was found."""
