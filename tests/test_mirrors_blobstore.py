@@ -284,8 +284,8 @@ def test_a_blob_over_its_memory_bound_is_withheld_with_the_reason_and_the_next_b
 def test_a_snapshot_that_would_eat_into_the_reserve_is_refused_before_it_is_written(tmp_path: Path) -> None:
     remote = GitRemote.create(tmp_path / "origin")
     good = mirrors_for(tmp_path, remote).sync("app").sha
-    remote.commit({"big.txt": "x = 1\n" * 5_000_000})  # 30 MB to write, a few KB to fetch
-    tight = mirrors_for(tmp_path, remote, disk_reserve_bytes=free_bytes(tmp_path) - (10 << 20))
+    remote.commit({"big.txt": "x = 1\n" * 1_500_000})  # 9 MB to write, a few KB to fetch
+    tight = mirrors_for(tmp_path, remote, disk_reserve_bytes=free_bytes(tmp_path) - (3 << 20))
 
     result = tight.sync("app")
 
