@@ -40,7 +40,7 @@ from worker.repos.placeholders import OVERSIZED, TEXT, placeholder
 from worker.repos.snapshot import LANGUAGES_BY_SUFFIX, README_NAMES, SnapshotMeta
 from worker.repos.symbol_grammars import GRAMMARS, grammar_of
 from worker.repos.symbols import IndexedFile, indexable_files, write_index
-from worker.tools.paths import is_git_dir, secret_path, shown_name
+from worker.repos.visible import is_git_dir, secret_path, shown_name
 
 log = logging.getLogger(__name__)
 

@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from worker.repos.blob_worker import object_path, store_object
-from worker.tools.redact import get_redactor
+from worker.repos.redaction import get_redactor
 
 log = logging.getLogger(__name__)
 

@@ -9,8 +9,6 @@ also covers a link into a sibling repo's snapshot — or on a `.git` or secret f
 from __future__ import annotations
 
 import difflib
-import fnmatch
-import functools
 import os
 import re
 from collections.abc import Iterator
@@ -18,85 +16,13 @@ from pathlib import Path
 
 from config.settings import Settings
 from worker.repos.snapshot import Snapshot
+from worker.repos.visible import hidden_name, is_git_dir, secret_glob, secret_path, unshown
 from worker.tools.context import ToolError
 
 _DRIVE = re.compile(r"^[A-Za-z]:")
 _NAME_MAX_BYTES = 255  # NAME_MAX of Linux file systems
 _PATH_MAX_BYTES = 3072  # well under PATH_MAX (4096) with the snapshot's own path in front
 _SEPARATORS = re.compile(r"[/\\]")  # a backslash is a separator too: "..\\x" must not pass
-
-
-@functools.lru_cache(maxsize=8)
-def _secret_matcher(globs: tuple[str, ...]) -> list[tuple[str, re.Pattern[str]]]:
-    # Case-insensitive: ".ENV" is a different file from ".env" on Linux but just as secret.
-    return [(glob, re.compile(fnmatch.translate(glob), re.IGNORECASE)) for glob in globs if "/" not in glob]
-
-
-@functools.lru_cache(maxsize=8)
-def _secret_path_matcher(globs: tuple[str, ...]) -> list[tuple[str, re.Pattern[str]]]:
-    """Globs with a "/" (".aws/credentials") match the end of a path, part by part."""
-    return [(glob, re.compile(fnmatch.translate(glob), re.IGNORECASE)) for glob in globs if "/" in glob]
-
-
-def secret_glob(name: str, settings: Settings) -> str | None:
-    """The secret-file pattern a file or folder name matches, if any."""
-    for glob, pattern in _secret_matcher(tuple(settings.secret_file_globs)):
-        if pattern.match(name):
-            return glob
-    return None
-
-
-def secret_path(path: str, settings: Settings) -> str | None:
-    """The secret-file pattern a relative path matches (any of its parts, or its tail), if any."""
-    parts = [part for part in path.split("/") if part]
-    for part in parts:
-        if (glob := secret_glob(part, settings)) is not None:
-            return glob
-    for glob, pattern in _secret_path_matcher(tuple(settings.secret_file_globs)):
-        depth = glob.count("/") + 1
-        if len(parts) >= depth and pattern.match("/".join(parts[-depth:])):
-            return glob
-    return None
-
-
-# Control characters would garble a listing or a chat message (a newline starts a fake line, an
-# escape sequence recolours a terminal, a bidi override reverses text): a name is never shown
-# with them. C0 controls and DEL become their visible "control pictures" (U+2400…), other
-# invisible format characters "⟨U+202E⟩"; `resolve_path` maps both back, so the model can pass a
-# name as it was shown.
-_FORMAT_CHARS = re.compile(
-    "[\u0080-\u009f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff\ufff9-\ufffb]"
-)
-_SHOWN_FORMAT = re.compile("⟨U\\+([0-9A-F]{4})⟩|⟨byte ([0-9A-F]{2})⟩")
-
-
-def shown_name(name: str) -> str:
-    """A file name (or path, or link target) as it may be shown: no control characters."""
-    if name.isprintable() and "\u2028" not in name:
-        return name
-    name = "".join(chr(0x2400 + ord(c)) if ord(c) < 0x20 else "\u2421" if c == "\x7f" else c for c in name)
-    name = _FORMAT_CHARS.sub(lambda m: f"⟨U+{ord(m.group(0)):04X}⟩", name)
-    # Undecodable bytes (kept as surrogates by os.fsdecode) cannot be printed either.
-    return "".join(c if not 0xD800 <= ord(c) <= 0xDFFF else f"⟨byte {ord(c) - 0xDC00:02X}⟩" for c in name)
-
-
-def _unshown(name: str) -> str:
-    """The real name behind a name shown by shown_name."""
-    name = "".join(
-        chr(ord(c) - 0x2400) if 0x2400 <= ord(c) < 0x2420 else "\x7f" if c == "\u2421" else c for c in name
-    )
-    return _SHOWN_FORMAT.sub(
-        lambda m: chr(int(m.group(1), 16)) if m.group(1) else chr(0xDC00 + int(m.group(2), 16)), name
-    )
-
-
-def is_git_dir(name: str) -> bool:
-    return name.lower() == ".git"
-
-
-def hidden_name(name: str, settings: Settings) -> bool:
-    """Never listed, searched or read: `.git` and secret files (and folders named like them)."""
-    return is_git_dir(name) or secret_glob(name, settings) is not None
 
 
 def _check_parts(parts: list[str], shown: str, settings: Settings) -> None:
@@ -124,11 +50,11 @@ def resolve_path(snapshot: Snapshot, user_path: str, settings: Settings) -> tupl
     as shown_name showed it finds the file it names. Raises ToolError saying what to do instead.
     """
     absolute, relative = _resolve_path(snapshot, user_path, settings)
-    real = _unshown(user_path)
+    real = unshown(user_path)
     if real != user_path and not os.path.lexists(absolute):
-        unshown, _ = _resolve_path(snapshot, real, settings)
-        if os.path.lexists(unshown):
-            return unshown, relative
+        behind, _ = _resolve_path(snapshot, real, settings)
+        if os.path.lexists(behind):
+            return behind, relative
     return absolute, relative
 
 

@@ -1,6 +1,6 @@
 """What counts as a secret: the detection rules, all in RE2 syntax (linear time, whatever the input).
 
-Two sources, one engine (worker/tools/redact.py):
+Two sources, one engine (worker/repos/redaction.py):
 
 - **detect-secrets' own rules.** Every regex-based plugin the installed detect-secrets registers
   (AWS, GitHub, GitLab, Slack, Stripe, Twilio, JWT, private-key markers, …) is compiled with RE2.
