@@ -19,8 +19,9 @@ import pathspec
 
 from worker.repos.placeholders import BINARY, OVERSIZED, PLACEHOLDER_MAX_BYTES, Placeholder, read_placeholder
 from worker.repos.snapshot import Snapshot
+from worker.repos.visible import hidden_name, secret_path, shown_name
 from worker.tools.context import ToolContext, ToolError
-from worker.tools.paths import hidden_name, human_size, not_found, resolve_path, secret_path, shown_name, walk
+from worker.tools.paths import human_size, not_found, resolve_path, walk
 from worker.tools.redact import finish
 from worker.tools.registry import ToolResult
 

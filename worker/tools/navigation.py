@@ -17,9 +17,10 @@ from typing import Any
 
 from worker.repos.snapshot import Snapshot
 from worker.repos.symbols import TEST_PATH, Definition, Reference, SymbolIndex, open_index
+from worker.repos.visible import shown_name
 from worker.tools.context import ToolContext, ToolError
 from worker.tools.files import cached_lines
-from worker.tools.paths import resolve_path, shown_name
+from worker.tools.paths import resolve_path
 from worker.tools.redact import finish
 from worker.tools.registry import ToolResult
 

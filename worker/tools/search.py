@@ -25,8 +25,8 @@ from typing import Any
 from config.settings import Settings
 from worker.repos.ripgrep import RipgrepMissing, find_ripgrep
 from worker.repos.snapshot import Snapshot
+from worker.repos.visible import shown_name
 from worker.tools.context import ToolContext, ToolError
-from worker.tools.paths import shown_name
 from worker.tools.redact import finish
 from worker.tools.registry import ToolResult
 
