@@ -136,8 +136,8 @@ class Settings(BaseSettings):
     model_input_usd_per_million_tokens: float = Field(default=0.0, ge=0)  # for cost reports; 0: unknown
     model_output_usd_per_million_tokens: float = Field(default=0.0, ge=0)  # for cost reports; 0: unknown
 
-    # --- delivery: a final message is stored, then posted until the platform takes it ---------
-    # (worker/jobs/outbox.py). A refused answer is tried again after this long, doubling ...
+    # --- delivery: answers are stored, then posted until the platform takes them ------------
+    # An answer Slack or Discord refused is tried again after this long, doubling ...
     delivery_retry_initial_seconds: float = Field(default=2.0, gt=0)
     # ... up to this long between two attempts.
     delivery_retry_max_seconds: float = Field(default=60.0, gt=0)
