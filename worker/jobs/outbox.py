@@ -55,6 +55,9 @@ GAVE_UP_SHOWN_SECONDS = 7 * 24 * 3600  # `codebot status` lists what was given u
 DUE_BATCH = 200  # entries one pass looks at
 JITTER = 0.2  # +-20 % on each backoff, so answers refused together are not retried together
 SHOWN_ERROR_CHARS = 200
+# A delivered answer's stored copy is kept this long (for a look in Redis); the answered marker,
+# which alone keeps a question from being answered twice, lives ANSWERED_TTL_SECONDS.
+DELIVERED_KEEP_SECONDS = 24 * 3600
 
 Delivery = Literal["delivered", "pending", "undeliverable", "busy", "none"]
 # delivered: the platform took it; pending: refused, due again later; undeliverable: given up;
@@ -87,11 +90,12 @@ end
 redis.call('ZADD', KEYS[2], ARGV[3], ARGV[4])
 return 1
 """
-# KEYS: entry, due set. ARGV: question id, now.
+# KEYS: entry, due set. ARGV: question id, now, seconds the delivered entry is kept.
 _DONE = """
 redis.call('ZREM', KEYS[2], ARGV[1])
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 redis.call('HSET', KEYS[1], 'state', 'delivered', 'lease', '', 'delivered_at', ARGV[2])
+redis.call('EXPIRE', KEYS[1], ARGV[3])
 return 1
 """
 # KEYS: entry, due set. ARGV: token, question id, next attempt, error, attempts, now.
@@ -239,10 +243,11 @@ def deliver(
     except DeliveryFailed as exc:
         return _not_delivered(redis, settings, fields, question_id, token, exc)
     except Exception as exc:  # a bug of ours, or a sink that cannot be made: tried again all the same
-        log.exception("delivery of %s crashed", question_id, extra={"job_id": question_id})
+        if not int(fields.get("attempts") or 0):  # the traceback once, not on every attempt
+            log.exception("delivery of %s crashed", question_id, extra={"job_id": question_id})
         failure = DeliveryFailed(f"{type(exc).__name__}: {exc}")
         return _not_delivered(redis, settings, fields, question_id, token, failure)
-    redis.eval(_DONE, 2, key, DUE_KEY, question_id, f"{time.time():.3f}")
+    redis.eval(_DONE, 2, key, DUE_KEY, question_id, f"{time.time():.3f}", DELIVERED_KEEP_SECONDS)
     attempts = int(fields.get("attempts") or 0)
     if attempts:
         log.info(
