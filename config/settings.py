@@ -69,10 +69,29 @@ class Settings(BaseSettings):
     openai_api_key: str | None = Field(default=None, validation_alias=_env("OPENAI_API_KEY"))
     openai_base_url: str | None = Field(default=None, validation_alias=_env("OPENAI_BASE_URL"))
     model: str = "gpt-5-mini"
-    # Some OpenAI-compatible backends (older vLLM, some OpenRouter models) reject "required".
+    # The first model turn must call a tool. An endpoint that refuses "required" (llama.cpp
+    # servers, older vLLM, some OpenRouter routes) is detected and sent "auto" instead
+    # (worker/agent/model.py); false sends "auto" from the start.
     tool_choice_required: bool = True
-    model_timeout_seconds: float = 60.0
+    # Ask for streamed replies (text as it is written); an endpoint that refuses is detected
+    # and asked without streaming from then on.
+    model_stream: bool = True
+    # The whole of one model attempt, first byte to last: a reply still trickling in after
+    # this long is cut (each attempt also gets only its share of the question's time left).
+    model_timeout_seconds: float = Field(default=60.0, gt=0)
     model_max_retries: int = Field(default=2, ge=0, le=10)
+    # The endpoint's context window in tokens. 0: ask the server (Ollama /api/ps and /api/show,
+    # vLLM max_model_len, llama-server /props, OpenRouter and LM Studio model lists) or learn it
+    # from its "maximum context length" error; unknown, only context_budget_chars applies.
+    model_context_tokens: int = Field(default=0, ge=0)
+    # Tokens kept free for the model's reply: at most a quarter of the window.
+    model_answer_reserve_tokens: int = Field(default=2048, ge=0)
+    # Asking the server for its window (/api/show, /v1/models, ...) takes at most this long, once
+    # per endpoint per model_memory_seconds.
+    model_discovery_timeout_seconds: float = Field(default=5.0, gt=0)
+    # What an endpoint refused or accepts, and its window, are remembered this long (Redis and
+    # each process), then tried again: an upgraded server gets a fresh look.
+    model_memory_seconds: float = Field(default=86400.0, gt=0)
     # --- the agent's budgets -------------------------------------------------------------------
     max_hops: int = Field(default=12, ge=1, le=100)  # model turns that may call tools
     budget_warning_hops: int = Field(default=3, ge=0)  # notes start this many hops before the end
@@ -81,6 +100,9 @@ class Settings(BaseSettings):
     # the oldest tool output is trimmed first.
     context_budget_chars: int = Field(default=120_000, ge=4000)
     history_max_turns: int = Field(default=6, ge=0)  # earlier turns of a thread sent as context
+    # Tool calls run per model turn; more in one turn get an error result the model can read
+    # (1 also asks the endpoint for parallel_tool_calls=false).
+    max_tool_calls_per_turn: int = Field(default=8, ge=1, le=128)
     # chat.update is Tier 3 (~50/min per workspace): one edit per 1.5 s per question (PLATFORM_NOTES 21)
     progress_min_interval_seconds: float = Field(default=1.5, ge=0)
     worker_maintenance_interval_seconds: int = Field(default=30, ge=1)

@@ -30,8 +30,8 @@ from config.settings import Settings, load_settings  # noqa: E402
 from tests.support.e2e import make_git_repo  # noqa: E402
 from tests.support.golden_policy import GoldenPolicy  # noqa: E402
 from tests.support.model_server import ScriptedModel  # noqa: E402
+from worker.agent import prompt  # noqa: E402
 from worker.agent.evaluate import load_golden, run_eval  # noqa: E402
-from worker.agent.loop import prompt  # noqa: E402
 from worker.jobs.runtime import build_runtime  # noqa: E402
 from worker.ops.redis_connection import stop_embedded_server  # noqa: E402
 from worker.repos.symbols import open_index  # noqa: E402

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from worker.agent.endpoint_memory import forget_in_process
+
 _OURS = ("CODEBOT_", "REDIS_URL", "OPENAI_", "SLACK_", "DISCORD_")
 
 
@@ -25,4 +27,5 @@ def clean_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterat
     monkeypatch.setenv("GIT_COMMITTER_EMAIL", "tests@codebot.invalid")
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
     monkeypatch.setenv("GIT_TERMINAL_PROMPT", "0")
+    forget_in_process()  # what a model endpoint accepts is learned per test (ports are reused)
     yield

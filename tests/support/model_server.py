@@ -15,6 +15,20 @@ Replies are taken FIFO from the queue; when the queue is empty the handler (``de
 ``set_handler``) is asked; when there is none either, the server answers 500
 "ScriptedModel: no reply scripted" so an under-scripted test fails loudly. Every request
 body and its headers are recorded, including the ones answered with errors.
+
+A request with ``"stream": true`` gets the same reply as server-sent events, as OpenAI sends
+them: a role chunk, the text in pieces, each tool call as fragments by ``index`` (id and name
+first, the arguments in pieces), a chunk with the finish reason, the usage chunk with empty
+``choices`` when ``stream_options.include_usage`` is set, then ``data: [DONE]``.
+
+Real servers are stricter or odder than OpenAI; ``ScriptedModel(strict={...})`` turns on
+their refusals (``STRICT_MODES``: what llama-cpp-python, vLLM, Ollama and others answer),
+``context_tokens=N`` gives a window that either errors like OpenAI/vLLM
+(``context_overflow="error"``) or silently drops the oldest messages like Ollama
+(``"truncate"``; ``seen`` records what the model was left with), and ``ollama_show``,
+``ollama_ps``, ``props`` and ``model_fields`` serve the metadata routes
+(``POST /api/show``, ``GET /api/ps``, ``GET /props``, extra fields in ``GET /v1/models``).
+A refused request is recorded but does not consume the script.
 """
 
 from __future__ import annotations
@@ -26,7 +40,7 @@ import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -34,14 +48,17 @@ from typing import Any, Literal
 
 __all__ = [
     "NO_REPLY_MESSAGE",
+    "STRICT_MODES",
     "Reply",
     "ScriptedModel",
     "error",
     "last_user_text",
+    "paced",
     "raw",
     "slow",
     "text",
     "tool_calls",
+    "trickle",
 ]
 
 NO_REPLY_MESSAGE = "ScriptedModel: no reply scripted"
@@ -83,6 +100,8 @@ class Reply:
     content_type: str = "application/json"
     headers: tuple[tuple[str, str], ...] = ()
     delay: float = 0.0  # seconds to sleep before answering
+    trickle: float = 0.0  # seconds between the bytes of the body (0: all at once)
+    pace: float = 0.0  # seconds between the events of a streamed reply
 
 
 def text(content: str, *, finish_reason: str = "stop") -> Reply:
@@ -143,6 +162,45 @@ def slow(seconds: float, then: Reply) -> Reply:
     if seconds < 0:
         raise ValueError("slow() needs a non-negative delay")
     return replace(then, delay=then.delay + seconds)
+
+
+def trickle(seconds_per_byte: float, then: Reply) -> Reply:
+    """``then``, its body sent one byte every ``seconds_per_byte`` (headers at once)."""
+    if seconds_per_byte <= 0:
+        raise ValueError("trickle() needs a positive interval")
+    return replace(then, trickle=seconds_per_byte)
+
+
+def paced(seconds: float, then: Reply) -> Reply:
+    """``then``; when streamed, ``seconds`` pass between its events."""
+    if seconds < 0:
+        raise ValueError("paced() needs a non-negative interval")
+    return replace(then, pace=seconds)
+
+
+# What strict or odd servers answer, by mode: (status, error message, what triggers it).
+# The messages are the real servers' (or close to them), so that detection is tested on the
+# words a user's server would send.
+STRICT_MODES: dict[str, str] = {
+    # llama-cpp-python's pydantic schema: assistant content must be a string
+    "null_content": "an assistant message with content null -> 500",
+    # llama-cpp-python's jinja template reads message.content
+    "absent_content": "an assistant message without content -> 500",
+    # some proxies (Anthropic-backed routes) want non-empty text blocks
+    "empty_content": 'an assistant message with content "" -> 400',
+    "tool_choice_required": 'tool_choice="required" -> 400 naming tool_choice',
+    # llama-cpp-python: an assertion, HTTP 500 with an empty message
+    "tool_choice_required_silent": 'tool_choice="required" -> 500 with no error text',
+    # vLLM without --enable-auto-tool-choice
+    "tool_choice_auto": 'tool_choice="auto" (or tools without tool_choice) -> 400',
+    "tool_choice_none": 'tool_choice="none" -> 400',
+    "parallel_tool_calls": "parallel_tool_calls -> 400",
+    "stream_options": "stream_options -> 400",
+    "stream": "stream=true -> 400",
+    # llama-cpp-python: 200, then the stream ends with nothing in it
+    "stream_with_tools_empty": "stream=true with tools -> 200 and an empty event stream",
+    "tools_with_tool_history": "tool messages in the history but no tools listed -> 400",
+}
 
 
 # --------------------------------------------------------------------------------------
@@ -261,19 +319,88 @@ class _RequestHandler(BaseHTTPRequestHandler):
             # The client gave up (timeout) or the server is closing: nothing to answer.
             self.close_connection = True
 
-    def _send_error_json(self, status: int, message: str, kind: str = "server_error") -> None:
-        payload = {"error": {"message": message, "type": kind, "param": None, "code": None}}
+    def _send_error_json(
+        self, status: int, message: str, kind: str = "server_error", code: str | None = None
+    ) -> None:
+        payload = {"error": {"message": message, "type": kind, "param": None, "code": code}}
         self._send(status, json.dumps(payload))
+
+    def _write_slowly(self, data: bytes, interval: float, chunked: bool) -> bool:
+        """Write ``data`` one byte every ``interval`` s; False when the client or server went away."""
+        for index in range(len(data)):
+            if self.server.model._closed.wait(interval):
+                return False
+            piece = data[index : index + 1]
+            try:
+                self.wfile.write(b"1\r\n" + piece + b"\r\n" if chunked else piece)
+                self.wfile.flush()
+            except OSError:
+                return False
+        return True
+
+    def _send_body(self, status: int, reply: Reply, body: str, content_type: str) -> None:
+        if not reply.trickle:
+            self._send(status, body, content_type, reply.headers)
+            return
+        data = body.encode("utf-8")
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(data)))
+            for name, value in reply.headers:
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.flush()
+        except OSError:
+            self.close_connection = True
+            return
+        if not self._write_slowly(data, reply.trickle, chunked=False):
+            self.close_connection = True
+
+    def _send_stream(self, events: list[str], reply: Reply | None) -> None:
+        """Server-sent events over chunked transfer encoding, as real servers stream."""
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.send_header("x-request-id", self.server.model._next_id("req_"))
+            for name, value in reply.headers if reply else ():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.flush()
+            for index, event in enumerate(events):
+                data = f"data: {event}\n\n".encode()
+                if reply is not None and reply.trickle:
+                    if not self._write_slowly(data, reply.trickle, chunked=True):
+                        self.close_connection = True
+                        return
+                    continue
+                if reply is not None and reply.pace and index and self.server.model._closed.wait(reply.pace):
+                    self.close_connection = True
+                    return
+                self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except OSError:
+            self.close_connection = True
 
     # -- routes ------------------------------------------------------------------------
 
     def do_GET(self) -> None:
         path = self.path.split("?", 1)[0].rstrip("/")
+        model = self.server.model
+        model.metadata_requests.append(f"GET {path}")
         if path == "/v1/models":
-            models = [self.server.model._model_object(name) for name in self.server.model.model_ids()]
+            models = [model._model_object(name) for name in model.model_ids()]
             self._send(200, json.dumps({"object": "list", "data": models}))
         elif path.startswith("/v1/models/"):
-            self._send(200, json.dumps(self.server.model._model_object(path.rsplit("/", 1)[1])))
+            self._send(200, json.dumps(model._model_object(path.rsplit("/", 1)[1])))
+        elif path == "/props" and model.props is not None:
+            self._send(200, json.dumps(model.props))
+        elif path == "/api/ps" and model.ollama_ps is not None:
+            self._send(200, json.dumps(model.ollama_ps))
         else:
             self._send_error_json(
                 404, f"ScriptedModel: unknown route GET {self.path}", "invalid_request_error"
@@ -290,6 +417,13 @@ class _RequestHandler(BaseHTTPRequestHandler):
         raw_body = self._read_body()
         path = self.path.split("?", 1)[0].rstrip("/")
         model = self.server.model
+        if path == "/api/show":
+            model.metadata_requests.append(f"POST {path}")
+            if model.ollama_show is not None:
+                self._send(200, json.dumps(model.ollama_show))
+            else:
+                self._send_error_json(404, "ScriptedModel: no /api/show here", "invalid_request_error")
+            return
         if path != "/v1/chat/completions":
             model._fail(f"unknown route POST {self.path}")
             self._send_error_json(
@@ -307,16 +441,28 @@ class _RequestHandler(BaseHTTPRequestHandler):
             self._send_error_json(400, f"ScriptedModel: bad request body: {exc}", "invalid_request_error")
             return
         model._record(body, self.headers.items())
-        if body.get("stream"):
-            model._fail("streaming requested")
+        refusal = model._refusal(body)
+        if refusal is not None:
+            if refusal == (200, ""):
+                self._send_stream([], None)  # llama-cpp-python: a 200 stream with nothing in it
+            else:
+                self._send_error_json(refusal[0], refusal[1], "invalid_request_error")
+            return
+        seen = model._fit_context(body)
+        if seen is None:
+            assert model.context_tokens is not None
+            tokens = model.tokens_of(body)
             self._send_error_json(
                 400,
-                "ScriptedModel: stream=True is not supported (non-streaming only)",
+                f"This model's maximum context length is {model.context_tokens} tokens. However, you "
+                f"requested {tokens} tokens ({tokens} in the messages, 0 in the completion). Please "
+                "reduce the length of the messages or completion.",
                 "invalid_request_error",
+                code="context_length_exceeded",
             )
             return
         try:
-            reply = model._next_reply(body)
+            reply = model._next_reply(seen)
         except Exception as exc:  # a broken handler must fail the test, not hang it
             model._fail(f"handler raised {exc!r}")
             self._send_error_json(500, f"ScriptedModel: handler raised {exc!r}")
@@ -328,23 +474,50 @@ class _RequestHandler(BaseHTTPRequestHandler):
         if reply.delay > 0 and model._closed.wait(reply.delay):
             self.close_connection = True
             return  # closing: drop the request unanswered
-        if reply.kind == "completion":
-            self._send(
-                200, json.dumps(model._completion(body, reply), ensure_ascii=False), headers=reply.headers
+        if reply.kind == "completion" and body.get("stream"):
+            self._send_stream(model._stream_events(body, reply), reply)
+        elif reply.kind == "completion":
+            self._send_body(
+                200, reply, json.dumps(model._completion(body, reply), ensure_ascii=False), "application/json"
             )
         else:
-            self._send(reply.status, reply.body, reply.content_type, reply.headers)
+            self._send_body(reply.status, reply, reply.body, reply.content_type)
 
 
 class ScriptedModel:
     """A real HTTP server on 127.0.0.1 (random free port) in a background thread, speaking
-    POST /v1/chat/completions (non-streaming JSON chat.completion objects) and GET /v1/models.
+    POST /v1/chat/completions (JSON chat.completion objects, or server-sent events when asked
+    to stream) and GET /v1/models, plus the metadata routes it is given.
 
     ``requests``/``headers`` grow together (same index = same request); header names are
-    lower-cased. The handler may run concurrently on several server threads.
+    lower-cased. ``seen`` holds what the model was left with after a silent context cut, one
+    per request that got a reply. The handler may run concurrently on several server threads.
     """
 
-    def __init__(self, default: Reply | Handler | None = None) -> None:
+    def __init__(
+        self,
+        default: Reply | Handler | None = None,
+        *,
+        strict: Collection[str] = (),
+        context_tokens: int | None = None,
+        context_overflow: Literal["error", "truncate"] = "error",
+        ollama_show: dict[str, Any] | None = None,
+        ollama_ps: dict[str, Any] | None = None,
+        props: dict[str, Any] | None = None,
+        model_fields: dict[str, Any] | None = None,
+    ) -> None:
+        unknown = set(strict) - set(STRICT_MODES)
+        if unknown:
+            raise ValueError(f"unknown strict mode(s) {sorted(unknown)}; see STRICT_MODES")
+        self.strict = frozenset(strict)
+        self.context_tokens = context_tokens
+        self.context_overflow = context_overflow
+        self.ollama_show = ollama_show
+        self.ollama_ps = ollama_ps
+        self.props = props
+        self.model_fields = model_fields or {}
+        self.metadata_requests: list[str] = []  # "GET /api/ps", "POST /api/show", ...
+        self.seen: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self._arrived = threading.Condition(self._lock)
         self._queue: deque[Reply] = deque()
@@ -530,6 +703,117 @@ class ScriptedModel:
             "system_fingerprint": "fp_scripted",
         }
 
+    def _model_object(self, name: str) -> dict[str, Any]:
+        return {
+            "id": name,
+            "object": "model",
+            "created": 1_700_000_000,
+            "owned_by": "codebot-tests",
+            **self.model_fields,
+        }
+
+    # -- strict servers, context windows, streaming ------------------------------------
+
+    def _refusal(self, body: dict[str, Any]) -> tuple[int, str] | None:
+        """(status, error message) when a strict mode refuses this request; (200, "") for an
+        empty event stream."""
+        strict = self.strict
+        messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+        for index, message in enumerate(messages):
+            if message.get("role") != "assistant":
+                continue
+            if "null_content" in strict and "content" in message and message["content"] is None:
+                return 500, (
+                    f"1 validation error: {{'type': 'string_type', 'loc': ('body', 'messages', {index}, "
+                    "'ChatCompletionRequestAssistantMessage', 'content'), 'msg': 'Input should be a valid string'}"
+                )
+            if "absent_content" in strict and "content" not in message:
+                return 500, "'dict object' has no attribute 'content'"
+            if "empty_content" in strict and message.get("content") == "":
+                return 400, f"messages.{index}.content: text content blocks must be non-empty"
+        choice = body.get("tool_choice")
+        if choice == "required" and "tool_choice_required" in strict:
+            return 400, "tool_choice 'required' is not supported by this server; use 'auto' or 'none'"
+        if choice == "required" and "tool_choice_required_silent" in strict:
+            return 500, ""
+        if "tool_choice_auto" in strict and body.get("tools") and choice in ("auto", None):
+            return (
+                400,
+                '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set',
+            )
+        if choice == "none" and "tool_choice_none" in strict:
+            return 400, "tool_choice 'none' is not supported"
+        if "parallel_tool_calls" in body and "parallel_tool_calls" in strict:
+            return 400, "Unrecognized request argument supplied: parallel_tool_calls"
+        if "stream_options" in body and "stream_options" in strict:
+            return 400, "Unrecognized request argument supplied: stream_options"
+        if body.get("stream") and "stream" in strict:
+            return 400, "Streaming is not supported by this server"
+        if body.get("stream") and body.get("tools") and "stream_with_tools_empty" in strict:
+            return 200, ""
+        has_tool_history = any(m.get("role") == "tool" or m.get("tool_calls") for m in messages)
+        if has_tool_history and not body.get("tools") and "tools_with_tool_history" in strict:
+            return 400, "messages contain tool calls, but no tools were given: add the tools parameter"
+        return None
+
     @staticmethod
-    def _model_object(name: str) -> dict[str, Any]:
-        return {"id": name, "object": "model", "created": 1_700_000_000, "owned_by": "codebot-tests"}
+    def tokens_of(body: dict[str, Any]) -> int:
+        """This server's token count: 4 characters a token, messages and tool schemas."""
+        return (
+            len(json.dumps(body.get("messages") or [])) // 4 + len(json.dumps(body.get("tools") or [])) // 4
+        )
+
+    def _fit_context(self, body: dict[str, Any]) -> dict[str, Any] | None:
+        """What the model sees: the body, or (truncate) the body without its oldest non-system
+        messages until it fits, as Ollama does; None when it errors instead."""
+        if self.context_tokens is None or self.tokens_of(body) <= self.context_tokens:
+            seen = body
+        elif self.context_overflow == "error":
+            return None
+        else:
+            messages = list(body.get("messages") or [])
+            while len(messages) > 1 and self.tokens_of({**body, "messages": messages}) > self.context_tokens:
+                drop = next((i for i, m in enumerate(messages) if m.get("role") != "system"), None)
+                if drop is None:
+                    break
+                del messages[drop]
+            seen = {**body, "messages": messages}
+        with self._lock:
+            self.seen.append(seen)
+        return seen
+
+    def _stream_events(self, body: dict[str, Any], reply: Reply) -> list[str]:
+        """The reply as chat.completion.chunk payloads (JSON text), then "[DONE]"."""
+        completion = self._completion(body, reply)
+        base = {k: completion[k] for k in ("id", "created", "model", "system_fingerprint")}
+        base["object"] = "chat.completion.chunk"
+
+        def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
+            choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+            return json.dumps({**base, "choices": [choice], "usage": None}, ensure_ascii=False)
+
+        message = completion["choices"][0]["message"]
+        events = [chunk({"role": "assistant", "content": ""})]
+        content = reply.content or ""
+        for start in range(0, len(content), 12):
+            events.append(chunk({"content": content[start : start + 12]}))
+        for index, call in enumerate(message.get("tool_calls") or []):
+            function = call["function"]
+            first = {
+                "index": index,
+                "id": call["id"],
+                "type": "function",
+                "function": {"name": function["name"], "arguments": ""},
+            }
+            events.append(chunk({"tool_calls": [first]}))
+            arguments = function["arguments"]
+            half = max(1, len(arguments) // 2)
+            for piece in (arguments[:half], arguments[half:]):
+                if piece:
+                    events.append(chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}))
+        events.append(chunk({}, reply.finish_reason))
+        options = body.get("stream_options")
+        if isinstance(options, dict) and options.get("include_usage"):
+            events.append(json.dumps({**base, "choices": [], "usage": completion["usage"]}))
+        events.append("[DONE]")
+        return events

@@ -21,7 +21,9 @@ from rq import get_current_job
 from rq.job import Job
 
 from worker.agent.citations import check_answer
+from worker.agent.endpoint_memory import base_url_of, record_model_error
 from worker.agent.loop import Agent, ModelFailure
+from worker.agent.model import make_openai_client
 from worker.jobs import runtime as runtime_module
 from worker.jobs.question import Question, ReplyTarget, Turn
 from worker.jobs.queue import ANSWERED_KEY_PREFIX, claim_answer, was_answered
@@ -67,16 +69,9 @@ def make_sink(runtime: Runtime, redis: Redis, question: Question) -> ReplySink:
 
 
 def make_model_client(runtime: Runtime) -> openai.OpenAI:
-    """Created inside the job, never before the fork (PLATFORM_NOTES pitfall 15)."""
-    settings = runtime.settings
-    return openai.OpenAI(
-        api_key=settings.openai_api_key or "not-needed",  # local servers ignore it but the SDK wants one
-        base_url=settings.openai_base_url,
-        timeout=settings.model_timeout_seconds,
-        # The agent retries itself, within the question's deadline (Agent._create); SDK retries
-        # would wait out a Retry-After that knows nothing of it.
-        max_retries=0,
-    )
+    """Created inside the job, never before the fork (PLATFORM_NOTES pitfall 15). The agent
+    retries itself, within the question's deadline (worker/agent/model.py)."""
+    return make_openai_client(runtime.settings)
 
 
 def answer_question(question_json: str) -> dict[str, Any]:
@@ -109,10 +104,11 @@ class QuestionRun:
         try:
             outcome = self._answer(sink)
         except ModelFailure as exc:
+            self._record_model_failure(exc)
             if not self._fail(sink, f"Sorry, I could not answer: {exc}. Reference: `{self.ref}`"):
                 return self._finish({"status": "already_answered", "ref": self.ref}, started)
-            tokens = {"prompt_tokens": exc.prompt_tokens, "completion_tokens": exc.completion_tokens}
-            return self._finish({"status": "failed", "ref": self.ref, "reason": str(exc), **tokens}, started)
+            failed = {"status": "failed", "ref": self.ref, "reason": str(exc), **exc.accounting()}
+            return self._finish(failed, started)
         except Exception:
             log.exception("question crashed", extra={"job_id": question.id, "ref": self.ref})
             if not self._fail(sink, f"Sorry, something went wrong while answering. Reference: `{self.ref}`"):
@@ -143,8 +139,9 @@ class QuestionRun:
             "unverified": outcome.get("unverified", 0),
             "seconds": outcome["seconds"],
         }
-        if "reason" in outcome:
-            fields["reason"] = outcome["reason"]
+        for optional in ("reason", "failure_kind"):
+            if optional in outcome:
+                fields[optional] = outcome[optional]
         if settings.log_question_text:
             fields["question"] = question.text
         log.log(
@@ -174,6 +171,19 @@ class QuestionRun:
             except RedisError:
                 log.warning("could not record usage", extra={"job_id": question.id})
         return outcome
+
+    def _record_model_failure(self, exc: ModelFailure) -> None:
+        """The server's own words, under the reference id: in the log and for `codebot status`."""
+        settings = self.runtime.settings
+        log.warning(
+            "model endpoint failed kind=%s status=%s: %s",
+            exc.kind,
+            exc.status,
+            exc.detail or "(no error text)",
+            extra={"job_id": self.question.id, "ref": self.ref},
+        )
+        entry = {"ref": self.ref, "kind": exc.kind, "status": exc.status, "detail": exc.detail}
+        record_model_error(self.redis, {**entry, "model": settings.model, "endpoint": base_url_of(settings)})
 
     def _claim(self) -> bool:
         """claim_answer, waiting out a Redis restart: an answer that is ready is not thrown away."""
@@ -233,8 +243,18 @@ class QuestionRun:
                 return {"status": "no_snapshot" if posted else "already_answered", "ref": self.ref}
             ctx = make_context(runtime.settings, snapshots)
             client = make_model_client(runtime)
-            agent = Agent(runtime.settings, client, runtime.registry, ctx, progress=progress)
+            agent = Agent(
+                runtime.settings,
+                client,
+                runtime.registry,
+                ctx,
+                progress=progress,
+                redis=self.redis,
+                log_extra={"job_id": self.question.id, "ref": self.ref},
+            )
             result = agent.run(self.question)
+            if result.failure is not None:  # answered from what was found; admins still see why
+                self._record_model_failure(result.failure)
             checked = check_answer(ctx, ctx.redact(result.text))
         answer = Answer(
             markdown=checked.markdown,

@@ -1,0 +1,585 @@
+"""One model turn against any OpenAI-compatible endpoint: shaped, streamed, bounded, and retried.
+
+`ModelClient.complete()` sends one chat completion request and returns the assembled turn
+(text and tool calls). What it takes care of, so the agent loop does not have to:
+
+- **Request shape.** Assistant tool-call turns are sent with `content: ""` (strict servers
+  reject `null`), or without content, or with null, whichever the endpoint accepts. The
+  forced final answer lists the tools with `tool_choice="none"`, or, where that is refused,
+  folds the tool history into text (worker/agent/context.py).
+- **Capability fallback.** A 400/422/500 whose text names an optional field we sent
+  (`tool_choice`, `parallel_tool_calls`, `stream_options`, `stream`, `content`) is retried
+  once without it; an error that names nothing, on a feature never seen to work, makes the
+  usual suspects (`tool_choice="required"`, `parallel_tool_calls`, `tool_choice="none"`)
+  dropped one at a time. What was refused is remembered per endpoint (endpoint_memory.py).
+- **Streaming.** Turns are requested with `stream=True` and `stream_options.include_usage`:
+  text deltas go to `AgentEvents.text` as they arrive, tool-call fragments are assembled by
+  index, the usage chunk (empty `choices`) is read. A stream that ends empty (llama-cpp-python
+  with tools) makes the endpoint non-streaming; a server that ignores `stream` and answers in
+  one JSON body is read as such.
+- **Time.** Each attempt has a total wall-clock bound (its share of the question's time left,
+  at most `model_timeout_seconds`): at the end, the connection it reads from is shut, so a
+  reply trickling in a byte at a time is cut, not waited for read by read.
+- **Context.** The request is fitted to the endpoint's window (discovered, configured, or
+  learned from its "maximum context length" error, which is retried once trimmed).
+- **Retries** of 408/409/429/5xx and connection errors, with Retry-After, within the deadline.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import random
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx2
+import openai
+
+from config.settings import Settings
+from worker.agent import model_errors
+from worker.agent.context import (
+    DEFAULT_CHARS_PER_TOKEN,
+    ContextTooSmall,
+    Window,
+    fit,
+    fold_tool_history,
+    measured_ratio,
+    request_chars,
+)
+from worker.agent.discovery import discover_context_tokens
+from worker.agent.endpoint_memory import (
+    ABSENT_CONTENT,
+    EMPTY_CONTENT,
+    PARALLEL_TOOL_CALLS,
+    STREAM,
+    STREAM_OPTIONS,
+    TOOL_CHOICE_AUTO,
+    TOOL_CHOICE_NONE,
+    TOOL_CHOICE_REQUIRED,
+    EndpointMemory,
+)
+from worker.agent.events import AgentEvents, NoEvents
+from worker.agent.model_errors import ModelFailure, classify, context_overflow_of, failure, refusal_of
+
+log = logging.getLogger("codebot.model")
+
+MIN_ATTEMPT_SECONDS = 1.0
+CONNECT_TIMEOUT_SECONDS = 5.0
+MAX_FALLBACKS_PER_CALL = 6  # refused fields dropped within one call (there are fewer features)
+# Tried, in this order, when a refusal names no field and the feature was never seen to work.
+SUSPECTS = (TOOL_CHOICE_REQUIRED, PARALLEL_TOOL_CALLS, TOOL_CHOICE_NONE)
+
+
+@dataclass
+class ToolCall:
+    id: str
+    name: str
+    arguments: str  # JSON text as the model sent it (may be invalid)
+
+
+@dataclass
+class ModelTurn:
+    content: str
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    finish_reason: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+class EmptyStream(Exception):
+    """A streamed reply that ended with nothing in it: the server cannot stream this request."""
+
+
+# --- the attempt watchdog ------------------------------------------------------------------------
+
+_ACTIVE = threading.local()
+
+
+class Attempt:
+    """One attempt's total time bound: when it is up, the connection the reply comes on is shut
+    down, which wakes a read blocked on a server sending a byte every few seconds."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.fired = False
+        self.replied = False  # the reply's headers arrived
+        self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(seconds, self._fire)
+        self._timer.daemon = True
+
+    def __enter__(self) -> Attempt:
+        _ACTIVE.attempt = self
+        self._timer.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._timer.cancel()
+        _ACTIVE.attempt = None
+
+    def register(self, response: httpx2.Response) -> None:
+        stream = response.extensions.get("network_stream")
+        sock = stream.get_extra_info("socket") if stream is not None else None
+        with self._lock:
+            self.replied = True
+            if isinstance(sock, socket.socket):
+                self._sockets.append(sock)
+                if self.fired:
+                    _shut(sock)
+
+    def _fire(self) -> None:
+        with self._lock:
+            self.fired = True
+            for sock in self._sockets:
+                _shut(sock)
+
+
+def _shut(sock: socket.socket) -> None:
+    # the plain socket's shutdown: an SSLSocket's own would drop its TLS state under the reader
+    with contextlib.suppress(OSError):
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
+
+
+def _on_response(response: httpx2.Response) -> None:
+    attempt: Attempt | None = getattr(_ACTIVE, "attempt", None)
+    if attempt is not None:
+        attempt.register(response)
+
+
+def install_watchdog(client: openai.OpenAI) -> None:
+    """Let attempts see the connection of each reply (an httpx response hook, set once)."""
+    http = getattr(client, "_client", None)
+    if isinstance(http, httpx2.Client) and _on_response not in http.event_hooks["response"]:
+        hooks = http.event_hooks
+        http.event_hooks = {"request": hooks["request"], "response": [*hooks["response"], _on_response]}
+
+
+def make_openai_client(settings: Settings) -> openai.OpenAI:
+    """The SDK client for the configured endpoint; create it inside the job, never before a fork."""
+    client = openai.OpenAI(
+        api_key=settings.openai_api_key or "not-needed",  # local servers ignore it but the SDK wants one
+        base_url=settings.openai_base_url,
+        timeout=settings.model_timeout_seconds,
+        max_retries=0,  # ModelClient retries, within the question's deadline
+    )
+    install_watchdog(client)
+    return client
+
+
+# --- the client --------------------------------------------------------------------------------------
+
+
+@dataclass
+class Shaped:
+    kwargs: dict[str, Any]
+    features: set[str]  # the optional features this request uses
+    sent_chars: int
+
+
+class ModelClient:
+    def __init__(
+        self,
+        settings: Settings,
+        client: openai.OpenAI,
+        memory: EndpointMemory,
+        events: AgentEvents | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        log_extra: dict[str, Any] | None = None,
+    ) -> None:
+        install_watchdog(client)
+        self.settings = settings
+        self.client = client.with_options(max_retries=0)
+        self.memory = memory
+        self.events: AgentEvents = events or NoEvents()
+        self.clock = clock
+        self.log_extra = log_extra or {}
+        self.chars_per_token = DEFAULT_CHARS_PER_TOKEN
+        self.measured = False
+        self.prompt_tokens = 0  # across this question's calls, for accounting
+        self.completion_tokens = 0
+
+    # --- the context window ------------------------------------------------------------------------
+    def window(self) -> Window:
+        tokens = self.settings.model_context_tokens
+        if not tokens:
+            known = self.memory.context()
+            if known is None:
+                found = discover_context_tokens(self.settings)
+                known = found or (0, "none")
+                self.memory.remember_context(*known)
+            tokens = known[0]
+        return Window(
+            tokens=tokens,
+            reserve_tokens=min(self.settings.model_answer_reserve_tokens, tokens // 4),
+            chars_per_token=self.chars_per_token,
+            max_chars=self.settings.context_budget_chars,
+        )
+
+    # --- one call ------------------------------------------------------------------------------------
+    def complete(
+        self,
+        messages: list[dict[str, Any]],
+        question_at: int,
+        *,
+        tools: list[dict[str, Any]] | None,
+        tool_choice: str | None,
+        deadline: float,
+    ) -> ModelTurn:
+        """One model turn. `tool_choice` is what we want ("required", "auto", "none"); what is
+        sent depends on what the endpoint accepts. Raises ModelFailure."""
+        retries = self.settings.model_max_retries
+        attempt = 0
+        suspected: set[str] = set()  # dropped on suspicion in this call; refused if that works
+        fallbacks = 0
+        context_retried = False
+        while True:
+            left = deadline - self.clock()
+            if left < MIN_ATTEMPT_SECONDS:
+                raise self._with_tokens(failure("timeout", "the question's deadline passed"))
+            shaped = self._shape(messages, question_at, tools, tool_choice, suspected)
+            seconds = min(
+                max(min(self.settings.model_timeout_seconds, left / (retries - attempt + 1)), 1.0), left
+            )
+            self.events.thinking()
+            try:
+                turn = self._send(shaped, seconds, attempt)
+            except EmptyStream:
+                self.memory.refuse(STREAM, "a streamed reply ended empty")
+                continue
+            except Exception as exc:
+                overflow = context_overflow_of(exc)
+                if overflow is not None and not context_retried:
+                    context_retried = True
+                    self._learn_overflow(overflow, shaped.sent_chars, exc)
+                    continue
+                dropped = (
+                    self._fallback(exc, shaped.features, suspected)
+                    if fallbacks < MAX_FALLBACKS_PER_CALL
+                    else None
+                )
+                if dropped:
+                    fallbacks += 1
+                    continue
+                wait = retry_wait_seconds(exc, attempt)
+                if (
+                    wait is not None
+                    and attempt < retries
+                    and self.clock() + wait + MIN_ATTEMPT_SECONDS < deadline
+                ):
+                    log.info(
+                        "model call failed (%s); retrying in %.1f s",
+                        type(exc).__name__,
+                        wait,
+                        extra=self.log_extra,
+                    )
+                    time.sleep(wait)
+                    attempt += 1
+                    continue
+                raise self._with_tokens(self._failure(exc, shaped)) from exc
+            for feature in suspected:
+                self.memory.refuse(feature, "an error naming no field, gone once this was left out")
+            self.memory.confirm(shaped.features - suspected)
+            return turn
+
+    def _failure(self, exc: Exception, shaped: Shaped) -> ModelFailure:
+        found = classify(exc)
+        if isinstance(exc, ModelFailure):
+            return found
+        if found.kind in ("timeout", "unreachable") and getattr(exc, "_codebot_cut", False):
+            found = failure("cut", found.detail, seconds=getattr(exc, "_codebot_seconds", 0.0))
+        if found.kind == "refused" and TOOL_CHOICE_AUTO in self.memory.facts.refused:
+            found = failure("no_tool_calls", found.detail, found.status)
+        log.warning(
+            "model endpoint failure kind=%s status=%s: %s",
+            found.kind,
+            found.status,
+            found.detail or "(no error text)",
+            extra=self.log_extra,
+        )
+        return found
+
+    def _with_tokens(self, exc: ModelFailure) -> ModelFailure:
+        exc.prompt_tokens, exc.completion_tokens = self.prompt_tokens, self.completion_tokens
+        return exc
+
+    def _learn_overflow(
+        self, overflow: model_errors.ContextOverflow, sent_chars: int, exc: Exception
+    ) -> None:
+        if overflow.prompt_tokens:
+            ratio = measured_ratio(sent_chars, overflow.prompt_tokens)
+            if ratio:
+                self.chars_per_token, self.measured = ratio, True
+        window = overflow.window_tokens
+        if window is None:  # the server did not say: assume what we sent was a quarter too much
+            current = self.window()
+            estimated = current.tokens or int(sent_chars / self.chars_per_token)
+            window = max(int(estimated * 0.75), 512)
+        if not self.settings.model_context_tokens:
+            self.memory.remember_context(window, "the server's context-length error")
+        log.warning(
+            "model context window exceeded (window %s tokens): trimming and retrying once: %s",
+            window,
+            model_errors.clean_detail(
+                model_errors.error_text(exc) if isinstance(exc, openai.APIStatusError) else str(exc)
+            ),
+            extra=self.log_extra,
+        )
+
+    def _fallback(self, exc: Exception, features: set[str], suspected: set[str]) -> str | None:
+        """The optional feature to leave out after this error, if any (remembered when named)."""
+        refusal = refusal_of(exc)
+        if refusal is None:
+            return None
+        for name in refusal.named:
+            if name == "tool_choice":
+                feature = next(
+                    (f for f in (TOOL_CHOICE_REQUIRED, TOOL_CHOICE_AUTO, TOOL_CHOICE_NONE) if f in features),
+                    None,
+                )
+            elif name == "content":
+                feature = next((f for f in (EMPTY_CONTENT, ABSENT_CONTENT) if f in features), None)
+            else:
+                feature = name if name in features else None
+            if feature is not None:
+                self.memory.refuse(feature, refusal.text)
+                return feature
+        for feature in SUSPECTS:
+            if feature in features and feature not in suspected and not self.memory.confirmed(feature):
+                log.info(
+                    "model endpoint error naming no field; trying without %s", feature, extra=self.log_extra
+                )
+                suspected.add(feature)
+                return feature
+        return None
+
+    # --- shaping -----------------------------------------------------------------------------------------
+    def _refused(self, feature: str, suspected: set[str]) -> bool:
+        return self.memory.refuses(feature) or feature in suspected
+
+    def _shape(
+        self,
+        messages: list[dict[str, Any]],
+        question_at: int,
+        tools: list[dict[str, Any]] | None,
+        tool_choice: str | None,
+        suspected: set[str],
+    ) -> Shaped:
+        features: set[str] = set()
+        fold = False
+        choice = tool_choice
+        if choice == "required" and self._refused(TOOL_CHOICE_REQUIRED, suspected):
+            choice = "auto"
+        if choice == "auto" and self._refused(TOOL_CHOICE_AUTO, suspected):
+            choice = None
+        if choice == "none" and self._refused(TOOL_CHOICE_NONE, suspected):
+            fold, choice, tools = True, None, None
+        window = self.window()
+        try:
+            fitted = fit(messages, tools, window.budget_chars, question_at)
+        except ContextTooSmall as exc:
+            tokens = f"{window.tokens:,}" if window.tokens else "configured"
+            raise self._with_tokens(failure("context", str(exc), tokens=tokens)) from None
+        wire = fold_tool_history(fitted) if fold else self._content_styled(fitted, features, suspected)
+        kwargs: dict[str, Any] = {"model": self.settings.model, "messages": wire}
+        if tools:
+            kwargs["tools"] = tools
+            if choice:
+                kwargs["tool_choice"] = choice
+                features.add(
+                    {"required": TOOL_CHOICE_REQUIRED, "auto": TOOL_CHOICE_AUTO}.get(choice, TOOL_CHOICE_NONE)
+                )
+            if self.settings.max_tool_calls_per_turn == 1 and not self._refused(
+                PARALLEL_TOOL_CALLS, suspected
+            ):
+                kwargs["parallel_tool_calls"] = False
+                features.add(PARALLEL_TOOL_CALLS)
+        if self.settings.model_stream and not self.memory.refuses(STREAM):
+            kwargs["stream"] = True
+            features.add(STREAM)
+            if not self.memory.refuses(STREAM_OPTIONS):
+                kwargs["stream_options"] = {"include_usage": True}
+                features.add(STREAM_OPTIONS)
+        return Shaped(kwargs, features, request_chars(wire, kwargs.get("tools")))
+
+    def _content_styled(
+        self, messages: list[dict[str, Any]], features: set[str], suspected: set[str]
+    ) -> list[dict[str, Any]]:
+        """Assistant tool-call turns without text, in the form the endpoint accepts."""
+        style = EMPTY_CONTENT
+        if self._refused(EMPTY_CONTENT, suspected):
+            style = ABSENT_CONTENT if not self._refused(ABSENT_CONTENT, suspected) else "null"
+        out: list[dict[str, Any]] = []
+        for message in messages:
+            if (
+                message.get("role") == "assistant"
+                and message.get("tool_calls")
+                and not message.get("content")
+            ):
+                message = {k: v for k, v in message.items() if k != "content"}
+                if style == EMPTY_CONTENT:
+                    message["content"] = ""
+                elif style == "null":
+                    message["content"] = None
+                if style != "null":
+                    features.add(style)
+            out.append(message)
+        return out
+
+    # --- sending and reading -------------------------------------------------------------------------------
+    def _send(self, shaped: Shaped, seconds: float, attempt_number: int) -> ModelTurn:
+        timeout = httpx2.Timeout(seconds, connect=min(CONNECT_TIMEOUT_SECONDS, seconds))
+        headers = {"x-stainless-retry-count": str(attempt_number)}  # as the SDK marks its own retries
+        with Attempt(seconds) as attempt:
+            try:
+                if shaped.kwargs.get("stream"):
+                    stream = self.client.chat.completions.create(
+                        **shaped.kwargs, timeout=timeout, extra_headers=headers
+                    )
+                    turn = self._read_stream(stream)
+                else:
+                    raw = self.client.chat.completions.with_raw_response.create(
+                        **shaped.kwargs, timeout=timeout, extra_headers=headers
+                    )
+                    turn = _turn_from_json(raw.http_response.read())
+            except Exception as exc:
+                if attempt.fired and attempt.replied:
+                    exc._codebot_cut = True  # type: ignore[attr-defined]
+                    exc._codebot_seconds = seconds  # type: ignore[attr-defined]
+                raise
+        self._account(turn, shaped.sent_chars)
+        return turn
+
+    def _account(self, turn: ModelTurn, sent_chars: int) -> None:
+        if turn.prompt_tokens:
+            ratio = measured_ratio(sent_chars, turn.prompt_tokens)
+            if ratio:
+                self.chars_per_token, self.measured = ratio, True
+        else:  # no usage reported (some servers, an interrupted stream): count an estimate
+            turn.prompt_tokens = int(sent_chars / self.chars_per_token)
+            produced = len(turn.content) + sum(len(c.name) + len(c.arguments) for c in turn.tool_calls)
+            turn.completion_tokens = turn.completion_tokens or int(produced / self.chars_per_token)
+        self.prompt_tokens += turn.prompt_tokens
+        self.completion_tokens += turn.completion_tokens
+
+    def _read_stream(self, stream: Any) -> ModelTurn:
+        response: httpx2.Response = stream.response
+        if "text/event-stream" not in response.headers.get("content-type", ""):
+            # the server ignored stream=True and answered in one piece (or sent garbage)
+            return _turn_from_json(response.read())
+        text: list[str] = []
+        slots: dict[int, dict[str, str]] = {}
+        finish: str | None = None
+        usage: Any = None
+        for chunk in stream:
+            usage = getattr(chunk, "usage", None) or usage
+            for choice in getattr(chunk, "choices", None) or []:  # the usage chunk has none
+                if (getattr(choice, "index", 0) or 0) != 0:
+                    continue
+                delta = getattr(choice, "delta", None)
+                if delta is not None and isinstance(getattr(delta, "content", None), str) and delta.content:
+                    text.append(delta.content)
+                    self.events.text(delta.content)
+                for fragment in (getattr(delta, "tool_calls", None) or []) if delta is not None else []:
+                    _add_fragment(slots, fragment)
+                finish = getattr(choice, "finish_reason", None) or finish
+        if not text and not slots and finish is None:
+            raise EmptyStream()
+        turn = ModelTurn(content="".join(text), tool_calls=_calls_from(slots), finish_reason=finish)
+        if usage is not None:
+            turn.prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
+            turn.completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
+        return turn
+
+
+def _add_fragment(slots: dict[int, dict[str, str]], fragment: Any) -> None:
+    """Tool calls stream as fragments by index: the id and name come first, arguments in pieces."""
+    index = getattr(fragment, "index", None)
+    index = index if isinstance(index, int) else len(slots)
+    slot = slots.setdefault(index, {"id": "", "name": "", "arguments": ""})
+    if getattr(fragment, "id", None):
+        slot["id"] = str(fragment.id)
+    function = getattr(fragment, "function", None)
+    if function is not None:
+        name = getattr(function, "name", None)
+        if name and not slot["name"]:
+            slot["name"] = str(name)
+        arguments = getattr(function, "arguments", None)
+        if arguments:
+            slot["arguments"] += str(arguments)
+
+
+def _calls_from(slots: dict[int, dict[str, str]]) -> list[ToolCall]:
+    calls = []
+    for index in sorted(slots):
+        slot = slots[index]
+        calls.append(
+            ToolCall(
+                id=slot["id"] or f"call_{index}_{random.getrandbits(32):08x}",
+                name=slot["name"],
+                arguments=slot["arguments"],
+            )
+        )
+    return calls
+
+
+def _turn_from_json(body: bytes) -> ModelTurn:
+    """A non-streamed chat.completion; ValueError when it is not one we can use."""
+    try:
+        data = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValueError(f"the reply is not JSON: {body[:200]!r}") from exc
+    choices = data.get("choices") if isinstance(data, dict) else None
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise ValueError(f"the reply had no choices: {body[:300]!r}")
+    message = choices[0].get("message")
+    if not isinstance(message, dict):
+        raise ValueError(f"the reply had no message: {body[:300]!r}")
+    calls = []
+    for index, call in enumerate(message.get("tool_calls") or []):
+        function = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(function, dict):
+            continue
+        arguments = function.get("arguments")
+        calls.append(
+            ToolCall(
+                id=str(call.get("id") or f"call_{index}_{random.getrandbits(32):08x}"),
+                name=str(function.get("name") or ""),
+                arguments=arguments if isinstance(arguments, str) else json.dumps(arguments or {}),
+            )
+        )
+    content = message.get("content")
+    usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+    return ModelTurn(
+        content=content if isinstance(content, str) else "",
+        tool_calls=calls,
+        finish_reason=choices[0].get("finish_reason"),
+        prompt_tokens=int(usage.get("prompt_tokens") or 0),
+        completion_tokens=int(usage.get("completion_tokens") or 0),
+    )
+
+
+def retry_wait_seconds(exc: Exception, attempt: int) -> float | None:
+    """How long to wait before retrying after `exc`, or None when it is not worth retrying.
+
+    As the SDK would: connection errors, timeouts, 408, 409, 429 and 5xx are retried, after the
+    server's Retry-After (or retry-after-ms), else after 0.5 s doubling up to 8 s.
+    """
+    if isinstance(exc, openai.APIStatusError):
+        headers = exc.response.headers
+        status = exc.response.status_code
+        if headers.get("x-should-retry") == "false" or not (status in (408, 409, 429) or status >= 500):
+            return None
+        for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+            try:
+                return max(0.0, float(headers.get(name, "")) * scale)
+            except ValueError:
+                continue
+    elif not isinstance(exc, openai.APIConnectionError):
+        return None  # a reply we could not parse: asking again will not help
+    return min(0.5 * 2**attempt, 8.0) * (1 - 0.25 * random.random())
