@@ -72,6 +72,10 @@ STATUS_REPO_REFRESHED = "commit `{sha}`, refreshed {age} ago on `{host}`"
 STATUS_REPO_LOCAL = "commit `{sha}` on this machine, snapshot {age} old"
 STATUS_REPO_NEVER = "never refreshed"
 STATUS_REPO_ERROR = "; last error: {error}"
+STATUS_MODEL = "• Model: `{model}` at `{endpoint}`"
+STATUS_MODEL_ENDPOINT = "  ◦ `{model}` at `{endpoint}`: {facts}"
+STATUS_MODEL_ERRORS = "• Last model errors (newest first):"
+STATUS_MODEL_ERROR_LINE = "  ◦ {age} ago, `{ref}`: {kind}{status}: {detail}"
 EMPTY_ANSWER = (
     "I found nothing to say about this; try rephrasing the question or naming a repo with `repo:NAME`."
 )

@@ -26,7 +26,9 @@ def test_endless_searching_hits_the_hop_limit_and_must_answer_without_tools(rig:
     assert kind == "answer"
     final_request = rig.model.requests[-1]
     # the tools stay listed (strict routes refuse tool history without them), none may be called
-    assert final_request["tool_choice"] == "none" and len(final_request["tools"]) == len(rig.runtime.registry.tools)
+    assert final_request["tool_choice"] == "none" and len(final_request["tools"]) == len(
+        rig.runtime.registry.tools
+    )
     assert "no more tools" in final_request["messages"][-1]["content"]
     tool_replies = [m["content"] for m in final_request["messages"] if m["role"] == "tool"]
     assert "2 tool round(s) left" in tool_replies[1] and "last tool round" in tool_replies[3]

@@ -37,6 +37,7 @@ import contextlib
 import itertools
 import json
 import socket
+import sys
 import threading
 import time
 from collections import deque
@@ -255,6 +256,11 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
     model: ScriptedModel
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that hangs up (a cut attempt, a closed pool) is not a server problem.
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
 
 class _RequestHandler(BaseHTTPRequestHandler):
@@ -683,7 +689,7 @@ class ScriptedModel:
                 }
                 for name, args in reply.calls
             ]
-        prompt_tokens = max(1, len(json.dumps(body.get("messages") or [])) // 4)
+        prompt_tokens = max(1, self.tokens_of(body))
         produced = (reply.content or "") + "".join(name + args for name, args in reply.calls)
         completion_tokens = max(1, len(produced) // 4)
         return {
@@ -758,10 +764,11 @@ class ScriptedModel:
 
     @staticmethod
     def tokens_of(body: dict[str, Any]) -> int:
-        """This server's token count: 4 characters a token, messages and tool schemas."""
-        return (
-            len(json.dumps(body.get("messages") or [])) // 4 + len(json.dumps(body.get("tools") or [])) // 4
-        )
+        """This server's token count of a request: a token per 4 characters of its text (message
+        contents, tool calls) and of its tool schemas, as chat templates render them."""
+        chars = sum(len(text) for message in body.get("messages") or [] for text in _message_texts(message))
+        tools = body.get("tools")
+        return (chars + (len(json.dumps(tools)) if tools else 0)) // 4
 
     def _fit_context(self, body: dict[str, Any]) -> dict[str, Any] | None:
         """What the model sees: the body, or (truncate) the body without its oldest non-system
@@ -795,8 +802,8 @@ class ScriptedModel:
         message = completion["choices"][0]["message"]
         events = [chunk({"role": "assistant", "content": ""})]
         content = reply.content or ""
-        for start in range(0, len(content), 12):
-            events.append(chunk({"content": content[start : start + 12]}))
+        for start in range(0, len(content), 5):  # token-sized pieces
+            events.append(chunk({"content": content[start : start + 5]}))
         for index, call in enumerate(message.get("tool_calls") or []):
             function = call["function"]
             first = {

@@ -92,13 +92,11 @@ def fit(
         else:
             message["content"] = TRIMMED_NOTICE
         total += len(message["content"]) - len(content)
-    while total > budget:  # 2. the thread's earlier turns, oldest first
-        earlier = [i for i in range(1, question_at) if trimmed[i].get("role") in ("user", "assistant")]
-        if not earlier:
-            break
-        total -= message_chars(trimmed[earlier[0]])
-        del trimmed[earlier[0]]
-        question_at -= 1
+    while total > budget and question_at > 1:  # 2. the thread's earlier turns, oldest pair first
+        pair = 2 if question_at > 2 and trimmed[2].get("role") == "assistant" else 1
+        total -= sum(message_chars(m) for m in trimmed[1 : 1 + pair])
+        del trimmed[1 : 1 + pair]
+        question_at -= pair
     if total > budget:
         raise ContextTooSmall(total, budget)
     return trimmed

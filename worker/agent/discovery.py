@@ -115,6 +115,9 @@ def _model_entry(listing: Any, model: str) -> dict[str, Any] | None:
     for entry in entries:
         if isinstance(entry, dict) and f"{model}:latest" in (entry.get("id"), entry.get("name")):
             return entry
+    # a server of one model (vLLM, llama.cpp) answers with it whatever name it is asked for
+    if len(entries) == 1 and isinstance(entries[0], dict):
+        return entries[0]
     return None
 
 

@@ -21,6 +21,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from redis import Redis
 from redis.exceptions import RedisError
@@ -58,6 +59,14 @@ FEATURE_LABELS = {
 
 def base_url_of(settings: Settings) -> str:
     return (settings.openai_base_url or OPENAI_BASE_URL).rstrip("/")
+
+
+def display_url(url: str) -> str:
+    """A base URL safe to show: no user, password or query string."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit((parts.scheme, netloc, parts.path, "", "")) if netloc else url.split("?")[0]
 
 
 def endpoint_id(settings: Settings) -> str:
@@ -118,7 +127,7 @@ class EndpointMemory:
         self.facts.confirmed.discard(feature)
         log.warning(
             "model endpoint %s (model %s) refused %s; not sending it from now on: %s",
-            base_url_of(self.settings),
+            display_url(base_url_of(self.settings)),
             self.settings.model,
             FEATURE_LABELS.get(feature, feature),
             why[:300] or "(no error text)",
@@ -178,7 +187,7 @@ class EndpointMemory:
             _PROCESS_FACTS[self.id] = self.facts
         if self.redis is None:
             return
-        fields = {"base_url": base_url_of(self.settings), "model": self.settings.model, **fields}
+        fields = {"base_url": display_url(base_url_of(self.settings)), "model": self.settings.model, **fields}
         try:
             pipe = self.redis.pipeline()
             pipe.hset(self.key, mapping=fields)  # type: ignore[arg-type]

@@ -130,8 +130,6 @@ class Agent:
     # --- the loop --------------------------------------------------------------------------
     def run(self, question: Question) -> AgentResult:
         deadline = self.clock() + self.settings.question_deadline_seconds
-        # tool work (a search) ends at the deadline, on the same clock as time.monotonic()
-        self.ctx.deadline = time.monotonic() + (deadline - self.clock())
         messages = self._opening_messages(question)
         question_at = len(messages) - 1
         result = AgentResult(text="")
@@ -201,13 +199,17 @@ class Agent:
                 content = SKIPPED_AT_DEADLINE
                 result.trace.append(f"{call.name} -> skipped (deadline)")
             else:
-                content = self._run_tool_call(call, result, default_repo)
+                content = self._run_tool_call(call, result, default_repo, deadline)
             messages.append(
                 {"role": "tool", "tool_call_id": call.id, "content": content + self._budget_note(hop)}
             )
         return in_time
 
-    def _run_tool_call(self, call: ToolCall, result: AgentResult, default_repo: str | None) -> str:
+    def _run_tool_call(
+        self, call: ToolCall, result: AgentResult, default_repo: str | None, deadline: float
+    ) -> str:
+        # tool work (a search) stops at the question's deadline, told in time.monotonic() terms
+        self.ctx.deadline = time.monotonic() + (deadline - self.clock())
         preview = _preview_arguments(call.arguments)
         self.events.tool_started(call.id, call.name, preview, describe_call(call.name, preview, default_repo))
         outcome = self.registry.call(self.ctx, call.name, call.arguments)

@@ -21,7 +21,7 @@ from rq import get_current_job
 from rq.job import Job
 
 from worker.agent.citations import check_answer
-from worker.agent.endpoint_memory import base_url_of, record_model_error
+from worker.agent.endpoint_memory import base_url_of, display_url, record_model_error
 from worker.agent.loop import Agent, ModelFailure
 from worker.agent.model import make_openai_client
 from worker.jobs import runtime as runtime_module
@@ -183,7 +183,8 @@ class QuestionRun:
             extra={"job_id": self.question.id, "ref": self.ref},
         )
         entry = {"ref": self.ref, "kind": exc.kind, "status": exc.status, "detail": exc.detail}
-        record_model_error(self.redis, {**entry, "model": settings.model, "endpoint": base_url_of(settings)})
+        endpoint = display_url(base_url_of(settings))
+        record_model_error(self.redis, {**entry, "model": settings.model, "endpoint": endpoint})
 
     def _claim(self) -> bool:
         """claim_answer, waiting out a Redis restart: an answer that is ready is not thrown away."""
