@@ -136,5 +136,7 @@ def test_fitting_trims_tool_output_oldest_first_then_history_and_never_the_promp
     assert [m["content"] for m in fitted[:2]] == ["S" * 500, "old question 0"]  # history kept so far
     tighter = fit(messages, None, 1300, question_at=7)
     assert tighter[0]["content"] == "S" * 500 and tighter[1]["content"] == "the question"  # history gone
+    bare = fit(messages, None, 600, question_at=7)  # tool rounds go last, whole: calls with replies
+    assert [m["content"] for m in bare] == ["S" * 500, "the question"]
     with pytest.raises(ContextTooSmall):
-        fit(messages, None, 400, question_at=7)
+        fit(messages, None, 500, question_at=7)

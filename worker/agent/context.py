@@ -7,9 +7,10 @@ tool schemas when tools are listed (many local servers render them into the prom
 
 Trimming order, until the request fits: the oldest tool output is replaced by a notice (the
 last one trimmed is cut rather than dropped when that is enough), then the thread's earlier
-turns go, oldest first. The system prompt and the question are never dropped: when they alone
-do not fit, `ContextTooSmall` says by how much, and the asker is told to give the model more
-context rather than getting an answer to a question the model never saw.
+turns go, oldest first, then whole tool rounds (a tool-call turn with its replies), oldest
+first. The system prompt and the question are never dropped: when they alone do not fit,
+`ContextTooSmall` says by how much, and the asker is told to give the model more context
+rather than getting an answer to a question the model never saw.
 """
 
 from __future__ import annotations
@@ -97,6 +98,15 @@ def fit(
         total -= sum(message_chars(m) for m in trimmed[1 : 1 + pair])
         del trimmed[1 : 1 + pair]
         question_at -= pair
+    while total > budget:  # 3. whole tool rounds (a call turn and its replies), oldest first
+        start = next((i for i in range(question_at + 1, len(trimmed)) if trimmed[i].get("tool_calls")), None)
+        if start is None:
+            break
+        end = start + 1
+        while end < len(trimmed) and trimmed[end].get("role") == "tool":
+            end += 1
+        total -= sum(message_chars(m) for m in trimmed[start:end])
+        del trimmed[start:end]
     if total > budget:
         raise ContextTooSmall(total, budget)
     return trimmed

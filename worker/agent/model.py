@@ -136,6 +136,11 @@ class Attempt:
     def _fire(self) -> None:
         with self._lock:
             self.fired = True
+        self.drop_connection()
+
+    def drop_connection(self) -> None:
+        """Shut the reply's connection: the pool will not hand it out again."""
+        with self._lock:
             for sock in self._sockets:
                 _shut(sock)
 
@@ -447,6 +452,11 @@ class ModelClient:
                         **shaped.kwargs, timeout=timeout, extra_headers=headers
                     )
                     turn = _turn_from_json(raw.http_response.read())
+            except EmptyStream:
+                # llama-cpp-python resets the connection after a stream that failed inside: a
+                # pooled copy of it would fail the next request
+                attempt.drop_connection()
+                raise
             except Exception as exc:
                 if attempt.fired and attempt.replied:
                     exc._codebot_cut = True  # type: ignore[attr-defined]
