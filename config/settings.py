@@ -205,6 +205,10 @@ class Settings(BaseSettings):
     # without a `channels` allow-list (a channel-restricted repo must be named here to be served).
     mcp_repos: tuple[str, ...] = ()
     mcp_http_host: str = "127.0.0.1"
+    # Host names clients reach `codebot mcp --http` by, behind a reverse proxy (JSON list, e.g.
+    # '["codebot.example.com"]'): the MCP SDK refuses other Host headers (421) to stop DNS
+    # rebinding. Local names are always allowed; '["*"]' turns the check off.
+    mcp_allowed_hosts: tuple[str, ...] = ()
 
     @field_validator("data_dir", "repos_file", mode="before")
     @classmethod
