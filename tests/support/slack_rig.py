@@ -144,7 +144,7 @@ def start_adapter(settings: Settings, runtime: Runtime) -> tuple[Redis, Tracking
     executor = TrackingExecutor()
     app = build_app(settings, executor=executor)
     register(app, SlackDeps(settings=settings, redis=redis, runtime=runtime))
-    server = SlackHTTPServer(app, host="127.0.0.1", port=0)
+    server = SlackHTTPServer(app, settings, host="127.0.0.1", port=0)
     server.start_background()
     return redis, executor, server
 
