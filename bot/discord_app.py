@@ -96,7 +96,7 @@ class CodebotDiscord(discord.Client):
         except discord.Forbidden:
             log.error(
                 "could not register /codebot in guild %s: invite the bot with the applications.commands "
-                "scope (see README, Discord)",
+                "scope (see docs/discord.md)",
                 guild_id,
             )
             return
@@ -114,7 +114,9 @@ def build_client(settings: Settings, runtime: Runtime | None = None, **options: 
     """The adapter, ready to `start(token)`; REST and gateway follow DISCORD_API_URL.
     `options` go to discord.Client (e.g. guild_ready_timeout)."""
     if not settings.discord_bot_token:
-        raise ConfigError("DISCORD_BOT_TOKEN: not set — create a bot in the Developer Portal (README)")
+        raise ConfigError(
+            "DISCORD_BOT_TOKEN: not set — create a bot in the Developer Portal (docs/discord.md)"
+        )
     use_api_base(settings.discord_api_url)
     client = CodebotDiscord(settings, runtime or build_runtime(settings), **options)
     client.redis.start()

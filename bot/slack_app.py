@@ -100,7 +100,7 @@ def build_app(settings: Settings, client: WebClient | None = None, executor: Exe
 def _check(settings: Settings) -> None:
     if not settings.slack_bot_token:
         raise ConfigError(
-            "SLACK_BOT_TOKEN: not set — the app's Bot User OAuth Token (xoxb-…), see README 'Slack'"
+            "SLACK_BOT_TOKEN: not set — the app's Bot User OAuth Token (xoxb-…), see docs/slack.md"
         )
     if not settings.slack_app_token and not settings.slack_signing_secret:
         raise ConfigError(

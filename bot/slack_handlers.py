@@ -3,7 +3,7 @@
 Bolt acks an Events API request before these run (process_before_response=False), so Slack
 gets its 200 in milliseconds whatever happens here; slash commands ack first thing.
 
-Rules (README "Slack"):
+Rules (docs/slack.md):
 - A question is a mention in a channel, any message in a DM, or a follow-up: a reply in a
   thread where codebot answered, from someone who already asked it there (others mention
   it once to join). A reply that mentions someone else but not codebot is left alone.

@@ -105,7 +105,7 @@ def _cmd_worker(settings: Settings, args: argparse.Namespace, out: Console) -> i
     if missing_model:
         # A worker without a model would turn every question into an apology.
         raise ConfigError(
-            "OPENAI_API_KEY / OPENAI_BASE_URL: not set — a worker needs a model endpoint (see `codebot ask` or the README)"
+            "OPENAI_API_KEY / OPENAI_BASE_URL: not set — a worker needs a model endpoint (see `codebot ask` or docs/models.md)"
         )
     return run_workers(build_runtime(settings), burst=args.burst, concurrency=args.concurrency)
 

@@ -2,7 +2,7 @@
 
 The adapter answers "try again" while Redis is down and stays up; the worker reconnects by
 itself; every question queued before the crash is answered exactly once afterwards (the
-embedded server runs with appendonly + appendfsync everysec; README "Production layout").
+embedded server runs with appendonly + appendfsync everysec; docs/operations.md, "Many machines").
 """
 
 from __future__ import annotations
