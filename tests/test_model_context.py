@@ -93,6 +93,14 @@ SOURCES = {
     ),
     "llama-server": ({"props": {"default_generation_settings": {"n_ctx": 2048}}}, (2048, "llama-server")),
     "vLLM": ({"model_fields": {"max_model_len": 32768}}, (32768, "max_model_len")),
+    "LM Studio": (
+        {
+            "lmstudio_models": {
+                "data": [{"id": "scripted-model", "loaded_context_length": 8192, "max_context_length": 32768}]
+            }
+        },
+        (8192, "LM Studio"),
+    ),
     "OpenRouter": ({"model_fields": {"context_length": 128000}}, (128000, "context_length")),
     "a server that says nothing": ({}, None),
 }

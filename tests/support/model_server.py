@@ -26,8 +26,9 @@ their refusals (``STRICT_MODES``: what llama-cpp-python, vLLM, Ollama and others
 ``context_tokens=N`` gives a window that either errors like OpenAI/vLLM
 (``context_overflow="error"``) or silently drops the oldest messages like Ollama
 (``"truncate"``; ``seen`` records what the model was left with), and ``ollama_show``,
-``ollama_ps``, ``props`` and ``model_fields`` serve the metadata routes
-(``POST /api/show``, ``GET /api/ps``, ``GET /props``, extra fields in ``GET /v1/models``).
+``ollama_ps``, ``props``, ``lmstudio_models`` and ``model_fields`` serve the metadata routes
+(``POST /api/show``, ``GET /api/ps``, ``GET /props``, ``GET /api/v0/models``, extra fields in
+``GET /v1/models``).
 A refused request is recorded but does not consume the script.
 """
 
@@ -407,6 +408,8 @@ class _RequestHandler(BaseHTTPRequestHandler):
             self._send(200, json.dumps(model.props))
         elif path == "/api/ps" and model.ollama_ps is not None:
             self._send(200, json.dumps(model.ollama_ps))
+        elif path == "/api/v0/models" and model.lmstudio_models is not None:
+            self._send(200, json.dumps(model.lmstudio_models))
         else:
             self._send_error_json(
                 404, f"ScriptedModel: unknown route GET {self.path}", "invalid_request_error"
@@ -511,6 +514,7 @@ class ScriptedModel:
         ollama_ps: dict[str, Any] | None = None,
         props: dict[str, Any] | None = None,
         model_fields: dict[str, Any] | None = None,
+        lmstudio_models: dict[str, Any] | None = None,
     ) -> None:
         unknown = set(strict) - set(STRICT_MODES)
         if unknown:
@@ -521,6 +525,7 @@ class ScriptedModel:
         self.ollama_show = ollama_show
         self.ollama_ps = ollama_ps
         self.props = props
+        self.lmstudio_models = lmstudio_models
         self.model_fields = model_fields or {}
         self.metadata_requests: list[str] = []  # "GET /api/ps", "POST /api/show", ...
         self.seen: list[dict[str, Any]] = []

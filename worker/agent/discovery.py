@@ -3,9 +3,10 @@
 Tried in order, all within `model_discovery_timeout_seconds`; the first answer wins:
 
 1. `GET {base}/models`, the entry of our model: `max_model_len` (vLLM), `context_length`
-   (OpenRouter), `loaded_context_length` / `max_context_length` (LM Studio).
-2. `GET {root}/props`: llama.cpp's llama-server, `default_generation_settings.n_ctx`.
-3. Ollama: `GET {root}/api/ps` (a loaded model's real `context_length`), then
+   (OpenRouter).
+2. `GET {root}/api/v0/models`: LM Studio, `loaded_context_length` (else `max_context_length`).
+3. `GET {root}/props`: llama.cpp's llama-server, `default_generation_settings.n_ctx`.
+4. Ollama: `GET {root}/api/ps` (a loaded model's real `context_length`), then
    `POST {root}/api/show`: `num_ctx` in its parameters (a Modelfile setting), else the
    model's trained `*.context_length` capped at Ollama's default window (4,096 tokens on
    small GPUs). Ollama does not show `OLLAMA_CONTEXT_LENGTH`: a server started with a
@@ -72,6 +73,12 @@ def _probes(
             ("max_context_length", "the server's model list, max_context_length"),
         ):
             yield _int_from(entry.get(key), source)
+    lmstudio = _model_entry(get(f"{root}/api/v0/models"), model)
+    if lmstudio is not None:
+        yield _int_from(
+            lmstudio.get("loaded_context_length"), "LM Studio /api/v0/models loaded_context_length"
+        )
+        yield _int_from(lmstudio.get("max_context_length"), "LM Studio /api/v0/models max_context_length")
     props = get(f"{root}/props")
     if isinstance(props, dict):
         settings = props.get("default_generation_settings")
