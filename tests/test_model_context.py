@@ -13,6 +13,8 @@ from tests.support.e2e import Rig, build_rig
 from tests.support.model_server import ScriptedModel, text, tool_calls
 from worker.agent.context import TRIMMED_NOTICE, ContextTooSmall, fit
 from worker.agent.discovery import discover_context_tokens
+from worker.agent.endpoint_memory import EndpointMemory
+from worker.agent.model import ModelClient, make_openai_client
 from worker.jobs.admin import status_report
 
 BIG = {"big.txt": "\n".join(f"line {i} " + "x" * 80 for i in range(300)), "README.md": "# payments\n"}
@@ -148,3 +150,13 @@ def test_fitting_trims_tool_output_oldest_first_then_history_and_never_the_promp
     assert [m["content"] for m in bare] == ["S" * 500, "the question"]
     with pytest.raises(ContextTooSmall):
         fit(messages, None, 500, question_at=7)
+
+
+def test_a_server_that_cannot_be_reached_is_asked_for_its_window_again_next_time() -> None:
+    with ScriptedModel() as server:
+        url = server.base_url  # closed when the block ends
+    settings = load_settings(env_file=None, openai_base_url=url, model_discovery_timeout_seconds=2)
+    assert discover_context_tokens(settings) == (0, "unreachable")
+    memory = EndpointMemory(settings)
+    ModelClient(settings, make_openai_client(settings), memory).window()
+    assert memory.context() is None  # nothing remembered: the next question asks again

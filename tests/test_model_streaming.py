@@ -119,6 +119,7 @@ def test_a_server_that_ignores_stream_and_answers_in_one_json_body_is_understood
     rig.model.enqueue(tool_calls(("list_repos", {})), raw(json.dumps(completion)))
     recorder = Recorder()
     assert run_agent(rig, recorder).text == "Plain."
+    assert ("text", "Plain.") in recorder.seen  # a reply in one piece is one delta
 
 
 def test_a_failing_observer_never_fails_the_question(rig: Rig) -> None:

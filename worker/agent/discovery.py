@@ -33,20 +33,23 @@ from worker.agent.endpoint_memory import OPENAI_BASE_URL, base_url_of
 log = logging.getLogger("codebot.model")
 
 OLLAMA_DEFAULT_CONTEXT_TOKENS = 4096
+UNREACHABLE = "unreachable"  # (0, UNREACHABLE): no answer at all, so nothing to remember
 MAX_DISCOVERY_BODY_BYTES = 8_000_000  # OpenRouter's model list is a few MB
 
 
 def discover_context_tokens(settings: Settings) -> tuple[int, str] | None:
-    """(tokens, where it came from), or None when the server does not say."""
+    """(tokens, where it came from); None when the server does not say; (0, UNREACHABLE) when
+    no request got an answer."""
     base = base_url_of(settings)
     if base == OPENAI_BASE_URL:
         return None
     root = re.sub(r"/v1$", "", base)
     headers = {"Authorization": f"Bearer {settings.openai_api_key}"} if settings.openai_api_key else {}
     deadline = time.monotonic() + settings.model_discovery_timeout_seconds
+    answered: list[int] = []
     try:
         with httpx2.Client(headers=headers, follow_redirects=False) as http:
-            for found in _probes(http, base, root, settings.model, deadline):
+            for found in _probes(http, base, root, settings.model, deadline, answered):
                 if time.monotonic() > deadline:
                     break
                 if found is not None and found[0] > 0:
@@ -54,14 +57,14 @@ def discover_context_tokens(settings: Settings) -> tuple[int, str] | None:
                     return found
     except (httpx2.HTTPError, OSError, ValueError):
         log.debug("context window discovery failed", exc_info=True)
-    return None
+    return None if answered else (0, UNREACHABLE)
 
 
 def _probes(
-    http: httpx2.Client, base: str, root: str, model: str, deadline: float
+    http: httpx2.Client, base: str, root: str, model: str, deadline: float, answered: list[int]
 ) -> Iterator[tuple[int, str] | None]:
     def get(url: str) -> Any:
-        return _json(http, "GET", url, deadline)
+        return _json(http, "GET", url, deadline, answered)
 
     models = get(f"{base}/models")
     entry = _model_entry(models, model)
@@ -88,13 +91,18 @@ def _probes(
     loaded = _model_entry({"data": ps.get("models")} if isinstance(ps, dict) else None, model)
     if loaded is not None:
         yield _int_from(loaded.get("context_length"), "Ollama /api/ps (the loaded model)")
-    show = _json(http, "POST", f"{root}/api/show", deadline, {"model": model})
+    show = _json(http, "POST", f"{root}/api/show", deadline, answered, {"model": model})
     if isinstance(show, dict):
         yield _ollama_show(show)
 
 
 def _json(
-    http: httpx2.Client, method: str, url: str, deadline: float, body: dict[str, Any] | None = None
+    http: httpx2.Client,
+    method: str,
+    url: str,
+    deadline: float,
+    answered: list[int],
+    body: dict[str, Any] | None = None,
 ) -> Any:
     left = deadline - time.monotonic()
     if left <= 0:
@@ -103,6 +111,7 @@ def _json(
         response = http.request(method, url, json=body, timeout=left)
     except httpx2.HTTPError:
         return None
+    answered.append(response.status_code)
     if response.status_code != 200 or len(response.content) > MAX_DISCOVERY_BODY_BYTES:
         return None
     try:

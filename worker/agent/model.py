@@ -52,7 +52,7 @@ from worker.agent.context import (
     measured_ratio,
     request_chars,
 )
-from worker.agent.discovery import discover_context_tokens
+from worker.agent.discovery import UNREACHABLE, discover_context_tokens
 from worker.agent.endpoint_memory import (
     ABSENT_CONTENT,
     EMPTY_CONTENT,
@@ -216,8 +216,9 @@ class ModelClient:
             known = self.memory.context()
             if known is None:
                 found = discover_context_tokens(self.settings)
+                if found is None or found[1] != UNREACHABLE:  # a server that was down is asked again
+                    self.memory.remember_context(*(found or (0, "none")))
                 known = found or (0, "none")
-                self.memory.remember_context(*known)
             tokens = known[0]
         return Window(
             tokens=tokens,
@@ -242,7 +243,7 @@ class ModelClient:
         attempt = 0
         suspected: set[str] = set()  # dropped on suspicion in this call; refused if that works
         fallbacks = 0
-        context_retried = False
+        context_retried = empty_retried = False
         while True:
             left = deadline - self.clock()
             if left < MIN_ATTEMPT_SECONDS:
@@ -255,6 +256,9 @@ class ModelClient:
             try:
                 turn = self._send(shaped, seconds, attempt)
             except EmptyStream:
+                if self.memory.confirmed(STREAM) and not empty_retried:
+                    empty_retried = True  # it streamed before: once may be a glitch
+                    continue
                 self.memory.refuse(STREAM, "a streamed reply ended empty")
                 continue
             except Exception as exc:
@@ -452,6 +456,8 @@ class ModelClient:
                         **shaped.kwargs, timeout=timeout, extra_headers=headers
                     )
                     turn = _turn_from_json(raw.http_response.read())
+                    if turn.content:
+                        self.events.text(turn.content)  # the whole text, as one delta
             except EmptyStream:
                 # llama-cpp-python resets the connection after a stream that failed inside: a
                 # pooled copy of it would fail the next request
@@ -481,7 +487,10 @@ class ModelClient:
         response: httpx2.Response = stream.response
         if "text/event-stream" not in response.headers.get("content-type", ""):
             # the server ignored stream=True and answered in one piece (or sent garbage)
-            return _turn_from_json(response.read())
+            turn = _turn_from_json(response.read())
+            if turn.content:
+                self.events.text(turn.content)
+            return turn
         text: list[str] = []
         slots: dict[int, dict[str, str]] = {}
         finish: str | None = None
