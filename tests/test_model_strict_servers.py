@@ -11,6 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.support.e2e import Rig, build_rig
 from tests.support.model_server import text, tool_calls
 from worker.agent.endpoint_memory import forget_in_process
@@ -100,17 +102,15 @@ def test_refused_stream_options_are_left_out_and_the_tokens_still_counted(tmp_pa
         assert usage_of_day(rig.redis).tokens > 0  # estimated: the stream had no usage chunk
 
 
-def test_a_server_refusing_streaming_is_asked_without_it(tmp_path: Path) -> None:
-    for rig in build_rig(tmp_path, model_options={"strict": {"stream"}}):
-        rig.model.enqueue(READ, ANSWER)
-        assert "Five attempts" in answered(rig)
-        assert [bool(r.get("stream")) for r in rig.model.requests] == [True, False, False]
-
-
-def test_a_stream_that_ends_empty_like_llama_cpp_python_makes_the_endpoint_non_streaming(
-    tmp_path: Path,
+@pytest.mark.parametrize(
+    "mode",
+    ["stream", "stream_with_tools_empty"],
+    ids=["a 400 naming stream", "a 200 stream that ends empty, like llama-cpp-python"],
+)
+def test_a_server_that_cannot_stream_is_asked_without_streaming_from_then_on(
+    tmp_path: Path, mode: str
 ) -> None:
-    for rig in build_rig(tmp_path, model_options={"strict": {"stream_with_tools_empty"}}):
+    for rig in build_rig(tmp_path, model_options={"strict": {mode}}):
         rig.model.enqueue(READ, ANSWER)
         assert "Five attempts" in answered(rig)
         assert [bool(r.get("stream")) for r in rig.model.requests] == [True, False, False]
