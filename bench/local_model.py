@@ -8,6 +8,9 @@ answer, or which apology), how long it took, and what codebot learned about the 
 (`codebot status`). Needs CODEBOT_LLAMA_PYTHON (tests/support/llama_server.py says how to build it):
 
     CODEBOT_LLAMA_PYTHON=/work/llama-venv/bin/python .venv/bin/python bench/local_model.py --n-ctx 8192
+    # a slow CPU model, with the limits docs/models.md suggests for it (and only the larger window):
+    ... bench/local_model.py --n-ctx 8192 --only-n-ctx --env CODEBOT_MODEL_TIMEOUT_SECONDS=600 \
+        --env CODEBOT_QUESTION_DEADLINE_SECONDS=900 --env CODEBOT_MODEL_MAX_RETRIES=0
 """
 
 from __future__ import annotations
@@ -43,17 +46,19 @@ def outcome(run: subprocess.CompletedProcess[str]) -> str:
     )
 
 
-def run_config(python: str, extra: list[str], work: Path) -> None:
+def run_config(python: str, extra: list[str], work: Path, settings: dict[str, str]) -> None:
     source = work / "payments-src"
     make_git_repo(source, DEFAULT_FILES)
     (work / "repos.toml").write_text(f'[[repo]]\nname = "payments"\nurl = "{source}"\n')
-    label = " ".join(extra) or "(server defaults)"
+    label = " ".join([*extra, *(f"{k}={v}" for k, v in settings.items())]) or "(server defaults)"
     with llama_server(python, *extra, log=work / "llama.log") as base_url:
         env = {
             **{k: v for k, v in os.environ.items() if not k.startswith(("CODEBOT_", "OPENAI_", "REDIS_URL"))},
             "OPENAI_BASE_URL": base_url,
             "CODEBOT_DATA_DIR": str(work / "data"),
             "CODEBOT_REPOS_FILE": str(work / "repos.toml"),
+            "COLUMNS": "300",  # status lines unwrapped
+            **settings,
         }
         try:
             for question in QUESTIONS:
@@ -86,15 +91,21 @@ def run_config(python: str, extra: list[str], work: Path) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--n-ctx", type=int, action="append", default=[], help="also run with this window")
+    parser.add_argument(
+        "--only-n-ctx", action="store_true", help="skip the run with the server's default window"
+    )
+    parser.add_argument("--env", action="append", default=[], help="a codebot setting, NAME=VALUE")
     args = parser.parse_args()
+    settings = dict(item.split("=", 1) for item in args.env)
     python = llama_python()
     if python is None:
         print(f"set {LLAMA_PYTHON_VARIABLE} (see tests/support/llama_server.py)")
         return 2
     print("| server flags | question | outcome | seconds |\n|---|---|---|---:|")
-    for extra in [[], *[["--n_ctx", str(n)] for n in args.n_ctx]]:
+    windows = [["--n_ctx", str(n)] for n in args.n_ctx]
+    for extra in windows if args.only_n_ctx else [[], *windows]:
         with tempfile.TemporaryDirectory(prefix="codebot-local-model-") as work:
-            run_config(python, extra, Path(work))
+            run_config(python, extra, Path(work), settings)
     return 0
 
 

@@ -12,7 +12,7 @@ import pytest
 from tests.support.e2e import Rig, build_rig
 from tests.support.model_server import text, tool_calls, trickle
 from worker.agent.events import NoEvents
-from worker.agent.loop import Agent, AgentResult
+from worker.agent.loop import Agent, AgentResult, ModelFailure
 from worker.agent.model import make_openai_client
 from worker.tools import make_context
 
@@ -91,6 +91,21 @@ def test_the_deadline_is_checked_between_the_tool_calls_of_one_turn(tmp_path: Pa
         assert result.tool_calls + len(skipped) == 15  # every call answered: run or skipped
         assert clock.now - 1000.0 <= 20 + 3  # the last call started with time left, none after
         assert len(rig.model.requests) == 1  # no time left for another model turn
+
+
+def test_a_question_whose_time_ran_out_before_any_tool_ran_says_so(tmp_path: Path) -> None:
+    clock = SteppingClock()
+
+    class SlowModel(NoEvents):
+        def thinking(self) -> None:
+            clock.now += 18.5  # the model's first turn took nearly all of the question's 20 s
+
+    for rig in build_rig(tmp_path):
+        rig.model.enqueue(tool_calls(("search", {"pattern": "retry"})))
+        with pytest.raises(ModelFailure) as failed:
+            run_agent(rig, clock=clock, events=SlowModel(), question_deadline_seconds=20)
+        assert failed.value.kind == "deadline" and "ran out before any code was read" in str(failed.value)
+        assert failed.value.hops == 1 and failed.value.tool_calls == 0
 
 
 def test_tool_calls_beyond_the_per_turn_cap_get_an_error_the_model_can_read(tmp_path: Path) -> None:

@@ -270,9 +270,11 @@ class Agent:
         result.prompt_tokens = self.model.prompt_tokens
         result.completion_tokens = self.model.completion_tokens
         if result.usable_tool_calls == 0 and not from_model:
-            exc = failure(
-                "no_tool_calls", f"{result.hops} model turn(s), {result.tool_calls} tool call(s), none usable"
-            )
+            detail = f"{result.hops} model turn(s), {result.tool_calls} tool call(s), none usable"
+            if result.stop_reason == "deadline":
+                exc = failure("deadline", detail, seconds=self.settings.question_deadline_seconds)
+            else:
+                exc = failure("no_tool_calls", detail)
             raise self._with_stats(exc, result)
         return result
 
