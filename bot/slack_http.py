@@ -7,8 +7,10 @@ Why not bolt's ASGI adapter as it is: it runs `app.dispatch` on the event loop (
 request calls `auth.test`, stalling every connection meanwhile) and reads bodies of any size.
 So this is a small ASGI app in the same shape, on uvicorn:
 
-- Connections: one event loop holds them, not a thread each. Above
-  `slack_http_max_connections`, new requests get a 503 (uvicorn's `limit_concurrency`).
+- Connections: one event loop holds them, not a thread each (~5 KB apiece). Above
+  `slack_http_max_connections`, the longest-idle connections (no request in progress) are
+  closed to make room: idle clients cannot crowd Slack out, and a request in flight is never
+  cut. (uvicorn's own `limit_concurrency` would answer 503 to every new request instead.)
 - Time: a request must arrive whole (headers and body) within `slack_http_request_seconds`
   of its connection opening or of the previous response, else the connection is closed
   (uvicorn's own keep-alive timer only covers the idle time between requests and restarts on
@@ -51,14 +53,35 @@ Scope = dict[str, Any]
 
 
 class RequestDeadlineProtocol(H11Protocol):
-    """uvicorn's h11 protocol with a deadline for receiving each whole request."""
+    """uvicorn's h11 protocol with a deadline for receiving each whole request, and a cap on
+    connections that closes the longest-idle ones first."""
 
     request_seconds = 10.0
+    max_connections = 1000
     _deadline: asyncio.TimerHandle | None = None
+    _idle_since = 0.0  # loop time since when no request is in progress; inf while one is
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        self._idle_since = self.loop.time()
         self._arm()
+        if len(self.connections) > self.max_connections:
+            self._make_room()
+
+    def _make_room(self) -> None:
+        live = [c for c in self.connections if not c.transport.is_closing()]
+        excess = len(live) - self.max_connections
+        if excess <= 0:
+            return
+        idle = [
+            c
+            for c in live
+            if isinstance(c, RequestDeadlineProtocol) and c is not self and c._idle_since != float("inf")
+        ]
+        idle.sort(key=lambda c: c._idle_since)
+        log.debug("slack http: at %d connections, closing the %d longest idle", self.max_connections, excess)
+        for connection in idle[:excess]:  # requests in flight are never cut
+            connection.transport.close()
 
     def _arm(self) -> None:
         self._disarm()
@@ -71,11 +94,14 @@ class RequestDeadlineProtocol(H11Protocol):
 
     def handle_events(self) -> None:
         super().handle_events()
-        if self.cycle is not None and not self.cycle.more_body and not self.cycle.response_complete:
-            self._disarm()  # the whole request is in; the answer may take as long as it takes
+        if self.cycle is not None and not self.cycle.response_complete:
+            self._idle_since = float("inf")  # a request in progress is never closed to make room
+            if not self.cycle.more_body:
+                self._disarm()  # the whole request is in; the answer may take as long as it takes
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
+        self._idle_since = self.loop.time()
         if not self.transport.is_closing():
             self._arm()  # the next request on this keep-alive connection gets its own deadline
 
@@ -89,10 +115,9 @@ class RequestDeadlineProtocol(H11Protocol):
             self.transport.close()
 
 
-def _protocol(request_seconds: float) -> type[H11Protocol]:
-    return type(
-        "SlackRequestDeadlineProtocol", (RequestDeadlineProtocol,), {"request_seconds": request_seconds}
-    )
+def _protocol(request_seconds: float, max_connections: int) -> type[H11Protocol]:
+    bounds = {"request_seconds": request_seconds, "max_connections": max_connections}
+    return type("SlackRequestDeadlineProtocol", (RequestDeadlineProtocol,), bounds)
 
 
 class SlackEventsApp:
@@ -192,9 +217,8 @@ class SlackHTTPServer:
         self.socket = socket.create_server((host, port), backlog=settings.slack_http_max_connections)
         config = uvicorn.Config(
             SlackEventsApp(app, settings.slack_http_dispatch_threads),
-            http=_protocol(settings.slack_http_request_seconds),
+            http=_protocol(settings.slack_http_request_seconds, settings.slack_http_max_connections),
             lifespan="off",
-            limit_concurrency=settings.slack_http_max_connections,
             timeout_keep_alive=max(1, round(settings.slack_http_idle_seconds)),
             timeout_graceful_shutdown=max(1, round(settings.slack_http_request_seconds)),
             backlog=settings.slack_http_max_connections,

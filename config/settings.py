@@ -148,9 +148,9 @@ class Settings(BaseSettings):
     queue_max_depth: int = Field(default=200, ge=1)
     # Threads the Slack adapter runs its listeners on (check, dedupe, enqueue: never the model).
     slack_listener_threads: int = Field(default=16, ge=1, le=256)
-    # Slack HTTP mode (bot/slack_http.py): connections held at once (more get 503), the time a
-    # request has to arrive whole (slow or silent senders are dropped), how long an idle
-    # keep-alive connection stays open, and threads verifying and acking requests.
+    # Slack HTTP mode (bot/slack_http.py): connections held at once (beyond, the longest idle
+    # are closed), the time a request has to arrive whole (slow or silent senders are dropped),
+    # how long an idle keep-alive connection stays open, and threads verifying and acking.
     slack_http_max_connections: int = Field(default=1000, ge=1)
     slack_http_request_seconds: float = Field(default=10.0, gt=0)
     slack_http_idle_seconds: float = Field(default=5.0, gt=0)
