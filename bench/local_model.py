@@ -46,7 +46,7 @@ def outcome(run: subprocess.CompletedProcess[str]) -> str:
     )
 
 
-def run_config(python: str, extra: list[str], work: Path, settings: dict[str, str]) -> None:
+def run_config(python: str, extra: list[str], work: Path, settings: dict[str, str], questions: int) -> None:
     source = work / "payments-src"
     make_git_repo(source, DEFAULT_FILES)
     (work / "repos.toml").write_text(f'[[repo]]\nname = "payments"\nurl = "{source}"\n')
@@ -61,7 +61,7 @@ def run_config(python: str, extra: list[str], work: Path, settings: dict[str, st
             **settings,
         }
         try:
-            for question in QUESTIONS:
+            for question in QUESTIONS[:questions]:
                 started = time.monotonic()
                 run = subprocess.run(
                     [sys.executable, "-m", "codebot.cli", "ask", question],
@@ -95,6 +95,7 @@ def main() -> int:
         "--only-n-ctx", action="store_true", help="skip the run with the server's default window"
     )
     parser.add_argument("--env", action="append", default=[], help="a codebot setting, NAME=VALUE")
+    parser.add_argument("--questions", type=int, default=len(QUESTIONS), help="ask only the first N")
     args = parser.parse_args()
     settings = dict(item.split("=", 1) for item in args.env)
     python = llama_python()
@@ -105,7 +106,7 @@ def main() -> int:
     windows = [["--n_ctx", str(n)] for n in args.n_ctx]
     for extra in windows if args.only_n_ctx else [[], *windows]:
         with tempfile.TemporaryDirectory(prefix="codebot-local-model-") as work:
-            run_config(python, extra, Path(work), settings)
+            run_config(python, extra, Path(work), settings, args.questions)
     return 0
 
 

@@ -29,7 +29,6 @@ import logging
 import re
 import socket
 import threading
-import time
 from collections.abc import Sequence
 from http import HTTPStatus
 from typing import Any
@@ -47,7 +46,6 @@ log = logging.getLogger("codebot.slack")
 EVENTS_PATH = "/slack/events"
 HEALTH_PATH = "/health"
 MAX_BODY_BYTES = 1_000_000  # Slack payloads are a few KB; anything bigger is not from Slack
-START_TIMEOUT_SECONDS = 10.0
 _DIGITS = re.compile(r"[0-9]{1,12}")  # a Content-Length, an X-Slack-Request-Timestamp
 Scope = dict[str, Any]
 
@@ -227,7 +225,7 @@ class SlackHTTPServer:
             server_header=False,
         )
         self.server = uvicorn.Server(config)
-        self._thread: threading.Thread | None = None
+        self._stopped = threading.Event()
 
     @property
     def port(self) -> int:
@@ -235,24 +233,14 @@ class SlackHTTPServer:
 
     def serve_forever(self) -> None:
         """Serve until SIGTERM/SIGINT (uvicorn's own handlers: stop accepting, finish what is in
-        flight, then return)."""
-        self.server.run(sockets=[self.socket])
-
-    def start_background(self) -> threading.Thread:
-        """Serve from a thread (tests, benches); returns once the server accepts connections."""
-        self._thread = threading.Thread(
-            target=self.server.run, kwargs={"sockets": [self.socket]}, daemon=True
-        )
-        self._thread.start()
-        deadline = time.monotonic() + START_TIMEOUT_SECONDS
-        while not self.server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("the Slack HTTP server did not start")
-            time.sleep(0.01)
-        return self._thread
+        flight, then return), or until close() from another thread."""
+        try:
+            self.server.run(sockets=[self.socket])
+        finally:
+            self._stopped.set()
 
     def close(self) -> None:
         self.server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout=30)
+        if self.server.started:
+            self._stopped.wait(30)
         self.socket.close()

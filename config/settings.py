@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pydantic import AliasChoices, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 from config.errors import ConfigError
@@ -21,6 +21,14 @@ from config.errors import ConfigError
 PACKAGED_REPOS_FILE = Path(__file__).resolve().parent / "repos.toml"
 DEFAULT_REPOS_FILE = Path("config/repos.toml")
 
+SECRET_FIELDS = (
+    "openai_api_key",
+    "slack_bot_token",
+    "slack_signing_secret",
+    "slack_app_token",
+    "discord_bot_token",
+    "mcp_token",
+)
 DEFAULT_SECRET_FILE_GLOBS = (
     ".env",
     ".env.*",
@@ -61,14 +69,18 @@ class Settings(BaseSettings):
     )
 
     # --- where things live -------------------------------------------------------------------
+    # The queue; unset: an embedded Redis under the data dir.
     redis_url: str | None = Field(default=None, validation_alias=_env("REDIS_URL"))
-    data_dir: Path = Path("data")
+    data_dir: Path = Path("data")  # mirrors, snapshots, the embedded Redis
+    # The repository whitelist (config/repos.toml when it exists, else the packaged example).
     repos_file: Path = DEFAULT_REPOS_FILE
 
     # --- the model ---------------------------------------------------------------------------
-    openai_api_key: str | None = Field(default=None, validation_alias=_env("OPENAI_API_KEY"))
+    # Any OpenAI-compatible endpoint's key; may be left out when OPENAI_BASE_URL is set (Ollama).
+    openai_api_key: SecretStr | None = Field(default=None, validation_alias=_env("OPENAI_API_KEY"))
+    # The endpoint (docs/models.md); unset: OpenAI.
     openai_base_url: str | None = Field(default=None, validation_alias=_env("OPENAI_BASE_URL"))
-    model: str = "gpt-5-mini"
+    model: str = "gpt-5-mini"  # the chat model
     # The first model turn must call a tool. An endpoint that refuses "required" (llama.cpp
     # servers, older vLLM, some OpenRouter routes) is detected and sent "auto" instead
     # (worker/agent/model.py); false sends "auto" from the start.
@@ -79,6 +91,7 @@ class Settings(BaseSettings):
     # The whole of one model attempt, first byte to last: a reply still trickling in after
     # this long is cut (each attempt also gets only its share of the question's time left).
     model_timeout_seconds: float = Field(default=60.0, gt=0)
+    # Retries of a failed model call, within the question's deadline.
     model_max_retries: int = Field(default=2, ge=0, le=10)
     # The endpoint's context window in tokens. 0: ask the server (Ollama /api/ps and /api/show,
     # vLLM max_model_len, llama-server /props, OpenRouter and LM Studio model lists) or learn it
@@ -95,23 +108,28 @@ class Settings(BaseSettings):
     # --- the agent's budgets -------------------------------------------------------------------
     max_hops: int = Field(default=12, ge=1, le=100)  # model turns that may call tools
     budget_warning_hops: int = Field(default=3, ge=0)  # notes start this many hops before the end
+    # One question, all model calls and retries included.
     question_deadline_seconds: float = Field(default=150.0, gt=0)
-    # Everything sent to the model is kept under this many characters (~4 chars a token);
-    # the oldest tool output is trimmed first.
+    # Everything sent to the model, tool schemas included (~6,000), is kept under this many
+    # characters, and under the endpoint's window when known (docs/models.md); the oldest tool
+    # output is trimmed first.
     context_budget_chars: int = Field(default=120_000, ge=4000)
     history_max_turns: int = Field(default=6, ge=0)  # earlier turns of a thread sent as context
     # Tool calls run per model turn; more in one turn get an error result the model can read
     # (1 also asks the endpoint for parallel_tool_calls=false).
     max_tool_calls_per_turn: int = Field(default=8, ge=1, le=128)
-    # chat.update is Tier 3 (~50/min per workspace): one edit per 1.5 s per question (PLATFORM_NOTES 21)
+    # chat.update is Tier 3 (~50/min per workspace): one edit per 1.5 s per question (docs/platform-notes.md, pitfall 21)
     progress_min_interval_seconds: float = Field(default=1.5, ge=0)
+    # RQ's own worker maintenance pass (RQ's default is 10 min).
     worker_maintenance_interval_seconds: int = Field(default=30, ge=1)
     # A dead worker's questions (worker/jobs/reaper.py): a busy worker proves it is alive every
     # `worker_heartbeat_seconds`; a question whose worker missed its beat by
     # `worker_heartbeat_grace_seconds` is retried elsewhere (or the asker told) by the next
     # reaper pass, run every `reaper_interval_seconds` on every worker machine.
     worker_heartbeat_seconds: int = Field(default=5, ge=1)
+    # A missed heartbeat by this much and the question is retried.
     worker_heartbeat_grace_seconds: int = Field(default=15, ge=1)
+    # How often each worker machine looks for abandoned questions.
     reaper_interval_seconds: float = Field(default=5.0, gt=0)
     # Many machines (worker/repos/refresh.py): each machine checks this often for scheduled
     # refreshes (`refresh_minutes` in repos.toml) and for a newer commit another machine fetched.
@@ -123,37 +141,49 @@ class Settings(BaseSettings):
     catch_up_retry_seconds: float = Field(default=300.0, ge=0)
 
     # --- operations --------------------------------------------------------------------------
+    # Text (for a terminal) or json (one object per line).
     log_format: str = Field(default="text", pattern="^(text|json)$")
     # Log the question text (never code) with each question: off by default, for privacy.
     log_question_text: bool = False
     metrics_port: int | None = Field(default=None, ge=0, le=65535)  # serve /metrics here; unset: off
     daily_token_budget: int = Field(default=0, ge=0)  # tokens per UTC day for everyone; 0: no limit
     model_input_usd_per_million_tokens: float = Field(default=0.0, ge=0)  # for cost reports; 0: unknown
-    model_output_usd_per_million_tokens: float = Field(default=0.0, ge=0)
+    model_output_usd_per_million_tokens: float = Field(default=0.0, ge=0)  # for cost reports; 0: unknown
 
     # --- chat platforms ----------------------------------------------------------------------
-    slack_bot_token: str | None = Field(default=None, validation_alias=_env("SLACK_BOT_TOKEN"))
-    slack_signing_secret: str | None = Field(default=None, validation_alias=_env("SLACK_SIGNING_SECRET"))
-    slack_app_token: str | None = Field(default=None, validation_alias=_env("SLACK_APP_TOKEN"))
+    # Slack's Bot User OAuth Token, xoxb-… (docs/slack.md).
+    slack_bot_token: SecretStr | None = Field(default=None, validation_alias=_env("SLACK_BOT_TOKEN"))
+    # Checks Slack's HTTP requests (HTTP mode).
+    slack_signing_secret: SecretStr | None = Field(
+        default=None, validation_alias=_env("SLACK_SIGNING_SECRET")
+    )
+    # An app-level token, xapp-…: Socket Mode instead of HTTP.
+    slack_app_token: SecretStr | None = Field(default=None, validation_alias=_env("SLACK_APP_TOKEN"))
+    # The Slack Web API base URL (tests point it at a local server).
     slack_api_url: str = Field(default="https://slack.com/api/", validation_alias=_env("SLACK_API_URL"))
-    discord_bot_token: str | None = Field(default=None, validation_alias=_env("DISCORD_BOT_TOKEN"))
+    # The bot's token (docs/discord.md).
+    discord_bot_token: SecretStr | None = Field(default=None, validation_alias=_env("DISCORD_BOT_TOKEN"))
+    # The Discord REST base URL (tests point it at a local server).
     discord_api_url: str = Field(
         default="https://discord.com/api/v10", validation_alias=_env("DISCORD_API_URL")
     )
+    # Who may refresh and see status, e.g. slack:U123,discord:456.
     admins: str = Field(default="", validation_alias=_env("CODEBOT_ADMINS"))
     # --- chat limits (shared by the Slack and Discord adapters) ---------------------------------
     rate_limit_questions: int = Field(default=5, ge=1)  # questions one user may ask per window
-    rate_limit_window_seconds: float = Field(default=60.0, gt=0)
+    rate_limit_window_seconds: float = Field(default=60.0, gt=0)  # the window of rate_limit_questions
     # Questions waiting in the queue beyond which new ones are turned away with "try later".
     queue_max_depth: int = Field(default=200, ge=1)
     # Threads the Slack adapter runs its listeners on (check, dedupe, enqueue: never the model).
     slack_listener_threads: int = Field(default=16, ge=1, le=256)
-    # Slack HTTP mode (bot/slack_http.py): connections held at once (beyond, the longest idle
-    # are closed), the time a request has to arrive whole (slow or silent senders are dropped),
-    # how long an idle keep-alive connection stays open, and threads verifying and acking.
+    # Slack HTTP mode (bot/slack_http.py): connections held at once; beyond, the longest idle are
+    # closed (a request in flight never is).
     slack_http_max_connections: int = Field(default=1000, ge=1)
+    # Slack HTTP mode: the time a request has to arrive whole (a slow or silent sender is dropped).
     slack_http_request_seconds: float = Field(default=10.0, gt=0)
+    # Slack HTTP mode: an idle keep-alive connection is closed after this long.
     slack_http_idle_seconds: float = Field(default=5.0, gt=0)
+    # Slack HTTP mode: threads verifying signatures and acking (listeners have their own).
     slack_http_dispatch_threads: int = Field(default=32, ge=1, le=256)
     # --- Discord adapter and sink ---------------------------------------------------------------
     # Application commands go to this guild only (appear at once; for development); unset: global.
@@ -167,7 +197,7 @@ class Settings(BaseSettings):
     discord_max_ratelimit_wait_seconds: float = Field(default=60.0, ge=30)
 
     # --- mirrors -----------------------------------------------------------------------------
-    git_timeout_seconds: float = Field(default=600.0, gt=0)
+    git_timeout_seconds: float = Field(default=600.0, gt=0)  # one git fetch or clone
     # 1 = shallow mirrors (only the tip is ever read); 0 = full history.
     clone_depth: int = Field(default=1, ge=0)
     # How long a sync waits for another refresh of the same repo before giving up.
@@ -176,24 +206,25 @@ class Settings(BaseSettings):
     sync_max_parallel_repos: int = Field(default=4, ge=1, le=32)
 
     # --- tool limits -------------------------------------------------------------------------
-    search_max_results: int = Field(default=50, ge=1, le=1000)
+    search_max_results: int = Field(default=50, ge=1, le=1000)  # matches one search shows
     # After the shown matches, keep counting up to this many so the model hears "N more".
     search_count_limit: int = Field(default=1000, ge=1)
-    search_timeout_seconds: float = Field(default=10.0, gt=0)
-    search_max_file_bytes: int = Field(default=2_000_000, ge=1)
-    search_max_line_chars: int = Field(default=300, ge=20)
-    read_max_lines: int = Field(default=400, ge=1)
-    read_max_chars: int = Field(default=24_000, ge=200)
-    read_max_line_chars: int = Field(default=500, ge=20)
-    list_max_entries: int = Field(default=200, ge=1)
-    overview_readme_chars: int = Field(default=1500, ge=0)
-    tool_output_max_chars: int = Field(default=30_000, ge=500)
-    pattern_max_chars: int = Field(default=1000, ge=1)
+    search_timeout_seconds: float = Field(default=10.0, gt=0)  # one search
+    search_max_file_bytes: int = Field(default=2_000_000, ge=1)  # larger files are not searched
+    search_max_line_chars: int = Field(default=300, ge=20)  # a matched line is cut at this length
+    read_max_lines: int = Field(default=400, ge=1)  # lines one read_file shows
+    read_max_chars: int = Field(default=24_000, ge=200)  # characters one read_file shows
+    read_max_line_chars: int = Field(default=500, ge=20)  # a line read_file shows is cut at this length
+    list_max_entries: int = Field(default=200, ge=1)  # entries one list_files shows
+    overview_readme_chars: int = Field(default=1500, ge=0)  # the README opening repo_overview shows
+    tool_output_max_chars: int = Field(default=30_000, ge=500)  # any tool result is cut at this length
+    pattern_max_chars: int = Field(default=1000, ge=1)  # a search pattern longer than this is refused
     path_max_chars: int = Field(default=1024, ge=16)  # longer tool paths are refused
     # read_file keeps smaller files (redacted) in the per-question cache; larger ones are streamed.
     read_cache_max_file_bytes: int = Field(default=2_000_000, ge=1)
     # list_files with a glob, and "did you mean" suggestions, walk at most this many entries.
     list_walk_max_entries: int = Field(default=100_000, ge=100)
+    # Files never listed, read or searched (JSON list; replaces the defaults, so repeat those you keep).
     secret_file_globs: tuple[str, ...] = DEFAULT_SECRET_FILE_GLOBS
 
     # --- code navigation: the symbol index built with each snapshot -----------------------------
@@ -207,11 +238,11 @@ class Settings(BaseSettings):
 
     # --- MCP server (`codebot mcp`) ---------------------------------------------------------------
     # The bearer token HTTP clients must send; `codebot mcp --http` refuses to start without one.
-    mcp_token: str | None = None
+    mcp_token: SecretStr | None = None
     # Repos the MCP tools may read (JSON list). Empty: every repo over stdio; over HTTP, every repo
     # without a `channels` allow-list (a channel-restricted repo must be named here to be served).
     mcp_repos: tuple[str, ...] = ()
-    mcp_http_host: str = "127.0.0.1"
+    mcp_http_host: str = "127.0.0.1"  # where `codebot mcp --http` listens
     # Host names clients reach `codebot mcp --http` by, behind a reverse proxy (JSON list, e.g.
     # '["codebot.example.com"]'): the MCP SDK refuses other Host headers (421) to stop DNS
     # rebinding. Local names are always allowed; '["*"]' turns the check off.
@@ -249,10 +280,17 @@ class Settings(BaseSettings):
             raise ValueError("must be one of 60, 1440, 4320, 10080 (minutes)")
         return value
 
-    @field_validator("redis_url", "openai_api_key", "openai_base_url", "mcp_token", mode="after")
+    @field_validator("redis_url", "openai_base_url", mode="after")
     @classmethod
     def _blank_is_unset(cls, value: str | None) -> str | None:
         return value or None
+
+    # Tokens and keys are SecretStr: shown as ********** in any repr, log or error; each use
+    # site calls get_secret_value().
+    @field_validator(*SECRET_FIELDS, mode="before")
+    @classmethod
+    def _blank_secret_is_unset(cls, value: object) -> object:
+        return None if isinstance(value, str) and not value.strip() else value
 
     @property
     def resolved_repos_file(self) -> Path:

@@ -27,11 +27,11 @@ sys.path.insert(0, str(ROOT))
 from rich.console import Console  # noqa: E402
 
 from config.settings import Settings, load_settings  # noqa: E402
-from tests.support.e2e import make_git_repo  # noqa: E402
+from tests.support.fixture_repos import make_repo  # noqa: E402
 from tests.support.golden_policy import GoldenPolicy  # noqa: E402
 from tests.support.model_server import ScriptedModel  # noqa: E402
 from worker.agent import prompt  # noqa: E402
-from worker.agent.evaluate import load_golden, run_eval  # noqa: E402
+from worker.jobs.evaluate import load_golden, run_eval  # noqa: E402
 from worker.jobs.runtime import build_runtime  # noqa: E402
 from worker.ops.redis_connection import stop_embedded_server  # noqa: E402
 from worker.repos.symbols import open_index  # noqa: E402
@@ -83,7 +83,7 @@ def this_repo(base: Path) -> Path:
         )
         for path in ROOT.glob(pattern)
     }
-    make_git_repo(base / "codebot-src", files)
+    make_repo(base / "codebot-src", files)
     (base / "repos.toml").write_text(f'[[repo]]\nname = "codebot"\nurl = "{base / "codebot-src"}"\n')
     return base / "repos.toml"
 

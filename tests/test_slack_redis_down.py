@@ -3,21 +3,17 @@
 from __future__ import annotations
 
 import urllib.request
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from bot import texts
 from bot.slack_format import format_for_slack
+from tests.support.redis_outage import is_reachable, kill_embedded_server
 from tests.support.slack_api import BOT_USER_ID, message
-from tests.support.slack_rig import SlackRig, build_slack_rig, wait_until
-from worker.ops.redis_connection import connect, is_reachable, kill_embedded_server
+from tests.support.slack_rig import SlackRig, wait_until
+from worker.ops.redis_connection import connect
 
-
-@pytest.fixture
-def rig(tmp_path: Path) -> Iterator[SlackRig]:
-    yield from build_slack_rig(tmp_path)
+pytestmark = pytest.mark.rig("slack")
 
 
 def test_a_mention_while_redis_is_down_is_answered_with_try_again_and_the_adapter_recovers(

@@ -8,15 +8,10 @@ from pathlib import Path
 import pytest
 
 from config.settings import load_settings
-from tests.support.fixture_repos import HUGE_LINES, Corpus, context, make_repo, shared_corpus, snapshot_repo
+from tests.support.fixture_repos import HUGE_LINES, Corpus, context, make_repo, snapshot_repo
 from worker.tools import make_context
 from worker.tools.context import ToolError
 from worker.tools.files import list_files, read_file
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory: pytest.TempPathFactory) -> Corpus:
-    return shared_corpus(tmp_path_factory)
 
 
 def test_lines_are_numbered_and_exactly_the_shown_lines_are_recorded(corpus: Corpus) -> None:

@@ -5,15 +5,10 @@ from __future__ import annotations
 import pytest
 
 from config.settings import load_settings
-from tests.support.fixture_repos import TRAVERSAL_PATHS, Corpus, context, passwd_lines, shared_corpus
+from tests.support.fixture_repos import TRAVERSAL_PATHS, Corpus, context, passwd_lines
 from worker.tools import build_registry
 from worker.tools.context import ToolError
 from worker.tools.paths import resolve_path
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory: pytest.TempPathFactory) -> Corpus:
-    return shared_corpus(tmp_path_factory)
 
 
 @pytest.mark.parametrize("path", TRAVERSAL_PATHS)

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from tests.support.fixture_repos import Corpus, _pem, _token, context, shared_corpus
+from tests.support.fixture_repos import Corpus, _pem, _token, context
 from worker.tools import build_registry
 from worker.tools.redact import get_redactor
 
@@ -29,11 +29,6 @@ SAMPLES = {
     + ".eyJzdWIiOiIxMjM0NTY3ODkwIn0"
     + ".dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
 }
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory: pytest.TempPathFactory) -> Corpus:
-    return shared_corpus(tmp_path_factory)
 
 
 @pytest.mark.parametrize("name", sorted(SAMPLES))

@@ -38,8 +38,9 @@ def git(cwd: Path, *args: str) -> str:
 def make_repo(
     path: Path, files: Mapping[str, str | bytes], links: Mapping[str, str] | None = None, branch: str = "main"
 ) -> str:
-    """A git repo at `path` with one commit of `files` and symlinks `links` (path -> target); its sha."""
-    path.mkdir(parents=True)
+    """A git repo at `path` with one commit of `files` and symlinks `links` (path -> target); its sha.
+    An existing repo at `path` gets one more commit (the tests' one git-repo builder)."""
+    path.mkdir(parents=True, exist_ok=True)
     git(path, "init", "-q", "-b", branch)
     git(path, "config", "core.symlinks", "true")
     for relative, content in files.items():

@@ -21,7 +21,7 @@ from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
-from pydantic import AliasChoices
+from pydantic import AliasChoices, SecretStr
 
 from config.settings import Settings
 
@@ -37,7 +37,9 @@ def settings_env(settings: Settings, **extra: Any) -> dict[str, str]:
             continue
         alias = info.validation_alias
         name = alias.choices[0] if isinstance(alias, AliasChoices) else f"CODEBOT_{field.upper()}"
-        if isinstance(value, bool):
+        if isinstance(value, SecretStr):
+            env[str(name)] = value.get_secret_value()
+        elif isinstance(value, bool):
             env[str(name)] = "true" if value else "false"
         elif isinstance(value, tuple | list | dict):
             env[str(name)] = json.dumps(list(value) if isinstance(value, tuple) else value)

@@ -31,8 +31,8 @@ from worker.agent.endpoint_memory import TOOL_CHOICE_NONE, EndpointMemory
 from worker.agent.events import AgentEvents, NoEvents, ProgressEvents, SafeEvents
 from worker.agent.model import ModelClient, ModelTurn, ToolCall, retry_wait_seconds
 from worker.agent.model_errors import ModelFailure, classify, failure
+from worker.agent.asked import AskedQuestion
 from worker.agent.prompt import build_system_prompt
-from worker.jobs.question import Question
 from worker.tools.context import ToolContext
 from worker.tools.registry import ToolRegistry
 
@@ -128,7 +128,7 @@ class Agent:
         self.model = ModelClient(settings, client, self.memory, self.events, clock, log_extra)
 
     # --- the loop --------------------------------------------------------------------------
-    def run(self, question: Question) -> AgentResult:
+    def run(self, question: AskedQuestion) -> AgentResult:
         deadline = self.clock() + self.settings.question_deadline_seconds
         messages = self._opening_messages(question)
         question_at = len(messages) - 1
@@ -158,12 +158,12 @@ class Agent:
             else:
                 result.stop_reason = "hop_limit"
             return self._forced_answer(messages, question_at, schemas, result, deadline)
-        except Exception as exc:
-            if not isinstance(exc, ModelFailure):
-                log.exception("the agent loop failed unexpectedly")
-            return self._after_failure(classify(exc), result)
+        except ModelFailure as exc:
+            # Only the model's failures: anything else is a bug of ours, raised for the job to
+            # log with its traceback and to answer as a crash with a reference.
+            return self._after_failure(exc, result)
 
-    def _opening_messages(self, question: Question) -> list[dict[str, Any]]:
+    def _opening_messages(self, question: AskedQuestion) -> list[dict[str, Any]]:
         messages: list[dict[str, Any]] = [
             {"role": "system", "content": build_system_prompt(self.ctx.snapshots)}
         ]

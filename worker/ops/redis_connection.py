@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
-import os
 import shutil
 import subprocess
 import sys
@@ -207,20 +206,8 @@ def connect(settings: Settings, start_embedded: bool = True) -> Redis:
     return _client_for_socket(sock)
 
 
-def is_reachable(client: Redis) -> bool:
-    return _alive(client)
-
-
 def server_pid(settings: Settings) -> int | None:
     try:
         return int((embedded_dir(settings) / "redis.pid").read_text().strip())
     except (OSError, ValueError):
         return None
-
-
-def kill_embedded_server(settings: Settings) -> None:
-    """For tests of a Redis outage: stop the server abruptly."""
-    pid = server_pid(settings)
-    if pid:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, 9)

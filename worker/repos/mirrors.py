@@ -42,7 +42,7 @@ from config.settings import Settings
 from worker.repos.locks import LockTimeout, SnapshotFolder, exclusive_lock, is_sha
 from worker.repos.snapshot import Snapshot, compute_meta, read_meta, write_meta
 from worker.repos.symbols import build_index_quietly, index_path, prune_indexes
-from worker.tools.paths import hidden_name
+from worker.repos.visible import hidden_name
 
 log = logging.getLogger(__name__)
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from config.settings import Settings
+from worker.repos.ripgrep import find_ripgrep
 from worker.repos.symbol_grammars import GRAMMARS, LANGUAGE_OF_SUFFIX, FileSymbols, parse_file
 
 log = logging.getLogger(__name__)
@@ -89,10 +90,8 @@ def prune_indexes(repo_root: Path) -> list[str]:
 
 def indexable_files(root: Path, settings: Settings) -> list[str]:
     """Paths (relative, sorted) of the files search would see that a grammar can parse."""
-    from worker.tools.search import ripgrep_binary  # here: worker.tools imports this module
-
     command = [
-        ripgrep_binary(),
+        find_ripgrep(),
         "--files",
         "--no-config",
         "--no-messages",

@@ -9,22 +9,19 @@ they win over whatever glob the model passes.
 from __future__ import annotations
 
 import base64
-import functools
 import json
 import os
 import re
 import select
-import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from config.settings import Settings
+from worker.repos.ripgrep import RipgrepMissing, find_ripgrep
 from worker.repos.snapshot import Snapshot
 from worker.tools.context import ToolContext, ToolError
 from worker.tools.files import cached_lines
@@ -45,19 +42,12 @@ _REGEX_HINT = (
 )
 
 
-@functools.lru_cache(maxsize=1)
 def ripgrep_binary() -> str:
-    """The `rg` of the `ripgrep` wheel next to this Python, else one on PATH."""
-    beside = Path(sys.executable).parent / "rg"
-    if beside.is_file() and os.access(beside, os.X_OK):
-        return str(beside)
-    found = shutil.which("rg")
-    if found:
-        return found
-    raise ToolError(
-        "search is unavailable: the ripgrep binary (rg) is not installed on this worker "
-        "— install the 'ripgrep' Python package; meanwhile use list_files and read_file"
-    )
+    """The `rg` to run; its absence is a tool error the model can work around."""
+    try:
+        return find_ripgrep()
+    except RipgrepMissing as exc:
+        raise ToolError(str(exc)) from None
 
 
 def ripgrep_command(settings: Settings, pattern: str, glob: str | None, ignore_case: bool) -> list[str]:
