@@ -28,7 +28,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from config.settings import load_settings  # noqa: E402
-from tests.support.e2e import DEFAULT_FILES, make_git_repo  # noqa: E402
+from tests.support.e2e import DEFAULT_FILES  # noqa: E402
+from tests.support.fixture_repos import make_repo  # noqa: E402
 from tests.support.llama_server import LLAMA_PYTHON_VARIABLE, llama_python, llama_server  # noqa: E402
 from worker.ops.redis_connection import stop_embedded_server  # noqa: E402
 
@@ -48,7 +49,7 @@ def outcome(run: subprocess.CompletedProcess[str]) -> str:
 
 def run_config(python: str, extra: list[str], work: Path, settings: dict[str, str], questions: int) -> None:
     source = work / "payments-src"
-    make_git_repo(source, DEFAULT_FILES)
+    make_repo(source, DEFAULT_FILES)
     (work / "repos.toml").write_text(f'[[repo]]\nname = "payments"\nurl = "{source}"\n')
     label = " ".join([*extra, *(f"{k}={v}" for k, v in settings.items())]) or "(server defaults)"
     with llama_server(python, *extra, log=work / "llama.log") as base_url:

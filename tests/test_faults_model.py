@@ -13,9 +13,11 @@ from pathlib import Path
 import pytest
 
 from tests.support.e2e import Rig, build_rig
+from tests.support.metrics import metric_value, samples
 from tests.support.model_server import Reply, error, raw, slow, text, tool_calls
+from worker.jobs.queue import queue_depth
 from worker.ops.accounting import usage_of_day
-from worker.ops.metrics import metric_value, parse, render
+from worker.ops.metrics import exposition
 
 DEADLINE_SECONDS = 8.0
 READ_RETRY = tool_calls(("read_file", {"repo": "payments", "path": "payments/retry.py"}))
@@ -114,7 +116,8 @@ def test_a_model_that_never_calls_a_tool_ends_as_a_failure_saying_so(tmp_path: P
         kind, fields, _ = timed_ask(rig)
         assert kind == "failed" and "never made a usable tool call" in str(fields["text"])
         assert len(rig.model.requests) == 3 + 1  # every hop, then one forced answer
-        assert metric_value(parse(render(rig.redis)), 'codebot_failures_total{reason="model"}') == 1
+        found = samples(exposition(rig.redis, queue_depth).decode())
+        assert metric_value(found, 'codebot_failures_total{reason="model"}') == 1
 
 
 def test_a_model_whose_every_tool_call_fails_read_no_code_and_ends_as_a_failure(tmp_path: Path) -> None:

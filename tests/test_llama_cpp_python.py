@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from config.settings import load_settings
-from tests.support.e2e import DEFAULT_FILES, make_git_repo
+from tests.support.e2e import DEFAULT_FILES
+from tests.support.fixture_repos import make_repo
 from tests.support.llama_server import LLAMA_PYTHON_VARIABLE, llama_python, llama_server
 from worker.ops.redis_connection import stop_embedded_server
 
@@ -55,7 +56,7 @@ def codebot(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]
 def test_a_question_against_llama_cpp_python_with_default_settings_ends_clearly(tmp_path: Path) -> None:
     assert LLAMA_PYTHON is not None
     source = tmp_path / "payments-src"
-    make_git_repo(source, DEFAULT_FILES)
+    make_repo(source, DEFAULT_FILES)
     (tmp_path / "repos.toml").write_text(f'[[repo]]\nname = "payments"\nurl = "{source}"\n')
     with llama_server(LLAMA_PYTHON, log=tmp_path / "llama.log") as base_url:
         env = {

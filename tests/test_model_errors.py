@@ -14,7 +14,7 @@ from rq.job import Job
 from tests.support.e2e import Rig, build_rig
 from tests.support.model_server import Reply, error, tool_calls
 from worker.jobs.admin import status_report
-from worker.jobs.job import reference_id
+from worker.jobs.question import reference_id
 from worker.ops.accounting import usage_of_day
 
 

@@ -44,7 +44,8 @@ def discover_context_tokens(settings: Settings) -> tuple[int, str] | None:
     if base == OPENAI_BASE_URL:
         return None
     root = re.sub(r"/v1$", "", base)
-    headers = {"Authorization": f"Bearer {settings.openai_api_key}"} if settings.openai_api_key else {}
+    key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else ""
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
     deadline = time.monotonic() + settings.model_discovery_timeout_seconds
     answered: list[int] = []
     try:

@@ -27,11 +27,11 @@ import openai
 from redis import Redis
 
 from config.settings import Settings
+from worker.agent.asked import AskedQuestion
 from worker.agent.endpoint_memory import TOOL_CHOICE_NONE, EndpointMemory
 from worker.agent.events import AgentEvents, NoEvents, ProgressEvents, SafeEvents
 from worker.agent.model import ModelClient, ModelTurn, ToolCall, retry_wait_seconds
-from worker.agent.model_errors import ModelFailure, classify, failure
-from worker.agent.asked import AskedQuestion
+from worker.agent.model_errors import ModelFailure, failure
 from worker.agent.prompt import build_system_prompt
 from worker.tools.context import ToolContext
 from worker.tools.registry import ToolRegistry

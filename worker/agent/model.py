@@ -168,7 +168,8 @@ def install_watchdog(client: openai.OpenAI) -> None:
 def make_openai_client(settings: Settings) -> openai.OpenAI:
     """The SDK client for the configured endpoint; create it inside the job, never before a fork."""
     client = openai.OpenAI(
-        api_key=settings.openai_api_key or "not-needed",  # local servers ignore it but the SDK wants one
+        # local servers ignore the key but the SDK wants one
+        api_key=settings.openai_api_key.get_secret_value() if settings.openai_api_key else "not-needed",
         base_url=settings.openai_base_url,
         timeout=settings.model_timeout_seconds,
         max_retries=0,  # ModelClient retries, within the question's deadline

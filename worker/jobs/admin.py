@@ -324,7 +324,7 @@ def model_status_lines(redis: Redis, settings: Settings, now: float) -> list[str
         status = f" (HTTP {entry['status']})" if entry.get("status") else ""
         lines.append(
             texts.STATUS_MODEL_ERROR_LINE.format(
-                age=age(now - float(entry.get("at") or now)),
+                age=short_duration(now - float(entry.get("at") or now)),
                 ref=entry.get("ref", "?"),
                 kind=entry.get("kind", "?"),
                 status=status,
