@@ -38,7 +38,10 @@ QUESTIONS = ("How many times does retry try?", "Where is the region configured?"
 
 def outcome(run: subprocess.CompletedProcess[str]) -> str:
     if run.returncode == 0:
-        return "answer"
+        first = next(
+            (line for line in run.stdout.splitlines() if line.strip() and not line.startswith("…")), ""
+        )
+        return f"answer: {first.strip()[:80]!r}"
     match = re.search(r"Sorry, I could not answer: (.*?)(?:: |\. Reference|$)", run.stdout, re.S)
     return (
         "apology: " + " ".join(match.group(1).split())
