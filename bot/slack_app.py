@@ -54,7 +54,7 @@ def register(app: App, deps: SlackDeps) -> SlackHandlers:
 
 def _app_rate_limited(body: dict[str, Any], next: Callable[[], BoltResponse]) -> BoltResponse | None:
     """Slack stops delivering events for a minute when an app gets more than 30,000 an hour
-    (PLATFORM_NOTES §1a). It says so once, with a top-level `app_rate_limited` payload, after
+    (docs/platform-notes.md §1a). It says so once, with a top-level `app_rate_limited` payload, after
     the signature check (bolt's own middleware runs first): acknowledge it and say it loudly."""
     if body.get("type") != "app_rate_limited":
         return next()

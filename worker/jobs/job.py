@@ -89,7 +89,7 @@ def make_sink(runtime: Runtime, redis: Redis, question: Question) -> ReplySink:
 
 
 def make_model_client(runtime: Runtime) -> openai.OpenAI:
-    """Created inside the job, never before the fork (PLATFORM_NOTES pitfall 15). The agent
+    """Created inside the job, never before the fork (docs/platform-notes.md, pitfall 15). The agent
     retries itself, within the question's deadline (worker/agent/model.py)."""
     return make_openai_client(runtime.settings)
 
