@@ -19,7 +19,7 @@
   one JSON body is read as such.
 - **Time.** Each attempt has a total wall-clock bound (its share of the question's time left,
   at most `model_timeout_seconds`): at the end, the connection it reads from is shut, so a
-  reply trickling in a byte at a time is cut, not waited for read by read.
+  reply trickling in a byte at a time is cut, not waited for read by read (wire.py).
 - **Context.** The request is fitted to the endpoint's window (discovered, configured, or
   learned from its "maximum context length" error, which is retried once trimmed).
 - **Retries** of 408/409/429/5xx and connection errors, with Retry-After, within the deadline.
@@ -27,15 +27,11 @@
 
 from __future__ import annotations
 
-import contextlib
-import json
 import logging
 import random
-import socket
-import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import httpx2
@@ -66,6 +62,19 @@ from worker.agent.endpoint_memory import (
 )
 from worker.agent.events import AgentEvents, NoEvents
 from worker.agent.model_errors import ModelFailure, classify, context_overflow_of, failure, refusal_of
+from worker.agent.wire import (
+    Attempt,
+    EmptyStream,
+    ModelTurn,
+    ToolCall,
+    add_fragment,
+    calls_from,
+    install_watchdog,
+    make_openai_client,
+    turn_from_json,
+)
+
+__all__ = ["ModelClient", "ModelTurn", "ToolCall", "make_openai_client", "retry_wait_seconds"]
 
 log = logging.getLogger("codebot.model")
 
@@ -74,108 +83,6 @@ CONNECT_TIMEOUT_SECONDS = 5.0
 MAX_FALLBACKS_PER_CALL = 6  # refused fields dropped within one call (there are fewer features)
 # Tried, in this order, when a refusal names no field and the feature was never seen to work.
 SUSPECTS = (TOOL_CHOICE_REQUIRED, PARALLEL_TOOL_CALLS, TOOL_CHOICE_NONE)
-
-
-@dataclass
-class ToolCall:
-    id: str
-    name: str
-    arguments: str  # JSON text as the model sent it (may be invalid)
-
-
-@dataclass
-class ModelTurn:
-    content: str
-    tool_calls: list[ToolCall] = field(default_factory=list)
-    finish_reason: str | None = None
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-
-
-class EmptyStream(Exception):
-    """A streamed reply that ended with nothing in it: the server cannot stream this request."""
-
-
-# --- the attempt watchdog ------------------------------------------------------------------------
-
-_ACTIVE = threading.local()
-
-
-class Attempt:
-    """One attempt's total time bound: when it is up, the connection the reply comes on is shut
-    down, which wakes a read blocked on a server sending a byte every few seconds."""
-
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-        self.fired = False
-        self.replied = False  # the reply's headers arrived
-        self._sockets: list[socket.socket] = []
-        self._lock = threading.Lock()
-        self._timer = threading.Timer(seconds, self._fire)
-        self._timer.daemon = True
-
-    def __enter__(self) -> Attempt:
-        _ACTIVE.attempt = self
-        self._timer.start()
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self._timer.cancel()
-        _ACTIVE.attempt = None
-
-    def register(self, response: httpx2.Response) -> None:
-        stream = response.extensions.get("network_stream")
-        sock = stream.get_extra_info("socket") if stream is not None else None
-        with self._lock:
-            self.replied = True
-            if isinstance(sock, socket.socket):
-                self._sockets.append(sock)
-                if self.fired:
-                    _shut(sock)
-
-    def _fire(self) -> None:
-        with self._lock:
-            self.fired = True
-        self.drop_connection()
-
-    def drop_connection(self) -> None:
-        """Shut the reply's connection: the pool will not hand it out again."""
-        with self._lock:
-            for sock in self._sockets:
-                _shut(sock)
-
-
-def _shut(sock: socket.socket) -> None:
-    # the plain socket's shutdown: an SSLSocket's own would drop its TLS state under the reader
-    with contextlib.suppress(OSError):
-        socket.socket.shutdown(sock, socket.SHUT_RDWR)
-
-
-def _on_response(response: httpx2.Response) -> None:
-    attempt: Attempt | None = getattr(_ACTIVE, "attempt", None)
-    if attempt is not None:
-        attempt.register(response)
-
-
-def install_watchdog(client: openai.OpenAI) -> None:
-    """Let attempts see the connection of each reply (an httpx response hook, set once)."""
-    http = getattr(client, "_client", None)
-    if isinstance(http, httpx2.Client) and _on_response not in http.event_hooks["response"]:
-        hooks = http.event_hooks
-        http.event_hooks = {"request": hooks["request"], "response": [*hooks["response"], _on_response]}
-
-
-def make_openai_client(settings: Settings) -> openai.OpenAI:
-    """The SDK client for the configured endpoint; create it inside the job, never before a fork."""
-    client = openai.OpenAI(
-        # local servers ignore the key but the SDK wants one
-        api_key=settings.openai_api_key.get_secret_value() if settings.openai_api_key else "not-needed",
-        base_url=settings.openai_base_url,
-        timeout=settings.model_timeout_seconds,
-        max_retries=0,  # ModelClient retries, within the question's deadline
-    )
-    install_watchdog(client)
-    return client
 
 
 # --- the client --------------------------------------------------------------------------------------
@@ -456,7 +363,7 @@ class ModelClient:
                     raw = self.client.chat.completions.with_raw_response.create(
                         **shaped.kwargs, timeout=timeout, extra_headers=headers
                     )
-                    turn = _turn_from_json(raw.http_response.read())
+                    turn = turn_from_json(raw.http_response.read())
                     if turn.content:
                         self.events.text(turn.content)  # the whole text, as one delta
             except EmptyStream:
@@ -488,7 +395,7 @@ class ModelClient:
         response: httpx2.Response = stream.response
         if "text/event-stream" not in response.headers.get("content-type", ""):
             # the server ignored stream=True and answered in one piece (or sent garbage)
-            turn = _turn_from_json(response.read())
+            turn = turn_from_json(response.read())
             if turn.content:
                 self.events.text(turn.content)
             return turn
@@ -506,82 +413,15 @@ class ModelClient:
                     text.append(delta.content)
                     self.events.text(delta.content)
                 for fragment in (getattr(delta, "tool_calls", None) or []) if delta is not None else []:
-                    _add_fragment(slots, fragment)
+                    add_fragment(slots, fragment)
                 finish = getattr(choice, "finish_reason", None) or finish
         if not text and not slots and finish is None:
             raise EmptyStream()
-        turn = ModelTurn(content="".join(text), tool_calls=_calls_from(slots), finish_reason=finish)
+        turn = ModelTurn(content="".join(text), tool_calls=calls_from(slots), finish_reason=finish)
         if usage is not None:
             turn.prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
             turn.completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
         return turn
-
-
-def _add_fragment(slots: dict[int, dict[str, str]], fragment: Any) -> None:
-    """Tool calls stream as fragments by index: the id and name come first, arguments in pieces."""
-    index = getattr(fragment, "index", None)
-    index = index if isinstance(index, int) else len(slots)
-    slot = slots.setdefault(index, {"id": "", "name": "", "arguments": ""})
-    if getattr(fragment, "id", None):
-        slot["id"] = str(fragment.id)
-    function = getattr(fragment, "function", None)
-    if function is not None:
-        name = getattr(function, "name", None)
-        if name and not slot["name"]:
-            slot["name"] = str(name)
-        arguments = getattr(function, "arguments", None)
-        if arguments:
-            slot["arguments"] += str(arguments)
-
-
-def _calls_from(slots: dict[int, dict[str, str]]) -> list[ToolCall]:
-    calls = []
-    for index in sorted(slots):
-        slot = slots[index]
-        calls.append(
-            ToolCall(
-                id=slot["id"] or f"call_{index}_{random.getrandbits(32):08x}",
-                name=slot["name"],
-                arguments=slot["arguments"],
-            )
-        )
-    return calls
-
-
-def _turn_from_json(body: bytes) -> ModelTurn:
-    """A non-streamed chat.completion; ValueError when it is not one we can use."""
-    try:
-        data = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ValueError(f"the reply is not JSON: {body[:200]!r}") from exc
-    choices = data.get("choices") if isinstance(data, dict) else None
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        raise ValueError(f"the reply had no choices: {body[:300]!r}")
-    message = choices[0].get("message")
-    if not isinstance(message, dict):
-        raise ValueError(f"the reply had no message: {body[:300]!r}")
-    calls = []
-    for index, call in enumerate(message.get("tool_calls") or []):
-        function = call.get("function") if isinstance(call, dict) else None
-        if not isinstance(function, dict):
-            continue
-        arguments = function.get("arguments")
-        calls.append(
-            ToolCall(
-                id=str(call.get("id") or f"call_{index}_{random.getrandbits(32):08x}"),
-                name=str(function.get("name") or ""),
-                arguments=arguments if isinstance(arguments, str) else json.dumps(arguments or {}),
-            )
-        )
-    content = message.get("content")
-    usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
-    return ModelTurn(
-        content=content if isinstance(content, str) else "",
-        tool_calls=calls,
-        finish_reason=choices[0].get("finish_reason"),
-        prompt_tokens=int(usage.get("prompt_tokens") or 0),
-        completion_tokens=int(usage.get("completion_tokens") or 0),
-    )
 
 
 def retry_wait_seconds(exc: Exception, attempt: int) -> float | None:
