@@ -169,7 +169,9 @@ class ModelClient:
                     continue
                 self.memory.refuse(STREAM, "a streamed reply ended empty")
                 continue
-            except Exception as exc:
+            except (openai.OpenAIError, httpx2.HTTPError, ValueError) as exc:
+                # The model's failures only (an SDK error, a body we could not parse): anything
+                # else is a bug of ours and propagates, for the job to log as a crash.
                 overflow = context_overflow_of(exc)
                 if overflow is not None and not context_retried:
                     context_retried = True
