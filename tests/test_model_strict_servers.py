@@ -58,30 +58,24 @@ def test_a_server_rejecting_empty_content_gets_turns_without_it_and_every_worker
         assert len(rig.model.requests) == 3 + 2 and "content" not in tool_call_turns(rig.model.requests[4])[0]
 
 
-def test_a_refusal_of_required_naming_tool_choice_falls_back_to_auto_and_is_remembered(
-    tmp_path: Path,
+@pytest.mark.parametrize(
+    "mode",
+    ["tool_choice_required", "tool_choice_required_silent"],
+    ids=["a 400 naming tool_choice", "a 500 with no text, like llama-cpp-python"],
+)
+def test_a_refusal_of_required_falls_back_to_auto_and_every_worker_remembers_it(
+    tmp_path: Path, mode: str
 ) -> None:
-    for rig in build_rig(tmp_path, model_options={"strict": {"tool_choice_required"}}):
+    for rig in build_rig(tmp_path, model_options={"strict": {mode}}):
         rig.model.enqueue(READ, ANSWER)
         answered(rig)
         assert [r.get("tool_choice") for r in rig.model.requests] == ["required", "auto", "auto"]
-        forget_in_process()
+        forget_in_process()  # a fresh work horse: only Redis remembers
         rig.model.enqueue(READ, ANSWER)
         answered(rig)
         assert [r.get("tool_choice") for r in rig.model.requests[3:]] == ["auto", "auto"]
         report = status_report(rig.redis, rig.runtime)
         assert 'no tool_choice="required"' in report  # admins see what was learned
-
-
-def test_a_silent_500_on_required_like_llama_cpp_python_is_tried_once_without_it(tmp_path: Path) -> None:
-    for rig in build_rig(tmp_path, model_options={"strict": {"tool_choice_required_silent"}}):
-        rig.model.enqueue(READ, ANSWER)
-        answered(rig)
-        assert [r.get("tool_choice") for r in rig.model.requests] == ["required", "auto", "auto"]
-        forget_in_process()
-        rig.model.enqueue(READ, ANSWER)
-        answered(rig)
-        assert rig.model.requests[3]["tool_choice"] == "auto"
 
 
 def test_a_refused_parallel_tool_calls_flag_is_left_out(tmp_path: Path) -> None:
