@@ -43,9 +43,18 @@ DEFAULT_SECRET_FILE_GLOBS = (
     "id_dsa*",
     "id_ecdsa*",
     "id_ed25519*",
+    ".envrc",
+    "env.local",
+    ".flaskenv",
     ".netrc",
+    "_netrc",
+    "netrc",
+    ".pgpass",
     ".npmrc",
     ".pypirc",
+    ".aws/credentials",
+    ".docker/config.json",
+    ".kube/config",
     ".htpasswd",
     ".git-credentials",
     "credentials.json",
@@ -204,6 +213,24 @@ class Settings(BaseSettings):
     sync_lock_wait_seconds: float = Field(default=1800.0, gt=0)
     # `codebot repos sync` refreshes this many repos at once (each has its own lock).
     sync_max_parallel_repos: int = Field(default=4, ge=1, le=32)
+    # Free space on the data dir's disk that fetches and snapshots never use: a fetch or a
+    # snapshot that would go under it fails with the reason (the last good snapshot keeps serving).
+    disk_reserve_bytes: int = Field(default=1 << 30, ge=0)
+    # Files in one commit, checked from `git ls-tree` before anything is extracted; over it the
+    # sync fails with the reason and the last good snapshot keeps serving.
+    snapshot_max_files: int = Field(default=250_000, ge=1)
+    # Bytes in one commit (git may compress a huge file into a tiny repo), checked the same way.
+    snapshot_max_bytes: int = Field(default=4 << 30, ge=1)
+
+    # --- the processed blob store (worker/repos/blobstore.py) ----------------------------------
+    # A file larger than this is not processed: it is listed, with a notice instead of content.
+    blob_max_bytes: int = Field(default=10_000_000, ge=1)
+    # Each stage of processing one blob (redact and classify; parse) in this time, else the blob
+    # is withheld with the reason, never shown raw.
+    blob_timeout_seconds: float = Field(default=20.0, gt=0)
+    # Address space of one blob processor process: a blob that needs more is withheld (0: no limit).
+    blob_memory_bytes: int = Field(default=2 << 30, ge=0)
+    blob_workers: int = Field(default=0, ge=0, le=64)  # blob processor processes per sync; 0: one per CPU
 
     # --- tool limits -------------------------------------------------------------------------
     search_max_results: int = Field(default=50, ge=1, le=1000)  # matches one search shows
@@ -224,7 +251,8 @@ class Settings(BaseSettings):
     read_cache_max_file_bytes: int = Field(default=2_000_000, ge=1)
     # list_files with a glob, and "did you mean" suggestions, walk at most this many entries.
     list_walk_max_entries: int = Field(default=100_000, ge=100)
-    # Files never listed, read or searched (JSON list; replaces the defaults, so repeat those you keep).
+    # Files that never enter a snapshot, nor are listed, read or searched (JSON list; replaces the
+    # defaults, so repeat those you keep; a glob with a "/" matches the end of a path).
     secret_file_globs: tuple[str, ...] = DEFAULT_SECRET_FILE_GLOBS
 
     # --- code navigation: the symbol index built with each snapshot -----------------------------

@@ -140,10 +140,7 @@ def definition_lookup_table(base: Path, repos_file: Path) -> None:
     runtime, registry = build_runtime(settings), build_registry()
     with runtime.mirrors.lease(["codebot"]) as snapshots:
         index = open_index(snapshots["codebot"].root, settings)
-        symbols = index.db.execute(
-            "SELECT d.name, f.path, d.line, d.end_line FROM defs d JOIN files f ON f.id = d.file_id "
-            "WHERE f.path LIKE 'worker/%' AND d.kind IN ('function', 'class') AND d.container IS NULL"
-        ).fetchall()
+        symbols = index.top_level("worker/", ("function", "class"))
         index.close()
         cost: dict[str, list[tuple[int, int, bool]]] = {"search + read_file": [], "find_definition": []}
         for name, path, line, end in symbols:

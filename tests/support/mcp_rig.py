@@ -53,8 +53,9 @@ class Served:
 
 
 @contextmanager
-def served_repo(root: Path) -> Iterator[Served]:
-    sha = make_repo(root / "payments-src", DEFAULT_FILES)
+def served_repo(root: Path, files: dict[str, str] | None = None) -> Iterator[Served]:
+    """`payments` synced under `root/data`, holding `files` (default: the e2e payments service)."""
+    sha = make_repo(root / "payments-src", files if files is not None else DEFAULT_FILES)
     (root / "repos.toml").write_text(
         f'[[repo]]\nname = "payments"\nurl = "{root / "payments-src"}"\n'
         'web_url = "https://github.com/acme/payments"\ndescription = "the payments service"\n',

@@ -155,8 +155,9 @@ def start_adapter(settings: Settings, runtime: Runtime) -> tuple[Redis, Tracking
     return redis, executor, server
 
 
-def build_slack_rig(tmp: Path, **overrides: Any) -> Iterator[SlackRig]:
-    sha = make_repo(tmp / "payments-src", DEFAULT_FILES)
+def build_slack_rig(tmp: Path, files: dict[str, str] | None = None, **overrides: Any) -> Iterator[SlackRig]:
+    """The adapter rig; `payments` holds `files` (default: the e2e payments service)."""
+    sha = make_repo(tmp / "payments-src", files if files is not None else DEFAULT_FILES)
     make_repo(tmp / "internal-src", {"README.md": "# internal\nTop secret plans.\n"})
     make_repo(tmp / "web-src", {"README.md": "# web\nThe website.\n"})
     repos_file = tmp / "repos.toml"

@@ -34,6 +34,7 @@ from worker.ops.logs import log_context
 from worker.ops.metrics import count, observe_question
 from worker.repos.refresh import catch_up
 from worker.tools import make_context
+from worker.tools.redact import get_redactor
 
 log = logging.getLogger("codebot.job")
 
@@ -254,7 +255,8 @@ class QuestionRun:
 
     def _progress(self, sink: ReplySink) -> Callable[[str], None]:
         """sink.progress, silent once the question is answered: a run whose worker was taken for
-        dead (a missed heartbeat) must not overwrite the answer its retry posted."""
+        dead (a missed heartbeat) must not overwrite the answer its retry posted. A progress line
+        echoes the model's arguments (a search pattern), so it is redacted like everything shown."""
 
         def report(text: str) -> None:
             try:
@@ -262,7 +264,7 @@ class QuestionRun:
                     return
             except RedisError:
                 pass
-            sink.progress(text)
+            sink.progress(get_redactor().redact(text))
 
         return report
 

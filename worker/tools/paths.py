@@ -16,7 +16,7 @@ from pathlib import Path
 
 from config.settings import Settings
 from worker.repos.snapshot import Snapshot
-from worker.repos.visible import hidden_name, is_git_dir, secret_glob
+from worker.repos.visible import hidden_name, is_git_dir, secret_glob, secret_path, unshown
 from worker.tools.context import ToolError
 
 _DRIVE = re.compile(r"^[A-Za-z]:")
@@ -37,15 +37,28 @@ def _check_parts(parts: list[str], shown: str, settings: Settings) -> None:
         glob = secret_glob(part, settings)
         if glob is not None:
             raise ToolError(f"{shown!r} is not readable: matches secret file pattern {glob!r}")
+    glob = secret_path("/".join(parts), settings)
+    if glob is not None:
+        raise ToolError(f"{shown!r} is not readable: matches secret file pattern {glob!r}")
 
 
 def resolve_path(snapshot: Snapshot, user_path: str, settings: Settings) -> tuple[Path, str]:
     """(absolute path on disk, normalised repo-relative path) for a path the model sent.
 
     The relative path is the one asked for, normalised ("./src//a.py" -> "src/a.py", the root
-    is ""), so citations use the name the model saw even when it is an in-repo symlink.
-    Raises ToolError saying what to do instead.
+    is ""), so citations use the name the model saw even when it is an in-repo symlink; a name
+    as shown_name showed it finds the file it names. Raises ToolError saying what to do instead.
     """
+    absolute, relative = _resolve_path(snapshot, user_path, settings)
+    real = unshown(user_path)
+    if real != user_path and not os.path.lexists(absolute):
+        behind, _ = _resolve_path(snapshot, real, settings)
+        if os.path.lexists(behind):
+            return behind, relative
+    return absolute, relative
+
+
+def _resolve_path(snapshot: Snapshot, user_path: str, settings: Settings) -> tuple[Path, str]:
     if "\x00" in user_path:
         raise ToolError("the path contains a NUL byte; give a plain relative path like 'src/app.py'")
     if len(user_path) > settings.path_max_chars:
