@@ -158,6 +158,11 @@ class FakeDiscord:
             self._outage = None if status is None else _RateLimit(1, retry_after, method, path)
             self._outage_status = status or 500
 
+    @property
+    def gateway_sessions(self) -> int:
+        """Gateway connections open now (an adapter that identified counts one)."""
+        return sum(1 for ws in self._sockets if not ws.closed)
+
     def find(self, method: str, path: str) -> list[Call]:
         """Recorded calls with this method whose path matches the regex, in order."""
         with self._lock:
