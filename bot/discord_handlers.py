@@ -130,7 +130,7 @@ class Intake:
             return self._submit(asker, place, text, message, identity)
         except REDIS_DOWN as exc:
             log.warning("Redis unavailable, question %s refused: %s", identity, exc)
-            return Outcome("reply", texts.QUEUE_UNAVAILABLE)
+            return Outcome("reply", texts.queue_trouble(exc))
 
     def _submit(self, asker: str, place: Place, text: str, message: str, identity: str) -> Outcome:
         redis = self.redis.get()

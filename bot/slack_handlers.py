@@ -181,7 +181,7 @@ class SlackHandlers:
         except RedisError as exc:
             log.warning("slack: Redis unavailable for message %s: %s", identity, exc)
             if self.recent.first(identity):
-                self._reply(client, incoming, texts.QUEUE_UNAVAILABLE)
+                self._reply(client, incoming, texts.queue_trouble(exc))
 
     def _ask(self, incoming: Incoming, client: WebClient, bot_user_id: str | None) -> None:
         deps, redis = self.deps, self.deps.redis
@@ -278,7 +278,7 @@ class SlackHandlers:
             markdown = self._command(sub, args, user, channel)
         except RedisError as exc:
             log.warning("slack: Redis unavailable for /codebot %s: %s", sub, exc)
-            markdown = texts.QUEUE_UNAVAILABLE
+            markdown = texts.queue_trouble(exc)
         for chunk in format_for_slack(markdown):
             respond(text=chunk, response_type="ephemeral")
 

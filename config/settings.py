@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pydantic import AliasChoices, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 from config.errors import ConfigError
@@ -62,6 +62,14 @@ class Settings(BaseSettings):
 
     # --- where things live -------------------------------------------------------------------
     redis_url: str | None = Field(default=None, validation_alias=_env("REDIS_URL"))
+    # Redis behind Sentinel (instead of REDIS_URL): the sentinels as host:port,host:port, the name
+    # of the primary they watch, the sentinels' own password and the primary's (and replicas').
+    redis_sentinels: str = Field(default="", validation_alias=_env("REDIS_SENTINELS"))
+    redis_sentinel_master: str = Field(default="mymaster", validation_alias=_env("REDIS_SENTINEL_MASTER"))
+    redis_sentinel_password: SecretStr | None = Field(
+        default=None, validation_alias=_env("REDIS_SENTINEL_PASSWORD")
+    )
+    redis_password: SecretStr | None = Field(default=None, validation_alias=_env("REDIS_PASSWORD"))
     data_dir: Path = Path("data")
     repos_file: Path = DEFAULT_REPOS_FILE
 
@@ -204,6 +212,24 @@ class Settings(BaseSettings):
             raise ValueError("must start with redis://, rediss:// or unix://")
         return value
 
+    @field_validator("redis_sentinels", mode="after")
+    @classmethod
+    def _sentinel_addresses(cls, value: str, info: ValidationInfo) -> str:
+        if not value.strip():
+            return ""
+        if info.data.get("redis_url"):
+            raise ValueError("set REDIS_URL or REDIS_SENTINELS, not both")
+        for address in value.split(","):
+            host, _, port = address.strip().rpartition(":")
+            if not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise ValueError(f"{address.strip()!r} is not host:port (e.g. 10.0.0.5:26379,10.0.0.6:26379)")
+        return ",".join(address.strip() for address in value.split(","))
+
+    @field_validator("redis_sentinel_password", "redis_password", mode="after")
+    @classmethod
+    def _blank_secret_is_unset(cls, value: SecretStr | None) -> SecretStr | None:
+        return value if value and value.get_secret_value() else None
+
     @field_validator("discord_command_guild", mode="before")
     @classmethod
     def _blank_guild_is_unset(cls, value: object) -> object:
@@ -220,6 +246,12 @@ class Settings(BaseSettings):
     @classmethod
     def _blank_is_unset(cls, value: str | None) -> str | None:
         return value or None
+
+    @property
+    def sentinel_addresses(self) -> list[tuple[str, int]]:
+        """REDIS_SENTINELS as (host, port) pairs; empty when Sentinel is not used."""
+        pairs = [address.rpartition(":") for address in self.redis_sentinels.split(",") if address]
+        return [(host.strip("[]"), int(port)) for host, _, port in pairs]
 
     @property
     def resolved_repos_file(self) -> Path:
@@ -258,7 +290,7 @@ def load_settings(env_file: str | Path | None = ".env", **overrides: Any) -> Set
         variable = _variable_name(field)
         got = error.get("input")
         # never echo a value that may carry a credential (a password in REDIS_URL, a token)
-        secret = variable == "REDIS_URL" or variable.endswith(("TOKEN", "SECRET", "KEY"))
+        secret = variable == "REDIS_URL" or variable.endswith(("TOKEN", "SECRET", "KEY", "PASSWORD"))
         shown = (
             f" (got {got!r})"
             if isinstance(got, str | int | float) and len(str(got)) < 80 and not secret

@@ -62,7 +62,8 @@ def _connect_until_stopped(runtime: Runtime, stop: threading.Event) -> Redis | N
     """Redis restarting just as the worker starts must not leave this machine without a reaper."""
     while not stop.is_set():
         try:
-            return connect(runtime.settings)
+            # the worker started the embedded Redis; after `codebot redis stop`, wait, do not restart it
+            return connect(runtime.settings, start_embedded=False)
         except RedisUnavailable as exc:
             log.warning("housekeeping waits for Redis: %s", exc)
             stop.wait(runtime.settings.reaper_interval_seconds)

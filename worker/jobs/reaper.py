@@ -26,6 +26,7 @@ import logging
 import os
 import signal
 import sys
+from types import FrameType
 from typing import Any
 
 from redis import Redis
@@ -35,7 +36,7 @@ from rq import Queue, Worker
 from rq.job import Job
 from rq.registry import StartedJobRegistry
 from rq.timeouts import TimerDeathPenalty
-from rq.utils import current_timestamp
+from rq.utils import current_timestamp, now
 
 from config.settings import Settings
 
@@ -47,6 +48,8 @@ _PR_SET_PDEATHSIG = 1
 # RQ's lives 899 s, so one still held 60 s after RQ took it was left by a worker that died
 # mid-pass (a pass takes milliseconds) and is broken rather than waited out for 15 minutes.
 REAPER_LOCK_SECONDS = 30
+# Two stop signals closer than this are one stop request delivered twice (see request_force_stop).
+DUPLICATE_SIGNAL_SECONDS = 3.0
 RQ_MAINTENANCE_LOCK_SECONDS = 899
 STALE_RQ_LOCK_SECONDS = 60
 
@@ -102,6 +105,31 @@ class CodebotWorker(Worker):
     def main_work_horse(self, job: Job, queue: Queue) -> None:
         die_with_parent(signal.SIGKILL)
         super().main_work_horse(job, queue)
+
+    def setup_work_horse_signals(self) -> None:
+        """A horse rides out SIGTERM: its worker's warm shutdown waits for the question to finish.
+
+        systemd's default KillMode=control-group (and `kill` of a whole process tree) sends
+        SIGTERM to every process, horses included; RQ's horse would die at once and spend the
+        question's one retry. The horse still ends with its question, on the job timeout, on a
+        cold shutdown (SIGKILL from its worker) or with its worker (PR_SET_PDEATHSIG). Ignored,
+        not handled, so the horse's git and rg children ride it out too."""
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+    def request_force_stop(self, signum: int, frame: FrameType | None) -> None:
+        """A second signal is a cold shutdown, unless it is the first one arriving by another
+        route: systemd signals every process of the group and `codebot worker --concurrency N`
+        forwards the same SIGTERM to its workers (RQ itself allows only 1 s between the two)."""
+        first = self._shutdown_requested_date
+        if first is not None and (now() - first).total_seconds() < DUPLICATE_SIGNAL_SECONDS:
+            log.info(
+                "worker %s: signal %s is the same stop request again; still a warm shutdown",
+                self.name,
+                signum,
+            )
+            return
+        super().request_force_stop(signum, frame)
 
 
 def make_codebot_worker(
