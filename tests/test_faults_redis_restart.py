@@ -21,8 +21,7 @@ from bot import texts
 from bot.slack_format import format_for_slack
 from tests.support.model_server import Reply, last_user_text, slow, text, tool_calls
 from tests.support.slack_rig import SlackRig, build_slack_rig, wait_until
-from tests.support.worker_procs import start_worker, stop_worker
-from tests.support.worker_procs import wait_dead
+from tests.support.worker_procs import start_worker, stop_worker, wait_dead
 from worker.ops.redis_connection import connect, kill_embedded_server, server_pid, stop_embedded_server
 
 TURN_SECONDS = 0.3

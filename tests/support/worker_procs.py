@@ -66,6 +66,18 @@ def start_worker(
             out.close()  # type: ignore[union-attr]
 
 
+def session_pids(session: int) -> list[int]:
+    """Every live process of a session (what systemd's KillMode=control-group signals, for a
+    service whose processes stay in its session; RQ's horses leave only the process group)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with suppress(OSError):
+                if os.getsid(int(entry.name)) == session and alive(int(entry.name)):
+                    pids.append(int(entry.name))
+    return pids
+
+
 def children(pid: int) -> list[int]:
     found = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
     return [int(child) for child in found]
