@@ -186,7 +186,7 @@ def _cmd_status(settings: Settings, args: argparse.Namespace, out: Console) -> i
     if refused is not None:  # reading the queue's state writes too (RQ cleans its registries as it reads)
         out.print(f"queue: {failure_line(describe(settings), refused)}", markup=False, soft_wrap=True)
         return EXIT_FAILED
-    out.print(f"queue: {describe(settings)}", markup=False)
+    out.print(f"queue: {describe(settings)}", markup=False, soft_wrap=True)
     out.print(status_report(redis, build_runtime(settings)), markup=False)
     usage = usage_of_day(redis)
     budget = f" of {settings.daily_token_budget} budget" if settings.daily_token_budget else ""

@@ -21,7 +21,7 @@ from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
-from pydantic import AliasChoices
+from pydantic import AliasChoices, SecretStr
 
 from config.settings import Settings
 
@@ -35,6 +35,8 @@ def settings_env(settings: Settings, **extra: Any) -> dict[str, str]:
         value = getattr(settings, field)
         if value == info.default or value is None:
             continue
+        if isinstance(value, SecretStr):
+            value = value.get_secret_value()
         alias = info.validation_alias
         name = alias.choices[0] if isinstance(alias, AliasChoices) else f"CODEBOT_{field.upper()}"
         if isinstance(value, bool):

@@ -17,12 +17,13 @@ from __future__ import annotations
 import logging
 import threading
 from pathlib import Path
+from typing import Any
 
 import redis
 from redis import Redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
-from redis.sentinel import Sentinel
+from redis.sentinel import Sentinel, SentinelManagedConnection
 
 from config.settings import Settings
 from worker.ops.embedded_redis import (
@@ -89,6 +90,18 @@ def _password(settings: Settings) -> str | None:
     return settings.redis_password.get_secret_value() if settings.redis_password else None
 
 
+class _SentinelConnection(SentinelManagedConnection):
+    """redis-py's Sentinel connection, but one an exception interrupts mid-reply is dropped, as
+    any other redis-py connection is (its `disconnect_on_error` defaults to False there). RQ's
+    warm shutdown raises from a signal handler while a worker waits in BLMOVE: the connection
+    would go back to the pool with BLMOVE's reply still to come, and the next command on it
+    (registering the worker's death) would wait out the dequeue timeout and read that reply.
+    Upstream: redis/redis-py#4292 (open)."""
+
+    def read_response(self, *args: Any, disconnect_on_error: bool = True, **kwargs: Any) -> Any:
+        return super().read_response(*args, disconnect_on_error=disconnect_on_error, **kwargs)
+
+
 def _sentinel_client(settings: Settings) -> Redis:
     sentinel_password = settings.redis_sentinel_password
     sentinels = Sentinel(
@@ -96,6 +109,7 @@ def _sentinel_client(settings: Settings) -> Redis:
         sentinel_kwargs={
             "socket_connect_timeout": CONNECT_TIMEOUT_SECONDS,
             "socket_timeout": CONNECT_TIMEOUT_SECONDS,
+            "retry": Retry(NoBackoff(), QUICK_RETRIES),  # not redis-py's default backoff, per sentinel
             "password": sentinel_password.get_secret_value() if sentinel_password else None,
         },
         socket_connect_timeout=CONNECT_TIMEOUT_SECONDS,
@@ -104,7 +118,7 @@ def _sentinel_client(settings: Settings) -> Redis:
         retry=Retry(NoBackoff(), QUICK_RETRIES),
         password=_password(settings),
     )
-    return sentinels.master_for(settings.redis_sentinel_master)
+    return sentinels.master_for(settings.redis_sentinel_master, connection_class=_SentinelConnection)
 
 
 def _url_client(settings: Settings) -> Redis:
