@@ -99,6 +99,9 @@ class Settings(BaseSettings):
     worker_heartbeat_seconds: int = Field(default=5, ge=1)
     worker_heartbeat_grace_seconds: int = Field(default=15, ge=1)
     reaper_interval_seconds: float = Field(default=5.0, gt=0)
+    # A question taken from the queue by a worker that died before starting it (or lost in a
+    # Redis failover between the two) is queued again once found so for this long.
+    queue_orphan_grace_seconds: float = Field(default=60.0, gt=0)
     # Many machines (worker/repos/refresh.py): each machine checks this often for scheduled
     # refreshes (`refresh_minutes` in repos.toml) and for a newer commit another machine fetched.
     refresh_check_seconds: float = Field(default=30.0, gt=0)

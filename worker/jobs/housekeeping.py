@@ -7,6 +7,8 @@ them to the horse, which would keep them until its question ends. It dies with i
 
 - reaper (every `reaper_interval_seconds`): questions of dead workers, on any machine, are
   retried or their askers told (worker.jobs.reaper);
+- orphans (every half `queue_orphan_grace_seconds`): questions taken from the queue but never
+  started are queued again (worker.jobs.orphans);
 - refresher (every `refresh_check_seconds`): scheduled refreshes this machine claims, then
   catching up to commits other machines fetched (worker.repos.refresh).
 
@@ -25,6 +27,7 @@ from types import FrameType
 from redis import Redis
 
 from worker.jobs import runtime as runtime_module
+from worker.jobs.orphans import rescue_orphans
 from worker.jobs.queue import ADMIN_QUEUE, QUESTIONS_QUEUE
 from worker.jobs.reaper import die_with_parent, reap_abandoned
 from worker.jobs.runtime import Runtime
@@ -36,6 +39,10 @@ log = logging.getLogger("codebot.housekeeping")
 
 def reaper_pass(redis: Redis, _runtime: Runtime) -> None:
     reap_abandoned(redis, [ADMIN_QUEUE, QUESTIONS_QUEUE])
+
+
+def orphan_pass(redis: Redis, runtime: Runtime) -> None:
+    rescue_orphans(redis, [ADMIN_QUEUE, QUESTIONS_QUEUE], runtime.settings.queue_orphan_grace_seconds)
 
 
 def refresher_pass(redis: Redis, runtime: Runtime) -> None:
@@ -87,6 +94,7 @@ def run_housekeeper(runtime: Runtime) -> None:
         return
     passes = [
         (settings.reaper_interval_seconds, reaper_pass),
+        (settings.queue_orphan_grace_seconds / 2, orphan_pass),
         (settings.refresh_check_seconds, refresher_pass),
     ]
     threads = [

@@ -11,6 +11,10 @@ retry the job. Here:
 - a work horse dies with its worker (PR_SET_PDEATHSIG): a horse orphaned by a killed parent
   would keep answering with nobody renewing its entry, then race its own retry;
 - a missed heartbeat (Redis restarting) is logged, not fatal: RQ would end the worker;
+- a job taken from the queue but not yet registered as started lives only in its worker's
+  memory: Redis failing in that window (a restart, a failover, a stall) is waited out
+  (`hold_on`) instead of dropping the job, as RQ would (worker.jobs.orphans is the safety net
+  for a worker that dies there);
 - `reap_abandoned` (run by every machine's housekeeper every `reaper_interval_seconds`, 5)
   hands expired entries to RQ's own cleanup, under RQ's own maintenance lock so that two
   machines never retry one job twice.
@@ -26,8 +30,10 @@ import logging
 import os
 import signal
 import sys
+import time
+from collections.abc import Callable, Iterable
 from types import FrameType
-from typing import Any
+from typing import Any, TypeVar
 
 from redis import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -52,6 +58,54 @@ REAPER_LOCK_SECONDS = 30
 DUPLICATE_SIGNAL_SECONDS = 3.0
 RQ_MAINTENANCE_LOCK_SECONDS = 899
 STALE_RQ_LOCK_SECONDS = 60
+# A worker holding a job it took from the queue tries Redis this often, this long (see hold_on).
+HOLD_RETRY_SECONDS = 0.5
+HOLD_MAX_SECONDS = 300.0
+REDIS_TROUBLE = (RedisConnectionError, RedisTimeoutError)
+
+T = TypeVar("T")
+
+
+def hold_on(what: str, action: Callable[[], T]) -> T:
+    """`action` (a Redis call about a job this worker took from the queue), tried until Redis
+    answers: nothing else knows where the job is until it is registered as started."""
+    deadline = time.monotonic() + HOLD_MAX_SECONDS
+    told = False
+    while True:
+        try:
+            return action()
+        except REDIS_TROUBLE as exc:
+            if time.monotonic() > deadline:
+                log.error(
+                    "%s: Redis unreachable for %g s (%s); left to the orphan check",
+                    what,
+                    HOLD_MAX_SECONDS,
+                    exc,
+                )
+                raise
+            if not told:
+                log.warning("%s: Redis unreachable (%s); holding on to it until Redis is back", what, exc)
+                told = True
+            time.sleep(HOLD_RETRY_SECONDS)
+
+
+class CodebotQueue(Queue):
+    """RQ's Queue, except that a job taken from the queue is not dropped when fetching it fails."""
+
+    @classmethod
+    def dequeue_any(  # type: ignore[override]  # RQ passes the rest by keyword
+        cls, queues: Iterable[Queue], timeout: int | None, connection: Redis, **kwargs: Any
+    ) -> tuple[Job, Queue] | None:
+        try:
+            return super().dequeue_any(queues, timeout, connection=connection, **kwargs)
+        except REDIS_TROUBLE as exc:
+            job_id, queue = getattr(exc, "job_id", None), getattr(exc, "queue", None)
+            if job_id is None or queue is None:
+                raise  # nothing was taken from the queue: RQ waits and dequeues again
+            job = hold_on(f"job {job_id} taken from {queue.name}", lambda: queue.fetch_job(job_id))
+            if job is None:  # deleted meanwhile
+                return cls.dequeue_any(queues, timeout, connection=connection, **kwargs)
+            return job, queue
 
 
 def die_with_parent(sig: signal.Signals) -> None:
@@ -81,9 +135,23 @@ def abandoned_bound_seconds(settings: Settings) -> float:
 
 class CodebotWorker(Worker):
     """RQ's forking Worker with short heartbeats, horses that die with it, and a Redis blip
-    that costs a heartbeat instead of the worker."""
+    that costs a heartbeat instead of the worker (or the job it just took)."""
 
     heartbeat_grace_seconds = 15
+    queue_class = CodebotQueue
+
+    def heartbeat(self, timeout: int | None = None, pipeline: Any = None) -> None:
+        if pipeline is not None:  # part of a pipeline: its caller meets any failure
+            super().heartbeat(timeout, pipeline=pipeline)
+            return
+        try:
+            super().heartbeat(timeout)
+        except REDIS_TROUBLE as exc:  # RQ beats right after taking a job: do not drop the job for it
+            log.warning("worker %s: heartbeat missed (%s)", self.name, exc)
+
+    def prepare_execution(self, job: Job) -> Any:
+        """Registers the job as started: until then, only this process knows it was taken."""
+        return hold_on(f"job {job.id}", lambda: super(CodebotWorker, self).prepare_execution(job))
 
     def get_heartbeat_ttl(self, job: Job) -> int:
         return int(self.job_monitoring_interval) + self.heartbeat_grace_seconds
@@ -136,7 +204,7 @@ def make_codebot_worker(
     settings: Settings, queues: list[Queue], redis: Redis, **kwargs: object
 ) -> CodebotWorker:
     worker = CodebotWorker(
-        queues,
+        [CodebotQueue(queue.name, connection=redis) for queue in queues],
         connection=redis,
         job_monitoring_interval=settings.worker_heartbeat_seconds,
         # an idle worker blocks in dequeue for worker_ttl - 15 s; it runs RQ's maintenance
