@@ -6,8 +6,6 @@ on loopback; the real Slack adapter, a real `codebot worker --concurrency 2`, `c
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -69,10 +67,10 @@ def test_a_sentinel_failover_mid_load_loses_no_question_and_answers_none_twice(
         for ts in asked:
             wait_until(lambda ts=ts: finished(rig, ts), timeout=60)
         time.sleep(1.0)  # a duplicate answer, if any, would arrive now
-        os.killpg(worker.pid, signal.SIGTERM)  # idle workers blocked in BLMOVE stop at once
-        assert worker.wait(timeout=20) == 0
     finally:
         stop_worker(worker)
+    # a worker stopped while waiting in BLPOP drops that connection (redis-py#4292): its next
+    # command does not read BLPOP's late reply
     assert "Wrong number of response items" not in (tmp_path / "worker.log").read_text()
     replies = {ts: rig.api.thread_texts("C1", ts) for ts in asked}
     assert all(len(texts) == 1 for texts in replies.values()), replies  # exactly once
