@@ -68,9 +68,9 @@ def test_a_sentinel_failover_mid_load_loses_no_question_and_answers_none_twice(
             wait_until(lambda ts=ts: finished(rig, ts), timeout=60)
         time.sleep(1.0)  # a duplicate answer, if any, would arrive now
     finally:
-        stop_worker(worker)
+        stop_worker(worker, timeout=45)  # longer than a BLPOP's wait (30 s): see below
     # a worker stopped while waiting in BLPOP drops that connection (redis-py#4292): its next
-    # command does not read BLPOP's late reply
+    # command does not wait for and read BLPOP's late reply
     assert "Wrong number of response items" not in (tmp_path / "worker.log").read_text()
     replies = {ts: rig.api.thread_texts("C1", ts) for ts in asked}
     assert all(len(texts) == 1 for texts in replies.values()), replies  # exactly once
