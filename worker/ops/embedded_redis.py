@@ -264,7 +264,7 @@ class EmbeddedServer:
         deadline = time.monotonic() + EMBEDDED_START_TIMEOUT_SECONDS
         while time.monotonic() < deadline:
             if self.answers():
-                log.info("started the embedded Redis under %s (pid %s)", self.home, self.pid())
+                log.debug("started the embedded Redis under %s (pid %s)", self.home, self.pid())
                 return
             if not self._lock_held():  # the daemon died (a bad AOF, a full disk): say why now
                 break
