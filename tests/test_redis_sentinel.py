@@ -34,7 +34,15 @@ def group(tmp_path: Path) -> Iterator[SentinelGroup]:
 
 @pytest.fixture
 def rig(tmp_path: Path, group: SentinelGroup) -> Iterator[SlackRig]:
-    yield from build_slack_rig(tmp_path, redis_sentinels=group.sentinels)
+    # a question whose run was cut by the failover is retried within 1 + 5 + 0.5 s, not 25 s; the
+    # grace still outlasts the failover (~2 s), so running questions are not taken for dead
+    yield from build_slack_rig(
+        tmp_path,
+        redis_sentinels=group.sentinels,
+        worker_heartbeat_seconds=1,
+        worker_heartbeat_grace_seconds=5,
+        reaper_interval_seconds=0.5,
+    )
 
 
 def answer_slowly(body: dict[str, Any]) -> Reply:
