@@ -98,11 +98,10 @@ def test_the_shipped_golden_set_runs_end_to_end_and_every_citation_verifies(tmp_
     assert {
         (r["status"], r["keyword_hit_rate"], r["expected_files_cited"], r["verified_rate"]) for r in rows
     } == {("answered", "1.0", "1.0", "1.0")}
-    # search, read, answer; 4 where the first 50 hits were all in other files and it narrowed with a glob
-    assert [r["hops"] for r in rows] == ["3", "4", "4", "4", "3", "3"]
-    assert (
-        "keyword hit rate 100% · verified citation rate 100% · unverified 0 · hops 3.5" in out.export_text()
-    )
+    # search, read, answer; 4 where the first 50 hits were all in other files and it narrowed with
+    # a glob. Which 50 hits come first follows ripgrep's threads, so a busy machine can change it.
+    assert {r["hops"] for r in rows} <= {"3", "4"}
+    assert "keyword hit rate 100% · verified citation rate 100% · unverified 0 · hops 3" in out.export_text()
 
 
 def test_codebot_eval_without_a_model_endpoint_says_what_to_set_before_running_anything(

@@ -20,7 +20,9 @@ import redis
 
 from bot import texts
 from config.settings import Settings, load_settings
+from tests.support.redis_servers import persist_now
 from tests.support.worker_procs import PROJECT_ROOT, alive, settings_env, wait_dead
+from worker.ops.embedded_redis import HEAL_RETRY_SECONDS
 from worker.ops.redis_connection import (
     RedisFailure,
     connect,
@@ -68,9 +70,7 @@ def codebot(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
 def test_a_killed_embedded_redis_is_started_again_by_the_next_call_with_its_data(settings: Settings) -> None:
     client = connect(settings)
     client.rpush("queue", "question-1")
-    client.execute_command("BGREWRITEAOF")  # what was queued is in the append-only file
-    while client.info("persistence")["aof_rewrite_in_progress"]:
-        time.sleep(0.05)
+    persist_now(client)  # what was queued is in the append-only file
     first = server_pid(settings)
     assert first
     kill_embedded_server(settings)
@@ -102,14 +102,8 @@ def test_no_second_server_is_started_on_the_data_of_a_server_still_running(setti
     assert server.pid() == pid and alive(pid)  # no new server took over its append-only file
     os.kill(pid, signal.SIGKILL)
     wait_dead(pid)
-    time.sleep(embedded_retry_pause())
+    time.sleep(HEAL_RETRY_SECONDS)  # a failed heal is not tried again sooner
     assert server.client().ping()  # once it is really gone, the data dir is safe to reuse
-
-
-def embedded_retry_pause() -> float:
-    from worker.ops.embedded_redis import HEAL_RETRY_SECONDS
-
-    return HEAL_RETRY_SECONDS
 
 
 def test_the_embedded_server_takes_rdb_snapshots_as_well_as_its_append_only_file(settings: Settings) -> None:

@@ -17,6 +17,7 @@ import pytest
 
 from bot import texts
 from bot.slack_format import format_for_slack
+from tests.support.redis_servers import persist_now
 from tests.support.slack_api import BOT_USER_ID, message
 from tests.support.slack_rig import SlackRig, build_slack_rig, wait_until
 from tests.support.worker_procs import wait_dead
@@ -61,8 +62,7 @@ def test_a_killed_embedded_redis_is_started_again_by_the_adapter_and_the_mention
 ) -> None:
     before = rig.mention("queued before the crash")
     rig.settle()
-    rig.redis.execute_command("BGREWRITEAOF")  # what was queued is in the append-only file
-    wait_until(lambda: not rig.redis.info("persistence")["aof_rewrite_in_progress"])
+    persist_now(rig.redis)  # what was queued is in the append-only file
     crashed = server_pid(rig.settings)
     assert crashed
     kill_embedded_server(rig.settings)

@@ -174,3 +174,9 @@ def sentinel_group(tmp_path: Path, down_after_ms: int = 1000) -> Iterator[Sentin
         yield group
     finally:
         group.stop()
+
+
+def persist_now(client: redis.Redis) -> None:
+    """Rewrite the append-only file and wait for it: everything written so far is on disk."""
+    client.execute_command("BGREWRITEAOF")
+    wait_until(lambda: not client.info("persistence")["aof_rewrite_in_progress"], 30, "AOF rewrite")
