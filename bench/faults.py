@@ -48,13 +48,13 @@ from bot.slack_format import format_for_slack  # noqa: E402
 from config.settings import load_settings  # noqa: E402
 from tests.support.e2e import DEFAULT_FILES, make_git_repo  # noqa: E402
 from tests.support.model_server import Reply, ScriptedModel, last_user_text, slow, text, tool_calls  # noqa: E402
+from tests.support.redis_outage import kill_embedded_server  # noqa: E402
 from tests.support.redis_servers import SentinelGroup, sentinel_group  # noqa: E402
 from tests.support.slack_api import SlackAPI, event_body, mention, signed_post  # noqa: E402
 from worker.jobs.runtime import build_runtime  # noqa: E402
 from worker.ops.redis_connection import (  # noqa: E402
     SOCKET_TIMEOUT_SECONDS,
     connect,
-    kill_embedded_server,
     server_pid,
     stop_embedded_server,
 )

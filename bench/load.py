@@ -40,14 +40,15 @@ from rq.job import Job  # noqa: E402
 from rq.registry import StartedJobRegistry  # noqa: E402
 
 from bench.slack_ack import free_port, percentile, wait_healthy  # noqa: E402
+from codebot.wiring import build_runtime  # noqa: E402
 from config.settings import load_settings  # noqa: E402
 from tests.support import discord_payloads as payloads  # noqa: E402
-from tests.support.e2e import DEFAULT_FILES, make_git_repo  # noqa: E402
+from tests.support.e2e import DEFAULT_FILES  # noqa: E402
 from tests.support.fake_discord import FakeDiscord  # noqa: E402
+from tests.support.fixture_repos import make_repo  # noqa: E402
 from tests.support.model_server import Reply, ScriptedModel, last_user_text, slow, text, tool_calls  # noqa: E402
 from tests.support.slack_api import SlackAPI, event_body, mention, signed_post  # noqa: E402
 from worker.jobs.queue import QUESTIONS_QUEUE, questions_queue  # noqa: E402
-from worker.jobs.runtime import build_runtime  # noqa: E402
 from worker.ops.redis_connection import connect, stop_embedded_server  # noqa: E402
 
 SECRET = "load-signing-secret"
@@ -99,7 +100,7 @@ class Load:
         self.model = ScriptedModel(model_handler(args.turn_seconds))
         self.fake = FakeDiscord().start()
         repos = work / "repos.toml"
-        make_git_repo(work / "payments-src", DEFAULT_FILES)
+        make_repo(work / "payments-src", DEFAULT_FILES)
         repos.write_text(
             f'[[repo]]\nname = "payments"\nurl = "{work / "payments-src"}"\n'
             'web_url = "https://github.com/acme/payments"\n'

@@ -7,7 +7,7 @@ need a mention, since Discord sends the text of mentions and DMs anyway).
 
 DISCORD_API_URL is honoured for REST (discord.py's Route.BASE) and for the gateway: a plain
 Client dials the public gateway, so setup_hook asks `GET /gateway/bot` at that base and
-points DiscordWebSocket.DEFAULT_GATEWAY at the answer (PLATFORM_NOTES §2h).
+points DiscordWebSocket.DEFAULT_GATEWAY at the answer (docs/platform-notes.md §2h).
 
 Application commands are synced once per process start in setup_hook, never in on_ready
 (which fires again on every reconnect), to CODEBOT_DISCORD_COMMAND_GUILD when set (instant,
@@ -26,8 +26,9 @@ from discord import app_commands
 from discord.gateway import DiscordWebSocket
 
 from bot.discord_commands import Commands
-from bot.discord_handlers import REDIS_DOWN, Intake, MessageHandler, RedisHolder
+from bot.discord_handlers import MessageHandler, RedisHolder
 from bot.discord_rest import use_api_base
+from bot.intake import REDIS_DOWN, Intake
 from config.errors import ConfigError
 from config.settings import Settings
 from worker.jobs.runtime import Runtime, build_runtime
@@ -76,7 +77,7 @@ class CodebotDiscord(discord.Client):
         )
         self.settings = settings
         self.redis = RedisHolder(settings)
-        self.intake = Intake(settings, runtime.whitelist, self.redis)
+        self.intake = Intake(settings, runtime.whitelist, self.redis.get)
         self.handler = MessageHandler(self, self.intake, settings)
         self.commands = Commands(self.intake, runtime)
         self.tree: app_commands.CommandTree[Any] = self.commands.build_tree(self)
@@ -124,10 +125,11 @@ def build_client(settings: Settings, runtime: Runtime | None = None, **options: 
 
 
 def serve_metrics_if_possible(client: CodebotDiscord, port: int) -> None:
+    from worker.jobs.queue import queue_depth
     from worker.ops.metrics import serve_metrics
 
     try:
-        serve_metrics(client.redis.get(), port)
+        serve_metrics(client.redis.get(), port, queue_depth)
     except REDIS_DOWN as exc:
         log.warning("/metrics not served: Redis is unreachable at start (%s)", exc)
 
@@ -146,7 +148,7 @@ def serve(settings: Settings) -> int:
     if settings.metrics_port is not None:
         serve_metrics_if_possible(client, settings.metrics_port)
     try:
-        client.run(settings.discord_bot_token, log_handler=None)
+        client.run(settings.discord_bot_token.get_secret_value(), log_handler=None)
     except discord.LoginFailure:
         raise ConfigError("DISCORD_BOT_TOKEN: Discord refused the token — reset it on the Bot page") from None
     except (aiohttp.ClientError, OSError) as exc:

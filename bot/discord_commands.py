@@ -1,6 +1,6 @@
 """`/codebot repos | help | ask | refresh | status` as Discord application commands.
 
-Discord wants an answer to an interaction within 3 s (PLATFORM_NOTES §2b). Answers that need
+Discord wants an answer to an interaction within 3 s (docs/platform-notes.md §2b). Answers that need
 no I/O (help, refusals) are sent at once; anything touching Redis is deferred first and
 finished by editing the deferred response. Admin commands check CODEBOT_ADMINS
 (`discord:<user id>`) and refuse non-admins with an ephemeral message (flags 64).
@@ -17,13 +17,14 @@ from typing import Any
 
 import discord
 from discord import app_commands
+from redis import Redis
 
 from bot import texts
 from bot.discord_format import one_message, split_message
-from bot.discord_handlers import REDIS_DOWN, Intake, Place, place_of_channel
+from bot.discord_handlers import Place, place_of_channel
+from bot.intake import REDIS_DOWN, Intake
 from worker.jobs.admin import enqueue_refresh, is_admin, repos_listing, status_report
-from worker.jobs.job import reference_id
-from worker.jobs.question import ReplyTarget
+from worker.jobs.question import ReplyTarget, reference_id
 from worker.jobs.runtime import Runtime
 from worker.jobs.scope import resolve_scope
 
@@ -95,17 +96,17 @@ class Commands:
 
     async def ask(self, interaction: discord.Interaction, question: str) -> None:
         place = self._place(interaction)
-        _, _, scope = self.intake.precheck(question, place)
-        if scope.refusal:  # no I/O needed: a private answer at once
-            refusal = one_message(scope.refusal)
-            await interaction.response.send_message(refusal, ephemeral=True, allowed_mentions=NONE)
+        refusal = self.intake.quick_refusal(question, place.key, place.is_dm)
+        if refusal:  # no I/O needed: a private answer at once
+            await interaction.response.send_message(
+                one_message(refusal), ephemeral=True, allowed_mentions=NONE
+            )
             return
         await interaction.response.defer(thinking=True)
         echo = one_message(texts.DISCORD_ASK_ECHO.format(user=interaction.user.mention, question=question))
         shown = await interaction.edit_original_response(content=echo, allowed_mentions=NONE)
-        outcome = await asyncio.to_thread(
-            self.intake.submit, str(interaction.user.id), place, question, str(shown.id), f"i{interaction.id}"
-        )
+        ask = place.ask(str(interaction.user.id), question, str(shown.id), f"i{interaction.id}")
+        outcome = await asyncio.to_thread(self.intake.submit, ask)
         if outcome.kind == "reply":
             await interaction.edit_original_response(content=one_message(f"{echo}\n\n{outcome.text}"))
         elif outcome.kind == "enqueued":
@@ -117,17 +118,7 @@ class Commands:
     async def repos(self, interaction: discord.Interaction) -> None:
         await interaction.response.defer(ephemeral=True, thinking=True)
         key = self._place(interaction).key
-        try:
-            text = await asyncio.to_thread(lambda: repos_listing(self.intake.redis.get(), self.runtime, key))
-        except REDIS_DOWN:  # the list is configuration: still show it, without the commits
-            visible = self.intake.whitelist.allowed_in(key)
-            lines = [texts.REPOS_HEADER] + [
-                texts.REPO_LINE.format(
-                    name=r.name, description=f" — {r.description}" if r.description else "", state="?"
-                )
-                for r in visible
-            ]
-            text = "\n".join(lines) if visible else texts.NO_REPOS_HERE
+        text = await asyncio.to_thread(lambda: repos_listing(self._redis_or_none(), self.runtime, key))
         await self._finish(interaction, text)
 
     async def refresh(self, interaction: discord.Interaction, name: str) -> None:
@@ -153,7 +144,7 @@ class Commands:
         )
         try:
             await asyncio.to_thread(  # connecting may block too: off the event loop
-                lambda: enqueue_refresh(self.intake.redis.get(), names, notify, str(interaction.user.id))
+                lambda: enqueue_refresh(self.intake.redis(), names, notify, str(interaction.user.id))
             )
         except REDIS_DOWN as exc:
             await self._finish(interaction, texts.queue_trouble(exc))
@@ -165,12 +156,18 @@ class Commands:
             return
         await interaction.response.defer(ephemeral=True, thinking=True)
         try:
-            text = await asyncio.to_thread(lambda: status_report(self.intake.redis.get(), self.runtime))
+            text = await asyncio.to_thread(lambda: status_report(self.intake.redis(), self.runtime))
         except REDIS_DOWN as exc:
             text = texts.queue_trouble(exc)
         await self._finish(interaction, text)
 
     # --- helpers -------------------------------------------------------------------------------
+    def _redis_or_none(self) -> Redis | None:
+        try:
+            return self.intake.redis()
+        except REDIS_DOWN:
+            return None
+
     async def _admin(self, interaction: discord.Interaction, command: str) -> bool:
         if is_admin(self.settings, f"discord:{interaction.user.id}"):
             return True

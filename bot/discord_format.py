@@ -1,6 +1,6 @@
 """Pure formatting for Discord: no I/O, no discord.py objects, only strings and payload dicts.
 
-Discord limits (PLATFORM_NOTES §2c): 2,000 characters of content per message for bots; an
+Discord limits (docs/platform-notes.md §2c): 2,000 characters of content per message for bots; an
 embed description of 4,096 and 6,000 characters across a message's embeds; thread names of
 100. Answers are split on paragraph or code-block boundaries where possible, and a code block
 that has to be cut is closed at the end of one message and reopened (same fence and language)
@@ -16,7 +16,8 @@ from typing import Any
 
 from bot import texts
 from bot.chunking import annotate, split_keeping_code_blocks
-from worker.jobs.sink import Answer, Source
+from worker.agent.citations import Source
+from worker.jobs.sink import Answer
 
 MESSAGE_CHARS = 2000
 EMBED_DESCRIPTION_CHARS = 4096

@@ -1,6 +1,7 @@
-"""What the Discord adapter does with a message (or `/codebot ask`): decide, check, enqueue.
+"""What the Discord adapter does with a message: decide whether it is a question, hand it to
+the intake (bot/intake.py, shared with Slack), render the outcome.
 
-Triggers (PLATFORM_NOTES §2a, pitfalls 7 and 12):
+Triggers (docs/platform-notes.md §2a, pitfalls 7 and 12):
 - a message whose `mentions` include the bot user. `@everyone`/`@here` and role mentions do not
   count (`ClientUser.mentioned_in` would say yes to @everyone, so it is not used);
 - every message in a DM with the bot;
@@ -16,9 +17,8 @@ channel (a forum post by its forum). A DM's key is its DM channel id.
 A guild id in `channels` does NOT grant the guild's channels: in older guilds the first text
 channel has the guild's id, so such an entry would silently widen access.
 
-Every blocking Redis call runs in a worker thread (`asyncio.to_thread`) so a slow or dead
-Redis never stalls the gateway heartbeat. Redis down: the asker is told, nothing is lost
-on our side, and the next message tries again (redis-py reconnects by itself).
+Every blocking Redis call (the intake's) runs in a worker thread (`asyncio.to_thread`) so a
+slow or dead Redis never stalls the gateway heartbeat.
 """
 
 from __future__ import annotations
@@ -26,33 +26,18 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from typing import Literal
 
 import discord
-import redis as redis_lib
 from redis import Redis
 
-from bot import texts
 from bot.discord_format import one_message, strip_mentions_of
-from config.repos import Whitelist
+from bot.intake import REDIS_DOWN, Ask, Intake, Outcome
 from config.settings import Settings
-from worker.jobs.limits import check_rate, queue_full
-from worker.jobs.question import Question, ReplyTarget, event_identity
-from worker.jobs.queue import QUESTION_RESULT_TTL_SECONDS, enqueue_question
-from worker.jobs.scope import Scope, extract_repo_filter, resolve_scope
-from worker.jobs.threads import THREAD_TTL_SECONDS, load_turns
-from worker.ops.accounting import BUDGET_SPENT_MESSAGE, budget_spent
+from worker.jobs.question import ReplyTarget
 from worker.ops.redis_connection import RedisUnavailable, connect
 
 log = logging.getLogger("codebot.discord")
 
-SEEN_KEY_PREFIX = "codebot:discord:seen:"  # one reply per Discord message, whatever it is
-# thread id -> hash: `parent` (channel id; only for threads the bot opened: follow-ups) and
-# `repos` (the `repo:` names its first question asked for, kept by follow-ups that name none)
-THREAD_META_PREFIX = "codebot:discord:thread:"
-# Any failure of Redis, not only a lost connection: a server that refuses writes (OOM, MISCONF, a
-# read-only replica after a failover) must get the asker the same "try again" as a dead one.
-REDIS_DOWN = (redis_lib.RedisError, RedisUnavailable, OSError)
 THREADABLE = (discord.ChannelType.text, discord.ChannelType.news)
 USER_MESSAGE_TYPES = (discord.MessageType.default, discord.MessageType.reply)
 
@@ -93,101 +78,29 @@ class Place:
     def key(self) -> str:
         return f"discord:{self.channel}"
 
-
-@dataclass(frozen=True)
-class Outcome:
-    kind: Literal["enqueued", "duplicate", "reply"]
-    text: str = ""
-    question: Question | None = None
-
-
-class Intake:
-    """Blocking checks and the enqueue, shared by mentions, DMs, follow-ups and `/codebot ask`."""
-
-    def __init__(self, settings: Settings, whitelist: Whitelist, redis: RedisHolder) -> None:
-        self.settings = settings
-        self.whitelist = whitelist
-        self.redis = redis
-
-    def precheck(
-        self, text: str, place: Place, kept: list[str] | None = None
-    ) -> tuple[str, list[str], Scope]:
-        """(question text, repos asked for, scope) without Redis; Scope.refusal says why not.
-        `kept`: the repos of the thread's first question, used when this one names none."""
-        cleaned, requested = extract_repo_filter(text)
-        if not cleaned:
-            return "", requested, Scope([], texts.HELP_IN_DM if place.is_dm else texts.EMPTY_MENTION)
-        return cleaned, requested, resolve_scope(self.whitelist, place.key, requested or kept or [])
-
-    def is_follow_up(self, thread: str) -> str | None:
-        """The parent channel of a thread the bot opened, else None."""
-        raw = self.redis.get().hget(THREAD_META_PREFIX + thread, "parent")
-        return raw.decode() if isinstance(raw, bytes) else raw
-
-    def submit(self, asker: str, place: Place, text: str, message: str, identity: str) -> Outcome:
-        """One question per Discord message: dedupe, scope, limits, history, enqueue."""
-        try:
-            return self._submit(asker, place, text, message, identity)
-        except REDIS_DOWN as exc:
-            log.warning("Redis unavailable, question %s refused: %s", identity, exc)
-            return Outcome("reply", texts.queue_trouble(exc))
-
-    def _submit(self, asker: str, place: Place, text: str, message: str, identity: str) -> Outcome:
-        redis = self.redis.get()
-        job_id = event_identity("discord", identity)
-        if not redis.set(SEEN_KEY_PREFIX + job_id, "1", nx=True, ex=QUESTION_RESULT_TTL_SECONDS):
-            return Outcome("duplicate")
-        kept = self._kept_repos(redis, place.thread) if place.thread else []
-        cleaned, requested, scope = self.precheck(text, place, kept)
-        if scope.refusal:
-            return Outcome("reply", scope.refusal)
-        if budget_spent(redis, self.settings):
-            return Outcome("reply", BUDGET_SPENT_MESSAGE)
-        depth = queue_full(redis, self.settings)
-        if depth is not None:
-            return Outcome("reply", texts.QUEUE_FULL.format(depth=depth))
-        wait = check_rate(redis, f"discord:{asker}", self.settings)
-        if wait is not None:
-            return Outcome("reply", texts.RATE_LIMITED.format(seconds=wait))
-        thread = place.thread or (message if place.can_thread else None)
-        history = load_turns(redis, "discord", place.channel, place.thread) if place.thread else []
-        question = Question(
-            id=job_id,
-            asker=asker,
-            target=ReplyTarget(
-                platform="discord",
-                channel=place.channel,
-                thread=thread,
-                message=message,
-                guild=place.guild,
-                is_dm=place.is_dm,
-            ),
-            text=cleaned,
-            repos=scope.repos,
-            history=history,
+    def ask(self, asker: str, text: str, message: str, identity: str) -> Ask:
+        """The question written here as `message` (whose 👀 ✅ ⚠️ it gets); `identity` is what
+        makes it unique (the message id, or `i<interaction id>` for `/codebot ask`)."""
+        # A question in a text or news channel gets a thread started from its message (Discord
+        # gives the thread the message's id); in a thread it is answered there; else a reply.
+        thread = self.thread or (message if self.can_thread else None)
+        target = ReplyTarget(
+            platform="discord",
+            channel=self.channel,
+            thread=thread,
+            message=message,
+            guild=self.guild,
+            is_dm=self.is_dm,
         )
-        if thread is not None:
-            self._remember_thread(redis, thread, place.channel if thread == message else None, requested)
-        enqueued = enqueue_question(redis, question, self.settings)
-        return Outcome("duplicate" if enqueued.duplicate else "enqueued", question=question)
-
-    @staticmethod
-    def _kept_repos(redis: Redis, thread: str) -> list[str]:
-        raw = redis.hget(THREAD_META_PREFIX + thread, "repos")
-        text = raw.decode() if isinstance(raw, bytes) else (raw or "")
-        return [name for name in text.split(",") if name]
-
-    @staticmethod
-    def _remember_thread(redis: Redis, thread: str, opened_in: str | None, requested: list[str]) -> None:
-        """Before the job runs, so a follow-up is recognised even before the first answer."""
-        key = THREAD_META_PREFIX + thread
-        pipe = redis.pipeline()
-        if opened_in is not None:  # the worker starts this thread from the question message
-            pipe.hset(key, "parent", opened_in)
-        if requested:  # the latest `repo:` named in the thread holds for the next follow-ups
-            pipe.hset(key, "repos", ",".join(requested))
-        pipe.expire(key, THREAD_TTL_SECONDS)
-        pipe.execute()
+        return Ask(
+            asker=asker,
+            text=text,
+            target=target,
+            identity=(identity,),
+            conversation=thread,
+            in_thread=self.thread is not None,
+            opens_thread=thread is not None and thread == message,
+        )
 
 
 def place_of_channel(channel: object, guild_id: int | None) -> Place | None:
@@ -233,16 +146,15 @@ class MessageHandler:
             if self.follow_ups_need_mention or place.thread is None:
                 return
             try:
-                if await asyncio.to_thread(self.intake.is_follow_up, place.thread) is None:
+                if await asyncio.to_thread(self.intake.thread_parent, "discord", place.thread) is None:
                     return
             except REDIS_DOWN:
                 return  # cannot tell whether this thread is ours: stay quiet rather than spam
         text = strip_mentions_of(message.content, me.id)
         if not (text or mentioned or place.is_dm):
             return  # a follow-up with nothing to ask (an image, a sticker): not a question
-        outcome = await asyncio.to_thread(
-            self.intake.submit, str(message.author.id), place, text, str(message.id), str(message.id)
-        )
+        ask = place.ask(str(message.author.id), text, str(message.id), str(message.id))
+        outcome = await asyncio.to_thread(self.intake.submit, ask)
         await self._deliver(message, outcome)
 
     async def _place(self, message: discord.Message, mentioned: bool) -> Place | None:
@@ -252,7 +164,7 @@ class MessageHandler:
             return place
         channel_id = str(message.channel.id)
         try:
-            parent = await asyncio.to_thread(self.intake.is_follow_up, channel_id)
+            parent = await asyncio.to_thread(self.intake.thread_parent, "discord", channel_id)
         except REDIS_DOWN:
             parent = None
         if parent is not None:

@@ -1,7 +1,7 @@
 """Discord over REST only, for processes without a gateway connection (the worker).
 
 discord.py's HTTPClient does the requests, so its 429 handling applies: it sleeps the
-`retry_after` Discord sends and tries again (PLATFORM_NOTES §2f). Logging in costs a single
+`retry_after` Discord sends and tries again (docs/platform-notes.md §2f). Logging in costs a single
 `GET /users/@me` (HTTPClient.static_login), not the two of `Client.login()` (§2e, pitfall 15).
 
 Every message carries `allowed_mentions` that parse nothing, so `@everyone`, `@here`, role
@@ -18,7 +18,6 @@ import discord
 from discord.http import HTTPClient, Route
 
 NO_MENTIONS: dict[str, Any] = {"parse": [], "replied_user": False}
-EPHEMERAL_FLAG = 1 << 6  # 64
 THREAD_ALREADY_EXISTS = 160004  # Discord error code: the message already has a thread
 
 
@@ -132,7 +131,7 @@ class DiscordRest:
 
     async def followup(self, application_id: str, token: str, content: str, ephemeral: bool) -> None:
         """A follow-up to an application command (valid 15 min): an *application* webhook, the
-        only kind that may send ephemeral messages (PLATFORM_NOTES pitfall 11)."""
+        only kind that may send ephemeral messages (docs/platform-notes.md, pitfall 11)."""
         if self._webhook_session is None:
             self._webhook_session = aiohttp.ClientSession()
         data: Any = {"id": int(application_id), "type": 3, "token": token}

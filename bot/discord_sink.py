@@ -37,7 +37,7 @@ from bot.discord_rest import THREAD_ALREADY_EXISTS, DiscordRest, use_api_base
 from config.errors import ConfigError
 from config.settings import Settings
 from worker.jobs.question import Question, ReplyTarget
-from worker.jobs.sink import Answer
+from worker.jobs.sink import Answer, DeliveryFailed
 
 log = logging.getLogger("codebot.discord.sink")
 
@@ -55,6 +55,8 @@ def _shutdown(loop: asyncio.AbstractEventLoop, rest: DiscordRest) -> None:
 
 
 class DiscordSink:
+    """worker.jobs.sink.ReplySink for Discord (the contract is documented there)."""
+
     def __init__(self, settings: Settings, redis: Redis, question: Question) -> None:
         if not settings.discord_bot_token:
             raise ConfigError("DISCORD_BOT_TOKEN: not set — the worker needs it to answer Discord questions")
@@ -63,7 +65,9 @@ class DiscordSink:
         self.redis = redis
         self.question = question
         self.target = question.target
-        self._rest = DiscordRest(settings.discord_bot_token, settings.discord_max_ratelimit_wait_seconds)
+        self._rest = DiscordRest(
+            settings.discord_bot_token.get_secret_value(), settings.discord_max_ratelimit_wait_seconds
+        )
         self._loop: asyncio.AbstractEventLoop | None = None
         self._destination: str | None = None  # the channel (or thread) replies go to
         self._reference: tuple[str, str] | None = None  # (channel, message) the first reply quotes
@@ -90,14 +94,16 @@ class DiscordSink:
     def answer(self, answer: Answer) -> None:
         try:
             self._run(self._answer(answer))
+        except TRANSIENT as exc:
+            raise DeliveryFailed(f"Discord did not take the answer: {exc!r}") from exc
         finally:
             self.close()
 
     def failed(self, message: str) -> None:
         try:
             self._run(self._failed(one_message(message)))
-        except Exception:
-            log.exception("could not tell the asker question=%s", self.question.id)
+        except TRANSIENT as exc:
+            raise DeliveryFailed(f"Discord did not take the apology: {exc!r}") from exc
         finally:
             self.close()
 
@@ -247,7 +253,9 @@ def notify_admin(settings: Settings, target: ReplyTarget, user: str, markdown: s
 
 async def _notify(settings: Settings, target: ReplyTarget, user: str, markdown: str) -> None:
     assert settings.discord_bot_token is not None
-    rest = DiscordRest(settings.discord_bot_token, settings.discord_max_ratelimit_wait_seconds)
+    rest = DiscordRest(
+        settings.discord_bot_token.get_secret_value(), settings.discord_max_ratelimit_wait_seconds
+    )
     chunks = split_message(markdown) or ["…"]
     try:
         await rest.open()

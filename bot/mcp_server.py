@@ -32,7 +32,7 @@ from worker.jobs.console import MISSING_MODEL_MESSAGE
 from worker.jobs.job import make_model_client
 from worker.jobs.question import Question, ReplyTarget, event_identity
 from worker.jobs.runtime import Runtime
-from worker.jobs.scope import extract_repo_filter
+from worker.jobs.scope import redact_and_extract_repos
 from worker.tools import make_context
 from worker.tools.context import unknown_repo_message
 
@@ -132,7 +132,7 @@ class CodebotTools:
         raw = arguments.get("question")
         if not isinstance(raw, str) or not raw.strip():
             return _text_result("Error: give a question, e.g. 'Where are retries configured?'", error=True)
-        text, requested = extract_repo_filter(raw)
+        text, requested = redact_and_extract_repos(raw)
         repo = arguments.get("repo")
         if isinstance(repo, str) and repo.strip():
             requested.append(repo.strip().lower())
@@ -267,7 +267,8 @@ class BearerAuth:
 def serve_http(runtime: Runtime, host: str, port: int) -> int:
     import uvicorn
 
-    token = runtime.settings.mcp_token
+    secret = runtime.settings.mcp_token
+    token = secret.get_secret_value() if secret else ""
     if not token:
         raise ConfigError(
             "CODEBOT_MCP_TOKEN: set a bearer token to serve MCP over HTTP (e.g. `openssl rand -hex 32`); "

@@ -79,7 +79,9 @@ def build_app(settings: Settings, client: WebClient | None = None, executor: Exe
     listeners run on `executor` (default: `slack_listener_threads` threads)."""
     return App(
         client=client or make_client(settings),
-        signing_secret=settings.slack_signing_secret or "",
+        signing_secret=settings.slack_signing_secret.get_secret_value()
+        if settings.slack_signing_secret
+        else "",
         # Socket Mode requests are not signed; HTTP ones always are checked.
         request_verification_enabled=not settings.slack_app_token,
         token_verification_enabled=False,  # no auth.test at import; bolt calls it on the first event
@@ -171,11 +173,6 @@ class SlackHTTPServer(ThreadingHTTPServer):
     def port(self) -> int:
         return int(self.server_address[1])
 
-    def start_background(self) -> threading.Thread:
-        thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
-        thread.start()
-        return thread
-
     def close(self) -> None:
         self.shutdown()
         self.server_close()
@@ -190,7 +187,7 @@ def _check(settings: Settings) -> None:
         raise ConfigError(
             "SLACK_SIGNING_SECRET: not set — needed in HTTP mode (or set SLACK_APP_TOKEN for Socket Mode)"
         )
-    if settings.slack_app_token and not settings.slack_app_token.startswith("xapp-"):
+    if settings.slack_app_token and not settings.slack_app_token.get_secret_value().startswith("xapp-"):
         raise ConfigError("SLACK_APP_TOKEN: must be an app-level token (xapp-…) with connections:write")
 
 
@@ -210,7 +207,7 @@ def _verify_app_token(settings: Settings) -> None:
     not bolt's logged traceback (the URL is single-use and simply dropped)."""
     assert settings.slack_app_token is not None
     try:
-        make_client(settings).apps_connections_open(app_token=settings.slack_app_token)
+        make_client(settings).apps_connections_open(app_token=settings.slack_app_token.get_secret_value())
     except SlackApiError as exc:
         raise ConfigError(f"SLACK_APP_TOKEN: Slack refused it ({exc.response.get('error')})") from None
 
@@ -232,14 +229,15 @@ def serve(settings: Settings, port: int = 3000) -> int:
     deps = SlackDeps(settings=settings, redis=connect(settings), runtime=build_runtime(settings))
     register(app, deps)
     if settings.metrics_port is not None:
+        from worker.jobs.queue import queue_depth
         from worker.ops.metrics import serve_metrics
 
-        serve_metrics(deps.redis, settings.metrics_port)
+        serve_metrics(deps.redis, settings.metrics_port, queue_depth)
     if settings.slack_app_token:
         from slack_bolt.adapter.socket_mode import SocketModeHandler
 
         log.info("slack adapter: Socket Mode, queue on %s", describe(settings))
-        handler = SocketModeHandler(app, settings.slack_app_token)
+        handler = SocketModeHandler(app, settings.slack_app_token.get_secret_value())
         try:
             handler.connect()
         except SlackApiError as exc:

@@ -17,14 +17,14 @@ import time
 from redis import Redis
 from redis.exceptions import RedisError
 from slack_sdk import WebClient
-from slack_sdk.errors import SlackApiError
+from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.http_retry.builtin_handlers import ConnectionErrorRetryHandler, RateLimitErrorRetryHandler
 
 from bot import texts
 from bot.slack_format import format_for_slack
 from config.settings import Settings
 from worker.jobs.question import Question, ReplyTarget
-from worker.jobs.sink import Answer
+from worker.jobs.sink import Answer, DeliveryFailed
 
 log = logging.getLogger("codebot.slack")
 
@@ -34,6 +34,8 @@ PLACEHOLDER_KEY_PREFIX = "codebot:slack:placeholder:"
 PLACEHOLDER_TTL_SECONDS = 24 * 3600
 RECEIVED, ANSWERED, FAILED = "eyes", "white_check_mark", "warning"
 _HARMLESS_REACTION_ERRORS = {"already_reacted", "no_reaction", "message_not_found", "too_many_reactions"}
+# What "Slack could not be reached or said no" looks like, after the client's own retries.
+SLACK_FAILURES = (SlackClientError, OSError)
 _GONE_ERRORS = {"message_not_found", "cant_update_message", "edit_window_closed", "msg_too_long"}
 
 
@@ -41,7 +43,7 @@ def make_client(settings: Settings) -> WebClient:
     if not settings.slack_bot_token:
         raise RuntimeError("SLACK_BOT_TOKEN is not set: cannot post to Slack")
     return WebClient(
-        token=settings.slack_bot_token,
+        token=settings.slack_bot_token.get_secret_value(),
         base_url=settings.slack_api_url,
         retry_handlers=[
             ConnectionErrorRetryHandler(max_retry_count=CONNECTION_RETRIES),
@@ -82,6 +84,8 @@ def add_reaction(*, client: WebClient, channel: str, ts: str | None, name: str) 
     except SlackApiError as exc:
         if exc.response.get("error") not in _HARMLESS_REACTION_ERRORS:
             log.warning("reactions.add %s failed: %s", name, exc.response.get("error"))
+    except SLACK_FAILURES as exc:  # Slack out of reach (after the client's retries)
+        log.warning("reactions.add %s failed: %s", name, exc)
 
 
 def remove_reaction(*, client: WebClient, channel: str, ts: str | None, name: str) -> None:
@@ -92,6 +96,8 @@ def remove_reaction(*, client: WebClient, channel: str, ts: str | None, name: st
     except SlackApiError as exc:
         if exc.response.get("error") not in _HARMLESS_REACTION_ERRORS:
             log.warning("reactions.remove %s failed: %s", name, exc.response.get("error"))
+    except SLACK_FAILURES as exc:  # Slack out of reach (after the client's retries)
+        log.warning("reactions.remove %s failed: %s", name, exc)
 
 
 def notify_admin(settings: Settings, target: ReplyTarget, user: str, markdown: str) -> None:
@@ -110,7 +116,8 @@ def notify_admin(settings: Settings, target: ReplyTarget, user: str, markdown: s
 
 
 class SlackSink:
-    """worker.jobs.sink.ReplySink for Slack; built inside the job (never before the fork)."""
+    """worker.jobs.sink.ReplySink for Slack (the contract is documented there); built inside
+    the job (never before the fork)."""
 
     def __init__(self, settings: Settings, redis: Redis, question: Question) -> None:
         self.settings = settings
@@ -129,11 +136,14 @@ class SlackSink:
         add_reaction(client=self.client, channel=self.target.channel, ts=self.target.message, name=RECEIVED)
         if self._placeholder_ts() is None:
             first = format_for_slack(texts.QUEUED)[0]
-            self._remember(
-                post_message(
+            try:
+                ts = post_message(
                     client=self.client, channel=self.target.channel, thread_ts=self.thread, text=first
                 )
-            )
+            except SLACK_FAILURES as exc:  # a courtesy: the answer posts anew without a placeholder
+                log.warning("placeholder not posted: %s", exc)
+                return
+            self._remember(ts)
 
     def progress(self, text: str) -> None:
         now = time.monotonic()
@@ -143,17 +153,22 @@ class SlackSink:
         chunks = format_for_slack(texts.PROGRESS.format(step=text))
         try:
             self._replace_placeholder(chunks[:1])
-        except SlackApiError as exc:  # progress is a courtesy: it never fails the question
-            log.warning("progress update failed: %s", exc.response.get("error"))
-        except OSError as exc:  # nor does Slack being out of reach for a moment (after retries)
+        except SLACK_FAILURES as exc:  # progress is a courtesy: it never fails the question
             log.warning("progress update failed: %s", exc)
 
     def answer(self, answer: Answer) -> None:
-        self._replace_placeholder(format_for_slack(answer.markdown) or format_for_slack(texts.EMPTY_ANSWER))
+        chunks = format_for_slack(answer.markdown) or format_for_slack(texts.EMPTY_ANSWER)
+        try:
+            self._replace_placeholder(chunks)
+        except SLACK_FAILURES as exc:
+            raise DeliveryFailed(f"Slack did not take the answer: {exc}") from exc
         self._finish(ANSWERED)
 
     def failed(self, message: str) -> None:
-        self._replace_placeholder(format_for_slack(message))
+        try:
+            self._replace_placeholder(format_for_slack(message))
+        except SLACK_FAILURES as exc:
+            raise DeliveryFailed(f"Slack did not take the apology: {exc}") from exc
         self._finish(FAILED)
 
     # --- internals --------------------------------------------------------------------------

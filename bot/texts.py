@@ -29,10 +29,8 @@ def queue_trouble(exc: BaseException) -> str:
 RATE_LIMITED = "You're asking faster than I can answer. Please try again in {seconds} s."
 QUEUE_FULL = "I'm busy with {depth} questions right now. Please try again in a few minutes."
 NOT_ADMIN = "Sorry, only codebot admins can run `/codebot {command}`."
-NO_REPOS_HERE = "No repository is available in this channel."
 UNKNOWN_COMMAND = "Unknown command `{command}`. " + HELP
 REFRESH_QUEUED = "Refreshing {names}; I'll tell you when it's done."
-REFRESH_DONE = "Refreshed {lines}"
 
 # --- Discord ---------------------------------------------------------------------------------
 DISCORD_ANSWER_CUT = "_(The answer went on beyond {count} messages; the rest was cut.)_"
@@ -55,36 +53,9 @@ PROGRESS = "Looking into the code… {step}"
 ANSWER_CUT = "(The answer was cut here: {chars} more characters did not fit.)"
 HELP_IN_DM = "In a direct message, just write your question; I only see repos open to every channel."
 
-# --- /codebot repos ---------------------------------------------------------------------------
-REPOS_HEADER = "Repos you can ask about here:"
-REPO_LINE = "• `{name}`{description} — {state}"
-REPO_STATE = "commit `{sha}` ({committed} old, refreshed {refreshed} ago)"
-REPO_NOT_SYNCED = "not synced yet"
-
 # --- /codebot refresh -------------------------------------------------------------------------
 REFRESH_USAGE = "Usage: `/codebot refresh NAME` or `/codebot refresh all`."
-REFRESH_REPORT = "Refresh finished on worker host `{host}` in {seconds} s:\n{lines}"
-REFRESH_LINE_OK = "• `{name}`: at commit `{sha}` ({change})"
-REFRESH_CHANGED = "new commit"
-REFRESH_UNCHANGED = "already up to date"
-REFRESH_LINE_FAILED = "• `{name}`: failed: {error} (still serving {sha})"
-REFRESH_JOB_FAILED = (
-    "The refresh of {names} did not finish: the worker stopped or timed out. Reference: `{ref}`"
-)
 
-# --- /codebot status --------------------------------------------------------------------------
-STATUS_TITLE = "**codebot status**"
-STATUS_QUEUE = "• Queue: {questions} question(s) waiting, {admin} admin job(s)"
-STATUS_WORKERS = "• Workers alive: {count}"
-STATUS_WORKER_LINE = "  ◦ `{name}` on `{host}`: {state}"
-STATUS_FAILED = "• Failed questions in the last hour: {count}"
-STATUS_FAILED_REFS = "  ◦ references: {refs}"
-STATUS_REPOS = "• Last refresh per repo:"
-STATUS_REPO_LINE = "  ◦ `{name}`: {detail}"
-STATUS_REPO_REFRESHED = "commit `{sha}`, refreshed {age} ago on `{host}`"
-STATUS_REPO_LOCAL = "commit `{sha}` on this machine, snapshot {age} old"
-STATUS_REPO_NEVER = "never refreshed"
-STATUS_REPO_ERROR = "; last error: {error}"
 EMPTY_ANSWER = (
     "I found nothing to say about this; try rephrasing the question or naming a repo with `repo:NAME`."
 )

@@ -90,8 +90,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _cmd_ask(settings: Settings, args: argparse.Namespace, out: Console) -> int:
+    from codebot.wiring import build_runtime  # a burst worker here may take any platform's question
     from worker.jobs.console import run_ask
-    from worker.jobs.runtime import build_runtime
     from worker.ops.redis_connection import connect
 
     runtime = build_runtime(settings)
@@ -99,9 +99,9 @@ def _cmd_ask(settings: Settings, args: argparse.Namespace, out: Console) -> int:
 
 
 def _cmd_worker(settings: Settings, args: argparse.Namespace, out: Console) -> int:
+    from codebot.wiring import build_runtime
     from worker.jobs.console import missing_model_message
     from worker.jobs.process import run_workers
-    from worker.jobs.runtime import build_runtime
     from worker.ops.redis_connection import connect
 
     if args.concurrency < 1:
@@ -148,7 +148,7 @@ def _cmd_tool(settings: Settings, args: argparse.Namespace, out: Console) -> int
 
 
 def _cmd_eval(settings: Settings, args: argparse.Namespace, out: Console) -> int:
-    from worker.agent.evaluate import run_eval
+    from worker.jobs.evaluate import run_eval
 
     return run_eval(settings, args.file, args.csv, out)
 

@@ -21,6 +21,16 @@ from config.errors import ConfigError
 PACKAGED_REPOS_FILE = Path(__file__).resolve().parent / "repos.toml"
 DEFAULT_REPOS_FILE = Path("config/repos.toml")
 
+SECRET_FIELDS = (
+    "openai_api_key",
+    "slack_bot_token",
+    "slack_signing_secret",
+    "slack_app_token",
+    "discord_bot_token",
+    "mcp_token",
+    "redis_sentinel_password",
+    "redis_password",
+)
 DEFAULT_SECRET_FILE_GLOBS = (
     ".env",
     ".env.*",
@@ -35,9 +45,18 @@ DEFAULT_SECRET_FILE_GLOBS = (
     "id_dsa*",
     "id_ecdsa*",
     "id_ed25519*",
+    ".envrc",
+    "env.local",
+    ".flaskenv",
     ".netrc",
+    "_netrc",
+    "netrc",
+    ".pgpass",
     ".npmrc",
     ".pypirc",
+    ".aws/credentials",
+    ".docker/config.json",
+    ".kube/config",
     ".htpasswd",
     ".git-credentials",
     "credentials.json",
@@ -61,43 +80,55 @@ class Settings(BaseSettings):
     )
 
     # --- where things live -------------------------------------------------------------------
+    # The queue; unset: an embedded Redis under the data dir.
     redis_url: str | None = Field(default=None, validation_alias=_env("REDIS_URL"))
-    # Redis behind Sentinel (instead of REDIS_URL): the sentinels as host:port,host:port, the name
-    # of the primary they watch, the sentinels' own password and the primary's (and replicas').
+    # Instead of REDIS_URL, for a Redis whose failover is Sentinel: the sentinels as
+    # host:port,host:port (docs/operations.md, "Redis Sentinel").
     redis_sentinels: str = Field(default="", validation_alias=_env("REDIS_SENTINELS"))
+    # The name the sentinels monitor the primary under (`sentinel monitor <name> ...`).
     redis_sentinel_master: str = Field(default="mymaster", validation_alias=_env("REDIS_SENTINEL_MASTER"))
+    # The sentinels' own password, if they require one.
     redis_sentinel_password: SecretStr | None = Field(
         default=None, validation_alias=_env("REDIS_SENTINEL_PASSWORD")
     )
+    # The primary's (and replicas') password with REDIS_SENTINELS; also used for a REDIS_URL without one.
     redis_password: SecretStr | None = Field(default=None, validation_alias=_env("REDIS_PASSWORD"))
-    data_dir: Path = Path("data")
+    data_dir: Path = Path("data")  # mirrors, snapshots, the embedded Redis
+    # The repository whitelist (config/repos.toml when it exists, else the packaged example).
     repos_file: Path = DEFAULT_REPOS_FILE
 
     # --- the model ---------------------------------------------------------------------------
-    openai_api_key: str | None = Field(default=None, validation_alias=_env("OPENAI_API_KEY"))
+    # Any OpenAI-compatible endpoint's key; may be left out when OPENAI_BASE_URL is set (Ollama).
+    openai_api_key: SecretStr | None = Field(default=None, validation_alias=_env("OPENAI_API_KEY"))
+    # The endpoint (docs/models.md); unset: OpenAI.
     openai_base_url: str | None = Field(default=None, validation_alias=_env("OPENAI_BASE_URL"))
-    model: str = "gpt-5-mini"
+    model: str = "gpt-5-mini"  # the chat model
     # Some OpenAI-compatible backends (older vLLM, some OpenRouter models) reject "required".
     tool_choice_required: bool = True
-    model_timeout_seconds: float = 60.0
+    model_timeout_seconds: float = 60.0  # one model call (each attempt gets its share of the time left)
+    # Retries of a failed model call, within the question's deadline.
     model_max_retries: int = Field(default=2, ge=0, le=10)
     # --- the agent's budgets -------------------------------------------------------------------
     max_hops: int = Field(default=12, ge=1, le=100)  # model turns that may call tools
     budget_warning_hops: int = Field(default=3, ge=0)  # notes start this many hops before the end
+    # One question, all model calls and retries included.
     question_deadline_seconds: float = Field(default=150.0, gt=0)
     # Everything sent to the model is kept under this many characters (~4 chars a token);
     # the oldest tool output is trimmed first.
     context_budget_chars: int = Field(default=120_000, ge=4000)
     history_max_turns: int = Field(default=6, ge=0)  # earlier turns of a thread sent as context
-    # chat.update is Tier 3 (~50/min per workspace): one edit per 1.5 s per question (PLATFORM_NOTES 21)
+    # chat.update is Tier 3 (~50/min per workspace): one edit per 1.5 s per question (docs/platform-notes.md, pitfall 21)
     progress_min_interval_seconds: float = Field(default=1.5, ge=0)
+    # RQ's own worker maintenance pass (RQ's default is 10 min).
     worker_maintenance_interval_seconds: int = Field(default=30, ge=1)
     # A dead worker's questions (worker/jobs/reaper.py): a busy worker proves it is alive every
     # `worker_heartbeat_seconds`; a question whose worker missed its beat by
     # `worker_heartbeat_grace_seconds` is retried elsewhere (or the asker told) by the next
     # reaper pass, run every `reaper_interval_seconds` on every worker machine.
     worker_heartbeat_seconds: int = Field(default=5, ge=1)
+    # A missed heartbeat by this much and the question is retried.
     worker_heartbeat_grace_seconds: int = Field(default=15, ge=1)
+    # How often each worker machine looks for abandoned questions.
     reaper_interval_seconds: float = Field(default=5.0, gt=0)
     # A question taken from the queue by a worker that died before starting it (or lost in a
     # Redis failover between the two) is queued again once found so for this long.
@@ -112,27 +143,37 @@ class Settings(BaseSettings):
     catch_up_retry_seconds: float = Field(default=300.0, ge=0)
 
     # --- operations --------------------------------------------------------------------------
+    # Text (for a terminal) or json (one object per line).
     log_format: str = Field(default="text", pattern="^(text|json)$")
     # Log the question text (never code) with each question: off by default, for privacy.
     log_question_text: bool = False
     metrics_port: int | None = Field(default=None, ge=0, le=65535)  # serve /metrics here; unset: off
     daily_token_budget: int = Field(default=0, ge=0)  # tokens per UTC day for everyone; 0: no limit
     model_input_usd_per_million_tokens: float = Field(default=0.0, ge=0)  # for cost reports; 0: unknown
-    model_output_usd_per_million_tokens: float = Field(default=0.0, ge=0)
+    model_output_usd_per_million_tokens: float = Field(default=0.0, ge=0)  # for cost reports; 0: unknown
 
     # --- chat platforms ----------------------------------------------------------------------
-    slack_bot_token: str | None = Field(default=None, validation_alias=_env("SLACK_BOT_TOKEN"))
-    slack_signing_secret: str | None = Field(default=None, validation_alias=_env("SLACK_SIGNING_SECRET"))
-    slack_app_token: str | None = Field(default=None, validation_alias=_env("SLACK_APP_TOKEN"))
+    # Slack's Bot User OAuth Token, xoxb-… (docs/slack.md).
+    slack_bot_token: SecretStr | None = Field(default=None, validation_alias=_env("SLACK_BOT_TOKEN"))
+    # Checks Slack's HTTP requests (HTTP mode).
+    slack_signing_secret: SecretStr | None = Field(
+        default=None, validation_alias=_env("SLACK_SIGNING_SECRET")
+    )
+    # An app-level token, xapp-…: Socket Mode instead of HTTP.
+    slack_app_token: SecretStr | None = Field(default=None, validation_alias=_env("SLACK_APP_TOKEN"))
+    # The Slack Web API base URL (tests point it at a local server).
     slack_api_url: str = Field(default="https://slack.com/api/", validation_alias=_env("SLACK_API_URL"))
-    discord_bot_token: str | None = Field(default=None, validation_alias=_env("DISCORD_BOT_TOKEN"))
+    # The bot's token (docs/discord.md).
+    discord_bot_token: SecretStr | None = Field(default=None, validation_alias=_env("DISCORD_BOT_TOKEN"))
+    # The Discord REST base URL (tests point it at a local server).
     discord_api_url: str = Field(
         default="https://discord.com/api/v10", validation_alias=_env("DISCORD_API_URL")
     )
+    # Who may refresh and see status, e.g. slack:U123,discord:456.
     admins: str = Field(default="", validation_alias=_env("CODEBOT_ADMINS"))
     # --- chat limits (shared by the Slack and Discord adapters) ---------------------------------
     rate_limit_questions: int = Field(default=5, ge=1)  # questions one user may ask per window
-    rate_limit_window_seconds: float = Field(default=60.0, gt=0)
+    rate_limit_window_seconds: float = Field(default=60.0, gt=0)  # the window of rate_limit_questions
     # Questions waiting in the queue beyond which new ones are turned away with "try later".
     queue_max_depth: int = Field(default=200, ge=1)
     # Threads the Slack adapter runs its listeners on (check, dedupe, enqueue: never the model).
@@ -149,33 +190,53 @@ class Settings(BaseSettings):
     discord_max_ratelimit_wait_seconds: float = Field(default=60.0, ge=30)
 
     # --- mirrors -----------------------------------------------------------------------------
-    git_timeout_seconds: float = Field(default=600.0, gt=0)
+    git_timeout_seconds: float = Field(default=600.0, gt=0)  # one git fetch or clone
     # 1 = shallow mirrors (only the tip is ever read); 0 = full history.
     clone_depth: int = Field(default=1, ge=0)
     # How long a sync waits for another refresh of the same repo before giving up.
     sync_lock_wait_seconds: float = Field(default=1800.0, gt=0)
     # `codebot repos sync` refreshes this many repos at once (each has its own lock).
     sync_max_parallel_repos: int = Field(default=4, ge=1, le=32)
+    # Free space on the data dir's disk that fetches and snapshots never use: a fetch or a
+    # snapshot that would go under it fails with the reason (the last good snapshot keeps serving).
+    disk_reserve_bytes: int = Field(default=1 << 30, ge=0)
+    # Files in one commit, checked from `git ls-tree` before anything is extracted; over it the
+    # sync fails with the reason and the last good snapshot keeps serving.
+    snapshot_max_files: int = Field(default=250_000, ge=1)
+    # Bytes in one commit (git may compress a huge file into a tiny repo), checked the same way.
+    snapshot_max_bytes: int = Field(default=4 << 30, ge=1)
+
+    # --- the processed blob store (worker/repos/blobstore.py) ----------------------------------
+    # A file larger than this is not processed: it is listed, with a notice instead of content.
+    blob_max_bytes: int = Field(default=10_000_000, ge=1)
+    # Each stage of processing one blob (redact and classify; parse) in this time, else the blob
+    # is withheld with the reason, never shown raw.
+    blob_timeout_seconds: float = Field(default=20.0, gt=0)
+    # Address space of one blob processor process: a blob that needs more is withheld (0: no limit).
+    blob_memory_bytes: int = Field(default=2 << 30, ge=0)
+    blob_workers: int = Field(default=0, ge=0, le=64)  # blob processor processes per sync; 0: one per CPU
 
     # --- tool limits -------------------------------------------------------------------------
-    search_max_results: int = Field(default=50, ge=1, le=1000)
+    search_max_results: int = Field(default=50, ge=1, le=1000)  # matches one search shows
     # After the shown matches, keep counting up to this many so the model hears "N more".
     search_count_limit: int = Field(default=1000, ge=1)
-    search_timeout_seconds: float = Field(default=10.0, gt=0)
-    search_max_file_bytes: int = Field(default=2_000_000, ge=1)
-    search_max_line_chars: int = Field(default=300, ge=20)
-    read_max_lines: int = Field(default=400, ge=1)
-    read_max_chars: int = Field(default=24_000, ge=200)
-    read_max_line_chars: int = Field(default=500, ge=20)
-    list_max_entries: int = Field(default=200, ge=1)
-    overview_readme_chars: int = Field(default=1500, ge=0)
-    tool_output_max_chars: int = Field(default=30_000, ge=500)
-    pattern_max_chars: int = Field(default=1000, ge=1)
+    search_timeout_seconds: float = Field(default=10.0, gt=0)  # one search
+    search_max_file_bytes: int = Field(default=2_000_000, ge=1)  # larger files are not searched
+    search_max_line_chars: int = Field(default=300, ge=20)  # a matched line is cut at this length
+    read_max_lines: int = Field(default=400, ge=1)  # lines one read_file shows
+    read_max_chars: int = Field(default=24_000, ge=200)  # characters one read_file shows
+    read_max_line_chars: int = Field(default=500, ge=20)  # a line read_file shows is cut at this length
+    list_max_entries: int = Field(default=200, ge=1)  # entries one list_files shows
+    overview_readme_chars: int = Field(default=1500, ge=0)  # the README opening repo_overview shows
+    tool_output_max_chars: int = Field(default=30_000, ge=500)  # any tool result is cut at this length
+    pattern_max_chars: int = Field(default=1000, ge=1)  # a search pattern longer than this is refused
     path_max_chars: int = Field(default=1024, ge=16)  # longer tool paths are refused
     # read_file keeps smaller files (redacted) in the per-question cache; larger ones are streamed.
     read_cache_max_file_bytes: int = Field(default=2_000_000, ge=1)
     # list_files with a glob, and "did you mean" suggestions, walk at most this many entries.
     list_walk_max_entries: int = Field(default=100_000, ge=100)
+    # Files that never enter a snapshot, nor are listed, read or searched (JSON list; replaces the
+    # defaults, so repeat those you keep; a glob with a "/" matches the end of a path).
     secret_file_globs: tuple[str, ...] = DEFAULT_SECRET_FILE_GLOBS
 
     # --- code navigation: the symbol index built with each snapshot -----------------------------
@@ -189,11 +250,11 @@ class Settings(BaseSettings):
 
     # --- MCP server (`codebot mcp`) ---------------------------------------------------------------
     # The bearer token HTTP clients must send; `codebot mcp --http` refuses to start without one.
-    mcp_token: str | None = None
+    mcp_token: SecretStr | None = None
     # Repos the MCP tools may read (JSON list). Empty: every repo over stdio; over HTTP, every repo
     # without a `channels` allow-list (a channel-restricted repo must be named here to be served).
     mcp_repos: tuple[str, ...] = ()
-    mcp_http_host: str = "127.0.0.1"
+    mcp_http_host: str = "127.0.0.1"  # where `codebot mcp --http` listens
 
     @field_validator("data_dir", "repos_file", mode="before")
     @classmethod
@@ -228,11 +289,6 @@ class Settings(BaseSettings):
                 raise ValueError(f"{address.strip()!r} is not host:port (e.g. 10.0.0.5:26379,10.0.0.6:26379)")
         return ",".join(address.strip() for address in value.split(","))
 
-    @field_validator("redis_sentinel_password", "redis_password", mode="after")
-    @classmethod
-    def _blank_secret_is_unset(cls, value: SecretStr | None) -> SecretStr | None:
-        return value if value and value.get_secret_value() else None
-
     @field_validator("discord_command_guild", mode="before")
     @classmethod
     def _blank_guild_is_unset(cls, value: object) -> object:
@@ -245,10 +301,17 @@ class Settings(BaseSettings):
             raise ValueError("must be one of 60, 1440, 4320, 10080 (minutes)")
         return value
 
-    @field_validator("redis_url", "openai_api_key", "openai_base_url", "mcp_token", mode="after")
+    @field_validator("redis_url", "openai_base_url", mode="after")
     @classmethod
     def _blank_is_unset(cls, value: str | None) -> str | None:
         return value or None
+
+    # Tokens and keys are SecretStr: shown as ********** in any repr, log or error; each use
+    # site calls get_secret_value().
+    @field_validator(*SECRET_FIELDS, mode="before")
+    @classmethod
+    def _blank_secret_is_unset(cls, value: object) -> object:
+        return None if isinstance(value, str) and not value.strip() else value
 
     @property
     def sentinel_addresses(self) -> list[tuple[str, int]]:

@@ -27,11 +27,11 @@ sys.path.insert(0, str(ROOT))
 from rich.console import Console  # noqa: E402
 
 from config.settings import Settings, load_settings  # noqa: E402
-from tests.support.e2e import make_git_repo  # noqa: E402
+from tests.support.fixture_repos import make_repo  # noqa: E402
 from tests.support.golden_policy import GoldenPolicy  # noqa: E402
 from tests.support.model_server import ScriptedModel  # noqa: E402
-from worker.agent.evaluate import load_golden, run_eval  # noqa: E402
-from worker.agent.loop import prompt  # noqa: E402
+from worker.agent import prompt  # noqa: E402
+from worker.jobs.evaluate import load_golden, run_eval  # noqa: E402
 from worker.jobs.runtime import build_runtime  # noqa: E402
 from worker.ops.redis_connection import stop_embedded_server  # noqa: E402
 from worker.repos.symbols import open_index  # noqa: E402
@@ -83,7 +83,7 @@ def this_repo(base: Path) -> Path:
         )
         for path in ROOT.glob(pattern)
     }
-    make_git_repo(base / "codebot-src", files)
+    make_repo(base / "codebot-src", files)
     (base / "repos.toml").write_text(f'[[repo]]\nname = "codebot"\nurl = "{base / "codebot-src"}"\n')
     return base / "repos.toml"
 
@@ -140,10 +140,7 @@ def definition_lookup_table(base: Path, repos_file: Path) -> None:
     runtime, registry = build_runtime(settings), build_registry()
     with runtime.mirrors.lease(["codebot"]) as snapshots:
         index = open_index(snapshots["codebot"].root, settings)
-        symbols = index.db.execute(
-            "SELECT d.name, f.path, d.line, d.end_line FROM defs d JOIN files f ON f.id = d.file_id "
-            "WHERE f.path LIKE 'worker/%' AND d.kind IN ('function', 'class') AND d.container IS NULL"
-        ).fetchall()
+        symbols = index.top_level("worker/", ("function", "class"))
         index.close()
         cost: dict[str, list[tuple[int, int, bool]]] = {"search + read_file": [], "find_definition": []}
         for name, path, line, end in symbols:

@@ -2,22 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 from config.repos import RepoSpec
-from tests.support.e2e import Rig, build_rig
+from tests.support.e2e import Rig
 from tests.support.model_server import text, tool_calls
 from worker.agent.citations import link, plain_label
 from worker.jobs.question import Turn
 from worker.repos.snapshot import Snapshot
-
-
-@pytest.fixture
-def rig(tmp_path: Path) -> Iterator[Rig]:
-    yield from build_rig(tmp_path)
 
 
 def test_a_cited_answer_links_to_the_exact_commit_and_lists_sources(rig: Rig) -> None:

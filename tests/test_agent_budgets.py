@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -11,10 +10,7 @@ import pytest
 from tests.support.e2e import Rig, build_rig
 from tests.support.model_server import error, slow, text, tool_calls
 
-
-@pytest.fixture
-def rig(tmp_path: Path) -> Iterator[Rig]:
-    yield from build_rig(tmp_path, max_hops=4, budget_warning_hops=2, question_deadline_seconds=20)
+pytestmark = pytest.mark.rig(max_hops=4, budget_warning_hops=2, question_deadline_seconds=20)
 
 
 def test_endless_searching_hits_the_hop_limit_and_must_answer_without_tools(rig: Rig) -> None:

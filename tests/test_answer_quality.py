@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 from rich.console import Console
 
 from config.settings import load_settings
-from tests.support.e2e import Rig, build_rig, make_git_repo
+from tests.support.e2e import Rig
+from tests.support.fixture_repos import make_repo
 from tests.support.golden_policy import GoldenPolicy
 from tests.support.model_server import Reply, ScriptedModel, text, tool_calls
-from worker.agent.evaluate import load_golden, run_eval
+from worker.jobs.evaluate import load_golden, run_eval
 from worker.ops.redis_connection import stop_embedded_server
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -26,11 +25,6 @@ GOLDEN = [
      "expected_keywords": ["MAX_ATTEMPTS", "jitter"],
      "expected_files": ["payments/retry.py", "payments/settings.py"]},
 ]  # fmt: skip
-
-
-@pytest.fixture
-def rig(tmp_path: Path) -> Iterator[Rig]:
-    yield from build_rig(tmp_path)
 
 
 def scripted(body: dict[str, Any]) -> Reply:
@@ -77,7 +71,7 @@ def test_the_shipped_golden_set_runs_end_to_end_and_every_citation_verifies(tmp_
         for path in PROJECT_ROOT.glob(pattern)
     }
     source = tmp_path / "codebot-src"
-    make_git_repo(source, files)
+    make_repo(source, files)
     (tmp_path / "repos.toml").write_text(f'[[repo]]\nname = "codebot"\nurl = "{source}"\n', encoding="utf-8")
     golden = load_golden(PROJECT_ROOT / "eval" / "golden.jsonl")
     with ScriptedModel(GoldenPolicy(golden)) as model:
@@ -98,10 +92,13 @@ def test_the_shipped_golden_set_runs_end_to_end_and_every_citation_verifies(tmp_
     assert {
         (r["status"], r["keyword_hit_rate"], r["expected_files_cited"], r["verified_rate"]) for r in rows
     } == {("answered", "1.0", "1.0", "1.0")}
-    # search, read, answer; 4 where the first 50 hits were all in other files and it narrowed with
-    # a glob. Which 50 hits come first follows ripgrep's threads, so a busy machine can change it.
-    assert {r["hops"] for r in rows} <= {"3", "4"}
-    assert "keyword hit rate 100% · verified citation rate 100% · unverified 0 · hops 3" in out.export_text()
+    # search, read, answer; 4 where the first 50 hits were all in other files and it narrowed with a
+    # glob (which questions need that depends on what the repo holds at this commit, and on which
+    # 50 hits ripgrep's threads report first: a busy machine can change it)
+    hops = [int(r["hops"]) for r in rows]
+    assert set(hops) <= {3, 4}
+    summary = f"keyword hit rate 100% · verified citation rate 100% · unverified 0 · hops {sum(hops) / len(hops):.1f}"
+    assert summary in out.export_text()
 
 
 def test_codebot_eval_without_a_model_endpoint_says_what_to_set_before_running_anything(

@@ -13,17 +13,18 @@ from pathlib import Path
 import pytest
 
 from config.settings import load_settings
-from tests.support.e2e import DEFAULT_FILES, make_git_repo
+from tests.support.e2e import DEFAULT_FILES
+from tests.support.fixture_repos import make_repo
 from tests.support.model_server import ScriptedModel, text, tool_calls
 from worker.jobs.console import MISSING_MODEL_MESSAGE
-from worker.jobs.scope import extract_repo_filter
+from worker.jobs.scope import redact_and_extract_repos
 from worker.ops.redis_connection import stop_embedded_server
 
 
 @pytest.fixture
 def project(tmp_path: Path) -> Iterator[dict[str, str]]:
     source = tmp_path / "payments-src"
-    make_git_repo(source, DEFAULT_FILES)
+    make_repo(source, DEFAULT_FILES)
     repos = tmp_path / "repos.toml"
     repos.write_text(
         f'[[repo]]\nname = "payments"\nurl = "{source}"\nweb_url = "https://gitlab.com/acme/payments"\n'
@@ -106,8 +107,8 @@ def test_tool_runs_one_tool_with_the_same_checks_and_prints_json(project: dict[s
 
 
 def test_repo_at_the_end_of_a_sentence_names_the_repo_not_the_full_stop() -> None:
-    assert extract_repo_filter("How does retry work in repo:payments.") == (
+    assert redact_and_extract_repos("How does retry work in repo:payments.") == (
         "How does retry work in .",
         ["payments"],
     )
-    assert extract_repo_filter("compare repo:a.b and repo:c-d") == ("compare and", ["a.b", "c-d"])
+    assert redact_and_extract_repos("compare repo:a.b and repo:c-d") == ("compare and", ["a.b", "c-d"])

@@ -101,6 +101,30 @@ def test_settings_read_the_contract_variable_names() -> None:
     assert settings.redis_url == "redis://example:6380/1" and settings.model == "local-model"
 
 
+def test_tokens_and_keys_never_show_in_the_settings_printed_or_logged(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    values = {
+        "SLACK_BOT_TOKEN": "xoxb-1-sekret",
+        "SLACK_APP_TOKEN": "xapp-1-sekret",
+        "SLACK_SIGNING_SECRET": "sign-sekret",
+        "DISCORD_BOT_TOKEN": "discord-sekret",
+        "OPENAI_API_KEY": "sk-sekret",
+        "CODEBOT_MCP_TOKEN": "mcp-sekret-0123456789abcdef",
+    }
+    for name, value in values.items():
+        monkeypatch.setenv(name, value)
+    settings = load_settings(env_file=None)
+    shown = f"{settings!r} {settings} {settings.model_dump()} {settings.model_dump_json()}"
+    assert "sekret" not in shown
+    assert (
+        settings.slack_bot_token is not None
+        and settings.slack_bot_token.get_secret_value() == "xoxb-1-sekret"
+    )
+    monkeypatch.setenv("OPENAI_API_KEY", " ")
+    assert load_settings(env_file=None).openai_api_key is None  # blank is unset, as before
+
+
 def one_line(result: subprocess.CompletedProcess[str]) -> str:
     assert result.returncode == 2, result.stderr
     assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr

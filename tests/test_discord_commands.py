@@ -2,26 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 from rq import Queue, SimpleWorker
 
 from bot import texts
 from tests.support.discord_rig import DiscordRig, discord_rig
 from tests.support.fake_discord import FakeDiscord
+from worker.jobs import texts as core_texts
 from worker.jobs.queue import ADMIN_QUEUE
 
 EPHEMERAL = 64
 SUBCOMMANDS = ["ask", "repos", "help", "refresh", "status"]
-
-
-@pytest.fixture
-def drig(tmp_path: Path) -> Iterator[DiscordRig]:
-    with discord_rig(tmp_path) as rig:
-        yield rig
 
 
 def callback(fake: FakeDiscord, interaction: dict[str, Any]) -> dict[str, Any]:
@@ -111,5 +104,5 @@ def test_status_for_an_admin_reports_the_queue_privately(drig: DiscordRig) -> No
     asked = fake.interaction("status", user=fake.admin)
     assert callback(fake, asked)["data"]["flags"] == EPHEMERAL
     report = original(fake, asked)["content"]
-    assert report.startswith(texts.STATUS_TITLE)
+    assert report.startswith(core_texts.STATUS_TITLE)
     assert "`payments`" in report

@@ -20,7 +20,8 @@ from bot.discord_format import (
     suppress_link_previews,
     thread_name,
 )
-from worker.jobs.sink import Answer, Source
+from worker.agent.citations import Source
+from worker.jobs.sink import Answer
 
 FENCE_LINE = re.compile(r"^ {0,3}(`{3,}|~{3,})", re.MULTILINE)
 

@@ -3,22 +3,13 @@ gateway, the real worker (embedded Redis, burst RQ worker, scripted model) posti
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 from bot import texts
 from tests.support.discord_payloads import snowflake, user
-from tests.support.discord_rig import DiscordRig, discord_rig
+from tests.support.discord_rig import DiscordRig
 from worker.jobs.queue import questions_queue, queue_depth
 from worker.ops.redis_connection import ensure_embedded_server, stop_embedded_server
-
-
-@pytest.fixture
-def drig(tmp_path: Path) -> Iterator[DiscordRig]:
-    with discord_rig(tmp_path) as rig:
-        yield rig
 
 
 def test_a_mention_gets_eyes_a_thread_the_answer_and_a_check_mark(drig: DiscordRig) -> None:
@@ -38,6 +29,15 @@ def test_a_mention_gets_eyes_a_thread_the_answer_and_a_check_mark(drig: DiscordR
     assert drig.reactions(question["id"])[0] == ("PUT", "👀")
     assert drig.reactions(question["id"])[-2:] == [("PUT", "✅"), ("DELETE", "👀")]
     assert fake.posted(fake.channel_id) == []  # nothing at the top level of the channel
+
+
+def test_a_mention_saying_only_hi_gets_the_help_as_a_reply_and_nothing_is_queued(drig: DiscordRig) -> None:
+    fake = drig.fake
+    greeting = drig.mention("hi")
+    [reply] = fake.wait_for(lambda: fake.posted(fake.channel_id))
+    assert reply["content"].startswith("Ask me about the code") and "/codebot repos" in reply["content"]
+    assert str(reply["message_reference"]["message_id"]) == greeting["id"]
+    assert queue_depth(drig.rig.redis) == 0
 
 
 def test_messages_without_a_mention_and_edits_are_ignored(drig: DiscordRig) -> None:

@@ -3,26 +3,14 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
-
-import pytest
 
 from bot.discord_sink import DiscordSink
-from tests.support.discord_rig import DiscordRig, discord_rig
+from tests.support.discord_rig import DiscordRig, asked_question
 from tests.support.model_server import error
-from worker.jobs.question import Question, ReplyTarget, event_identity
 from worker.jobs.sink import Answer
 
 FENCE = re.compile(r"^```", re.MULTILINE)
 NO_MENTIONS = {"parse": [], "replied_user": False}
-
-
-@pytest.fixture
-def drig(tmp_path: Path) -> Iterator[DiscordRig]:
-    with discord_rig(tmp_path) as rig:
-        yield rig
 
 
 def long_answer() -> str:
@@ -77,17 +65,7 @@ def test_a_429_is_waited_out_for_its_retry_after_then_the_message_is_sent_once(d
 
 def test_a_retried_job_gets_its_earlier_messages_back_instead_of_posting_twice(drig: DiscordRig) -> None:
     fake = drig.fake
-    asked = fake.message_create("how does retry work?")
-    target = ReplyTarget(
-        platform="discord",
-        channel=fake.channel_id,
-        thread=asked["id"],
-        message=asked["id"],
-        guild=fake.guild_id,
-    )
-    question = Question(
-        id=event_identity("discord", asked["id"]), asker="1", target=target, text="how?", repos=["payments"]
-    )
+    asked, question = asked_question(drig)
     for _attempt in range(2):  # the first worker died after posting its progress message
         sink = DiscordSink(drig.settings, drig.rig.redis, question)
         sink.received()
@@ -121,22 +99,6 @@ def test_without_permission_to_start_threads_the_answer_is_a_reply_in_the_channe
     assert reply["content"].startswith("Retries back off")
     assert reply["message_reference"]["message_id"] == question["id"]
     assert [c.status for c in fake.find("POST", "/threads$")] == [403]  # asked once, never retried
-
-
-def asked_question(drig: DiscordRig) -> tuple[dict[str, Any], Question]:
-    fake = drig.fake
-    asked = fake.message_create("how does retry work?")
-    target = ReplyTarget(
-        platform="discord",
-        channel=fake.channel_id,
-        thread=asked["id"],
-        message=asked["id"],
-        guild=fake.guild_id,
-    )
-    question = Question(
-        id=event_identity("discord", asked["id"]), asker="1", target=target, text="how?", repos=["payments"]
-    )
-    return asked, question
 
 
 def test_after_a_worker_dies_trying_again_and_the_apology_replace_its_progress_message(

@@ -15,18 +15,13 @@ from typing import Any
 
 import pytest
 
-from tests.support.e2e import Rig, build_rig
+from tests.support.e2e import Rig
 from tests.support.model_server import Reply, text, tool_calls
 from tests.support.slack_rig import SlackRig, build_slack_rig
-from worker.jobs.admin import record_refresh
+from worker.repos.refresh import record_refresh
 
 READ_RETRY = tool_calls(("read_file", {"repo": "payments", "path": "payments/retry.py"}))
 CITE_LINE_3 = "It tries MAX_ATTEMPTS times [payments:payments/retry.py#L3]."
-
-
-@pytest.fixture
-def rig(tmp_path: Path) -> Iterator[Rig]:
-    yield from build_rig(tmp_path)
 
 
 @pytest.fixture
@@ -52,7 +47,7 @@ def test_a_force_push_refreshed_mid_question_leaves_the_question_on_the_commit_i
     def refresh_then_read(_body: dict[str, Any]) -> Reply:  # the model's first turn: an admin refresh lands
         rewritten.append(force_push(tmp_path / "payments-src", attempts=7))
         result = rig.runtime.mirrors.sync("payments")
-        record_refresh(rig.redis, rig.runtime, result, socket.gethostname())
+        record_refresh(rig.redis, rig.runtime.mirrors, result, socket.gethostname())
         return READ_RETRY
 
     rig.model.set_handler(lambda body: refresh_then_read(body) if not rewritten else text(CITE_LINE_3))

@@ -8,7 +8,6 @@ a single 429, 500s from the start and midway, a rejected key and a reply slower 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -33,11 +32,9 @@ MALFORMED = {
 }
 
 
-@pytest.fixture
-def rig(tmp_path: Path) -> Iterator[Rig]:
-    yield from build_rig(
-        tmp_path, question_deadline_seconds=DEADLINE_SECONDS, model_max_retries=2, model_timeout_seconds=10.0
-    )
+pytestmark = pytest.mark.rig(
+    question_deadline_seconds=DEADLINE_SECONDS, model_max_retries=2, model_timeout_seconds=10.0
+)
 
 
 def timed_ask(rig: Rig) -> tuple[str, dict[str, object], float]:

@@ -9,24 +9,16 @@ leaves it, and the housekeeper's orphan check finds it.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
-import pytest
 from rq import Queue
 
-from tests.support.e2e import Rig, build_rig
+from tests.support.e2e import Rig
 from tests.support.model_server import text
 from worker.jobs.orphans import rescue_orphans
 from worker.jobs.queue import ADMIN_QUEUE, QUESTIONS_QUEUE
 
 GRACE_SECONDS = 0.5
 QUEUES = [ADMIN_QUEUE, QUESTIONS_QUEUE]
-
-
-@pytest.fixture
-def rig(tmp_path: Path) -> Iterator[Rig]:
-    yield from build_rig(tmp_path)
 
 
 def taken_and_dropped(rig: Rig) -> str:

@@ -8,16 +8,13 @@ from __future__ import annotations
 
 import multiprocessing
 import time
-from collections.abc import Iterator
 from dataclasses import replace
-from pathlib import Path
 
-import pytest
 from rq import Queue
 from rq.job import Job
 from rq.registry import StartedJobRegistry
 
-from tests.support.e2e import Rig, build_rig
+from tests.support.e2e import Rig
 from tests.support.model_server import Reply, error
 from worker.jobs.housekeeping import run_housekeeper
 from worker.jobs.job import QuestionRun, on_question_failed
@@ -25,11 +22,6 @@ from worker.jobs.question import Question
 from worker.jobs.queue import ADMIN_QUEUE, ANSWERED_KEY_PREFIX, QUESTIONS_QUEUE, claim_answer
 from worker.jobs.reaper import reap_abandoned
 from worker.ops.redis_connection import connect, socket_path, stop_embedded_server
-
-
-@pytest.fixture
-def rig(tmp_path: Path) -> Iterator[Rig]:
-    yield from build_rig(tmp_path)
 
 
 def abandon(rig: Rig, question: Question, seconds_ago: float = 1.0) -> None:
@@ -81,14 +73,14 @@ def test_a_run_taken_for_dead_does_not_post_a_failure_after_its_retry_answered(r
 
     rig.model.set_handler(retry_answers_meanwhile)
     outcome = QuestionRun(rig.runtime, rig.redis, question).run()
-    assert outcome["status"] == "already_answered"
+    assert outcome.status == "already_answered"
     assert [kind for kind, _ in rig.events(question, timeout=0.5)] == ["received"]
 
 
 def test_a_failure_is_the_one_final_message_so_a_late_answer_is_not_posted_after_it(rig: Rig) -> None:
     question = rig.question("how does retry work?")
     rig.model.set_handler(lambda _body: error(401))
-    assert QuestionRun(rig.runtime, rig.redis, question).run()["status"] == "failed"
+    assert QuestionRun(rig.runtime, rig.redis, question).run().status == "failed"
     assert not claim_answer(rig.redis, question.id)  # a run taken for dead finishing now stays quiet
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import time
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,17 +19,16 @@ import pytest
 from bot import texts
 from bot.slack_format import format_for_slack
 from tests.support.model_server import Reply, last_user_text, slow, text, tool_calls
+from tests.support.redis_outage import kill_embedded_server
 from tests.support.redis_servers import persist_now
-from tests.support.slack_rig import SlackRig, build_slack_rig, wait_until
+from tests.support.slack_rig import SlackRig, wait_until
 from tests.support.worker_procs import start_worker, stop_worker, wait_dead
-from worker.ops.redis_connection import connect, kill_embedded_server, server_pid, stop_embedded_server
+from worker.ops.redis_connection import connect, server_pid, stop_embedded_server
 
 TURN_SECONDS = 0.3
 
 
-@pytest.fixture
-def rig(tmp_path: Path) -> Iterator[SlackRig]:
-    yield from build_slack_rig(tmp_path, worker_heartbeat_seconds=1, reaper_interval_seconds=0.5)
+pytestmark = pytest.mark.rig("slack", worker_heartbeat_seconds=1, reaper_interval_seconds=0.5)
 
 
 def answer_slowly(body: dict[str, Any]) -> Reply:

@@ -11,14 +11,12 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from rq.job import Job
 
-from tests.support.e2e import Rig, build_rig
+from tests.support.e2e import Rig
 from tests.support.model_server import Reply, slow, text, tool_calls
 from tests.support.worker_procs import start_worker, stop_worker, wait_dead, wait_for_horse
 from worker.jobs.question import Question
@@ -34,9 +32,7 @@ FAST_HEARTBEATS = {
 ANSWER_SECONDS = 15.0
 
 
-@pytest.fixture
-def rig(tmp_path: Path) -> Iterator[Rig]:
-    yield from build_rig(tmp_path, **FAST_HEARTBEATS)
+pytestmark = pytest.mark.rig(**FAST_HEARTBEATS)
 
 
 def hang_first(calls_that_hang: int, answer: str) -> Any:

@@ -8,27 +8,29 @@ worker` processes.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from codebot.wiring import build_runtime
 from config.settings import Settings, load_settings
-from tests.support.e2e import Rig, build_rig, make_git_repo
+from tests.support.e2e import Rig
+from tests.support.fixture_repos import make_repo
 from tests.support.git_remote import silent_server
 from tests.support.model_server import Reply, text, tool_calls
 from tests.support.slack_rig import wait_until
 from tests.support.worker_procs import start_worker, stop_worker
-from worker.jobs.admin import enqueue_refresh, record_refresh
+from worker.jobs.admin import enqueue_refresh
 from worker.jobs.question import ReplyTarget
-from worker.jobs.runtime import Runtime, build_runtime
+from worker.jobs.runtime import Runtime
 from worker.ops.redis_connection import socket_path
 from worker.repos.refresh import (
     catch_up,
     claim_due_refreshes,
     local_sha,
     period_offset_seconds,
+    record_refresh,
     run_due_refreshes,
     wanted_sha,
 )
@@ -36,9 +38,7 @@ from worker.repos.refresh import (
 CITE = "It tries MAX_ATTEMPTS times [payments:payments/retry.py#L3]."
 
 
-@pytest.fixture
-def rig(tmp_path: Path) -> Iterator[Rig]:
-    yield from build_rig(tmp_path, refresh_check_seconds=0.5, catch_up_timeout_seconds=2.0)
+pytestmark = pytest.mark.rig(refresh_check_seconds=0.5, catch_up_timeout_seconds=2.0)
 
 
 def machine_b(rig: Rig, tmp_path: Path, repos_file: Path | None = None) -> Runtime:
@@ -59,7 +59,7 @@ def answer_citing_line_3(body: dict[str, Any]) -> Reply:
 
 
 def new_commit(rig: Rig, tmp_path: Path) -> str:
-    return make_git_repo(tmp_path / "payments-src", {"CHANGELOG.md": f"v{time.time()}\n"})
+    return make_repo(tmp_path / "payments-src", {"CHANGELOG.md": f"v{time.time()}\n"})
 
 
 def seconds_in_job(rig: Rig, question_id: str) -> float:
@@ -93,7 +93,7 @@ def test_an_admin_refresh_on_one_machine_reaches_a_question_answered_on_the_othe
     kind, answer = rig.final(rig.events(question))
     assert kind == "answer" and f"blob/{newer}/payments/retry.py#L3" in answer["markdown"]
     assert any("updating payments" in f.get("text", "") for k, f in rig.events(question) if k == "progress")
-    assert local_sha(b, "payments") == newer
+    assert local_sha(b.mirrors, "payments") == newer
 
 
 def test_a_worker_machine_catches_up_in_the_background_without_a_question(rig: Rig, tmp_path: Path) -> None:
@@ -102,8 +102,8 @@ def test_a_worker_machine_catches_up_in_the_background_without_a_question(rig: R
     worker = start_worker(b.settings)  # not burst: its housekeeper runs
     try:
         newer = new_commit(rig, tmp_path)
-        record_refresh(rig.redis, rig.runtime, rig.runtime.mirrors.sync("payments"), "host-a")
-        wait_until(lambda: local_sha(b, "payments") == newer, timeout=15)
+        record_refresh(rig.redis, rig.runtime.mirrors, rig.runtime.mirrors.sync("payments"), "host-a")
+        wait_until(lambda: local_sha(b.mirrors, "payments") == newer, timeout=15)
     finally:
         stop_worker(worker)
 
@@ -116,16 +116,18 @@ def test_a_scheduled_refresh_is_fetched_by_one_machine_per_period_and_followed_b
     a, b = machine_b(rig, tmp_path / "a", scheduled), machine_b(rig, tmp_path / "b", scheduled)
     period, offset = 5 * 60, period_offset_seconds("payments", 5 * 60)
     now = (time.time() + offset) // period * period - offset + 1  # early in this repo's current period
-    assert sorted([claim_due_refreshes(rig.redis, a, now), claim_due_refreshes(rig.redis, b, now)]) == [
+    assert sorted(
+        [claim_due_refreshes(rig.redis, a.mirrors, now), claim_due_refreshes(rig.redis, b.mirrors, now)]
+    ) == [
         [],
         ["payments"],
     ]  # one machine per period...
-    assert claim_due_refreshes(rig.redis, a, now + period - 2) == []  # ...once per period
+    assert claim_due_refreshes(rig.redis, a.mirrors, now + period - 2) == []  # ...once per period
     newer = new_commit(rig, tmp_path)
-    (result,) = run_due_refreshes(rig.redis, b, now + period)  # the next period
+    (result,) = run_due_refreshes(rig.redis, b.mirrors, now + period)  # the next period
     assert result.sha == newer == wanted_sha(rig.redis, "payments")
-    catch_up(a, rig.redis, ["payments"])  # the other machine follows (here: its first clone)
-    assert local_sha(a, "payments") == newer
+    catch_up(a.mirrors, rig.redis, ["payments"])  # the other machine follows (here: its first clone)
+    assert local_sha(a.mirrors, "payments") == newer
 
 
 def test_the_housekeeper_runs_a_due_scheduled_refresh_at_start(rig: Rig, tmp_path: Path) -> None:
@@ -135,7 +137,7 @@ def test_the_housekeeper_runs_a_due_scheduled_refresh_at_start(rig: Rig, tmp_pat
     worker = start_worker(b.settings)  # a machine with no mirror yet: the schedule clones it
     try:
         wait_until(lambda: wanted_sha(rig.redis, "payments") == rig.sha, timeout=15)
-        assert local_sha(b, "payments") == rig.sha
+        assert local_sha(b.mirrors, "payments") == rig.sha
     finally:
         stop_worker(worker)
 

@@ -12,7 +12,7 @@ from rich.console import Console
 
 from tests.support.git_remote import GitRemote, make_mirrors, mirrors_for, mirrors_of, serve_git_http
 from worker.repos.mirrors import Mirrors
-from worker.repos.sync_cli import age, human_size, run_list, run_sync
+from worker.repos.sync_cli import human_size, run_list, run_sync, time_ago
 
 
 def _console() -> tuple[Console, StringIO]:
@@ -90,7 +90,7 @@ def test_repos_list_shows_the_last_error_beside_the_snapshot_still_served(tmp_pa
 
 
 def test_ages_and_sizes_read_like_a_person_would_say_them() -> None:
-    assert [age(5), age(185), age(3 * 3600 + 5), age(86400), age(5 * 86400)] == [
+    assert [time_ago(5), time_ago(185), time_ago(3 * 3600 + 5), time_ago(86400), time_ago(5 * 86400)] == [
         "just now",
         "3 min ago",
         "3 h ago",

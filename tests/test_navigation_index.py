@@ -1,11 +1,14 @@
-"""The symbol index's life: built with the snapshot, reused by every question, removed with it."""
+"""The symbol index's life: built with the snapshot from symbols parsed once per blob, reused by
+every question and every later snapshot, removed with its snapshot."""
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 from tests.support.git_remote import GitRemote, mirrors_for
 from tests.support.polyglot import POLYGLOT
+from worker.repos.blobstore import BlobStore
 from worker.repos.mirrors import Mirrors
 from worker.repos.symbols import index_path
 from worker.tools import build_registry, make_context
@@ -32,7 +35,7 @@ def test_the_index_is_built_when_the_snapshot_is_made_and_reused_by_later_questi
     snapshot = mirrors.current("app")
     assert snapshot is not None
     index = index_path(snapshot.root)
-    assert index == mirrors.root / "app" / "symbols" / f"{snapshot.sha}.sqlite" and index.is_file()
+    assert index == mirrors.root / "app" / "manifests" / f"{snapshot.sha}.sqlite" and index.is_file()
     before = index.stat()
 
     first = ask_definition(mirrors, "retry")
@@ -43,16 +46,26 @@ def test_the_index_is_built_when_the_snapshot_is_made_and_reused_by_later_questi
     assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
 
 
-def test_a_snapshot_without_an_index_gets_one_on_first_use(tmp_path: Path) -> None:
-    _, mirrors = synced(tmp_path)
-    snapshot = mirrors.current("app")
-    assert snapshot is not None
-    index_path(snapshot.root).unlink()  # e.g. a snapshot made before code navigation existed
+def parsed_units(mirrors: Mirrors) -> set[tuple[int, str]]:
+    """(unit id, blob) of every blob parsed in the host's store."""
+    store = BlobStore(mirrors.settings.data_dir.resolve())
+    with sqlite3.connect(store.db_path) as db:
+        return set(db.execute("SELECT id, blob FROM units"))
 
-    text = ask_definition(mirrors, "charge")
 
-    assert "function charge (Python), lines 7-8" in text
-    assert index_path(snapshot.root).is_file()
+def test_a_refresh_parses_only_the_files_that_changed_and_reuses_the_rest(tmp_path: Path) -> None:
+    remote, mirrors = synced(tmp_path)
+    before = parsed_units(mirrors)
+    assert len(before) == 3  # the two Python files and the Go file
+
+    remote.commit({"payments/api.py": "def refund(card):\n    return card\n"})
+    assert mirrors.sync("app").ok
+
+    after = parsed_units(mirrors)
+    assert len(after - before) == 1  # one blob parsed: the new api.py
+    assert len(before & after) == 2  # the unchanged files keep their rows (the old api.py's went with GC)
+    assert "function refund (Python), lines 1-2" in ask_definition(mirrors, "refund")
+    assert "function retry (Python)" in ask_definition(mirrors, "retry")  # an unchanged file's rows
 
 
 def test_the_index_of_a_replaced_snapshot_is_removed_with_it(tmp_path: Path) -> None:
@@ -64,5 +77,5 @@ def test_the_index_of_a_replaced_snapshot_is_removed_with_it(tmp_path: Path) -> 
 
     second = mirrors.current("app")
     assert first is not None and second is not None and second.sha != first.sha
-    assert sorted(p.name for p in (mirrors.root / "app" / "symbols").iterdir()) == [f"{second.sha}.sqlite"]
+    assert sorted(p.name for p in (mirrors.root / "app" / "manifests").iterdir()) == [f"{second.sha}.sqlite"]
     assert "function refund (Python), lines 1-2" in ask_definition(mirrors, "refund")

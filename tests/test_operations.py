@@ -7,24 +7,20 @@ import os
 import subprocess
 import sys
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from config.errors import ConfigError
 from tests.support.e2e import Rig, build_rig
+from tests.support.metrics import metric_value, samples
 from tests.support.model_server import ScriptedModel, text, tool_calls
 from tests.support.slack_rig import SlackRig, build_slack_rig
+from worker.jobs.queue import queue_depth
 from worker.ops.accounting import record_usage, usage_of_day, usage_of_user
-from worker.ops.metrics import metric_value, parse, serve_metrics
+from worker.ops.metrics import serve_metrics
 
-
-@pytest.fixture
-def rig(tmp_path: Path) -> Iterator[Rig]:
-    yield from build_rig(
-        tmp_path, model_input_usd_per_million_tokens=2.0, model_output_usd_per_million_tokens=8.0
-    )
+pytestmark = pytest.mark.rig(model_input_usd_per_million_tokens=2.0, model_output_usd_per_million_tokens=8.0)
 
 
 def answer_one(rig: Rig) -> None:
@@ -40,7 +36,7 @@ def answer_one(rig: Rig) -> None:
 
 def test_metrics_endpoint_counts_questions_tool_calls_tokens_and_latency(rig: Rig) -> None:
     answer_one(rig)
-    server = serve_metrics(rig.redis, 0, host="127.0.0.1")
+    server = serve_metrics(rig.redis, 0, queue_depth, host="127.0.0.1")
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}/metrics"
         with urllib.request.urlopen(url, timeout=5) as response:
@@ -48,13 +44,13 @@ def test_metrics_endpoint_counts_questions_tool_calls_tokens_and_latency(rig: Ri
             assert response.headers["Content-Type"].startswith("text/plain")
     finally:
         server.shutdown()
-    samples = list(parse(body))
-    assert metric_value(samples, 'codebot_questions_total{platform="console",status="answered"}') == 1
-    assert metric_value(samples, 'codebot_tool_calls_total{tool="search"}') == 1
-    assert metric_value(samples, 'codebot_tool_calls_total{tool="read_file"}') == 1
-    assert metric_value(samples, "codebot_tokens_total") > 0
-    assert metric_value(samples, "codebot_question_seconds_count") == 1
-    assert metric_value(samples, "codebot_queue_depth") == 0
+    found = samples(body)
+    assert metric_value(found, 'codebot_questions_total{platform="console",status="answered"}') == 1
+    assert metric_value(found, 'codebot_tool_calls_total{tool="search"}') == 1
+    assert metric_value(found, 'codebot_tool_calls_total{tool="read_file"}') == 1
+    assert metric_value(found, "codebot_tokens_total") > 0
+    assert metric_value(found, "codebot_question_seconds_count") == 1
+    assert metric_value(found, "codebot_queue_depth") == 0
     assert "# TYPE codebot_question_seconds histogram" in body
 
 
@@ -141,11 +137,11 @@ def test_status_in_the_terminal_shows_queue_workers_refreshes_and_usage(rig: Rig
 
 
 def test_a_metrics_port_already_taken_is_named_in_one_line(rig: Rig) -> None:
-    first = serve_metrics(rig.redis, 0, host="127.0.0.1")
+    first = serve_metrics(rig.redis, 0, queue_depth, host="127.0.0.1")
     try:
         with pytest.raises(
             ConfigError, match=r"^CODEBOT_METRICS_PORT: cannot serve /metrics on 127\.0\.0\.1:\d+ \("
         ):
-            serve_metrics(rig.redis, first.server_address[1], host="127.0.0.1")
+            serve_metrics(rig.redis, first.server_address[1], queue_depth, host="127.0.0.1")
     finally:
         first.shutdown()

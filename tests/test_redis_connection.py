@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from config.settings import load_settings
+from tests.support.redis_outage import kill_embedded_server
 from tests.support.redis_servers import redis_server
 from worker.ops.redis_connection import (
     RedisUnavailable,
     connect,
-    kill_embedded_server,
     redis_server_binary,
     stop_embedded_server,
 )

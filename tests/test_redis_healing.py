@@ -20,6 +20,7 @@ import redis
 
 from bot import texts
 from config.settings import Settings, load_settings
+from tests.support.redis_outage import kill_embedded_server
 from tests.support.redis_servers import persist_now
 from tests.support.worker_procs import PROJECT_ROOT, alive, settings_env, wait_dead
 from worker.ops.embedded_redis import HEAL_RETRY_SECONDS
@@ -27,7 +28,6 @@ from worker.ops.redis_connection import (
     RedisFailure,
     connect,
     embedded,
-    kill_embedded_server,
     redis_failure,
     server_pid,
     stop_embedded_server,

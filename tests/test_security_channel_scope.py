@@ -23,7 +23,6 @@ from tests.support.hostile_slack import (
     DISCORD_SECRET_CHANNEL,
     INTERNAL,
     HostileSlackRig,
-    build_hostile_slack_rig,
     internal_repo,
 )
 from tests.support.model_server import text, tool_calls
@@ -35,9 +34,7 @@ from worker.jobs.queue import QUESTIONS_QUEUE
 NOT_HERE = "Repo `internal` is not available here."
 
 
-@pytest.fixture
-def rig(tmp_path: Path) -> Iterator[HostileSlackRig]:
-    yield from build_hostile_slack_rig(tmp_path)
+pytestmark = pytest.mark.rig("hostile_slack")
 
 
 def queued_questions(rig: HostileSlackRig) -> list[Question]:

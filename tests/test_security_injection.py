@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,7 @@ from rq import Queue
 from tests.support.discord_rig import discord_rig
 from tests.support.e2e import build_rig
 from tests.support.fortress import Fortress, LeakFinder, app_files, plant, plant_outside
-from tests.support.hostile_slack import HostileSlackRig, build_hostile_slack_rig
+from tests.support.hostile_slack import HostileSlackRig
 from tests.support.model_server import Reply, text, tool_calls
 from tests.support.slack_api import message
 from worker.jobs.queue import QUESTIONS_QUEUE
@@ -36,9 +35,7 @@ OBEY = [  # what the injection asks for, and every other way out of the snapshot
 ]
 
 
-@pytest.fixture
-def rig(tmp_path: Path) -> Iterator[HostileSlackRig]:
-    yield from build_hostile_slack_rig(tmp_path)
+pytestmark = pytest.mark.rig("hostile_slack")
 
 
 def obey(body: dict[str, Any]) -> Reply:

@@ -4,8 +4,6 @@ and the answer as the user sees it in the fake Slack."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from slack_sdk import WebClient
@@ -14,16 +12,14 @@ from bot.slack_format import SLACK_TEXT_LIMIT_CHARS
 from bot.slack_sink import SlackSink
 from tests.support.model_server import last_user_text, text, tool_calls
 from tests.support.slack_api import message
-from tests.support.slack_rig import SlackRig, build_slack_rig
+from tests.support.slack_rig import SlackRig
 from worker.jobs.question import Question, ReplyTarget
 from worker.jobs.sink import Answer
 
 READ_RETRY = ("read_file", {"repo": "payments", "path": "payments/retry.py", "start_line": 1, "end_line": 13})
 
 
-@pytest.fixture
-def rig(tmp_path: Path) -> Iterator[SlackRig]:
-    yield from build_slack_rig(tmp_path)
+pytestmark = pytest.mark.rig("slack")
 
 
 def test_a_mention_is_answered_in_its_thread_with_commit_links_and_a_check_mark(rig: SlackRig) -> None:

@@ -5,21 +5,17 @@ from __future__ import annotations
 import json
 import re
 import socket
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from rq import Queue, Worker
 from rq.worker import WorkerStatus
 
-from tests.support.e2e import make_git_repo
-from tests.support.slack_rig import SECRET_CHANNEL, SlackRig, build_slack_rig
+from tests.support.fixture_repos import make_repo
+from tests.support.slack_rig import SECRET_CHANNEL, SlackRig
 from worker.jobs.queue import QUESTIONS_QUEUE
 
-
-@pytest.fixture
-def rig(tmp_path: Path) -> Iterator[SlackRig]:
-    yield from build_slack_rig(tmp_path, admins="slack:UADMIN,discord:42")
+pytestmark = pytest.mark.rig("slack", admins="slack:UADMIN,discord:42")
 
 
 def responses(rig: SlackRig) -> list[dict[str, str]]:
@@ -58,7 +54,7 @@ def test_a_non_admin_is_refused_refresh_and_status_privately(rig: SlackRig) -> N
 
 
 def test_an_admin_refresh_runs_on_a_worker_and_reports_the_new_commit(rig: SlackRig, tmp_path: Path) -> None:
-    new_sha = make_git_repo(tmp_path / "payments-src", {"CHANGELOG.md": "v2\n"})
+    new_sha = make_repo(tmp_path / "payments-src", {"CHANGELOG.md": "v2\n"})
     rig.command("refresh payments", user="UADMIN")
     (queued,) = responses(rig)
     assert queued["text"] == "Refreshing `payments`; I'll tell you when it's done."

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,10 +12,7 @@ from tests.support.slack_api import BOT_USER_ID, event_body, mention, message, s
 from tests.support.slack_rig import SECRET, SECRET_CHANNEL, SlackRig, build_slack_rig
 from worker.jobs.question import Question
 
-
-@pytest.fixture
-def rig(tmp_path: Path) -> Iterator[SlackRig]:
-    yield from build_slack_rig(tmp_path)
+pytestmark = pytest.mark.rig("slack")
 
 
 def test_a_request_with_a_bad_signature_is_refused_and_nothing_is_enqueued(rig: SlackRig) -> None:
@@ -76,6 +72,14 @@ def test_a_mention_with_no_question_gets_a_short_help_reply_in_its_thread(rig: S
     (reply,) = rig.api.thread_texts("C1", ts)
     assert reply.startswith("You mentioned me without a question")
     assert "/codebot repos" in reply
+    assert rig.question_jobs() == []
+
+
+def test_a_mention_saying_only_help_gets_the_help_in_its_thread_and_nothing_is_queued(rig: SlackRig) -> None:
+    ts = rig.mention("help!")
+    rig.settle()
+    (reply,) = rig.api.thread_texts("C1", ts)
+    assert reply.startswith("Ask me about the code") and "/codebot repos" in reply
     assert rig.question_jobs() == []
 
 

@@ -10,29 +10,24 @@ from __future__ import annotations
 import os
 import signal
 import urllib.request
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from bot import texts
 from bot.slack_format import format_for_slack
+from tests.support.redis_outage import kill_embedded_server
 from tests.support.redis_servers import persist_now
 from tests.support.slack_api import BOT_USER_ID, message
-from tests.support.slack_rig import SlackRig, build_slack_rig, wait_until
+from tests.support.slack_rig import SlackRig, wait_until
 from tests.support.worker_procs import wait_dead
 from worker.ops.redis_connection import (
     SOCKET_TIMEOUT_SECONDS,
     connect,
-    kill_embedded_server,
     server_pid,
     stop_embedded_server,
 )
 
-
-@pytest.fixture
-def rig(tmp_path: Path) -> Iterator[SlackRig]:
-    yield from build_slack_rig(tmp_path)
+pytestmark = pytest.mark.rig("slack")
 
 
 def job_of(ts: str) -> str:

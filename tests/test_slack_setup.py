@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -11,7 +10,7 @@ import pytest
 from codebot.cli import main
 from config.settings import load_settings
 from tests.support.slack_api import SlackAPI
-from tests.support.slack_rig import SlackRig, build_slack_rig
+from tests.support.slack_rig import SlackRig
 from worker.ops.redis_connection import stop_embedded_server
 
 MANIFEST = Path(__file__).resolve().parent.parent / "config" / "slack-manifest.yml"
@@ -30,9 +29,7 @@ def manifest_list(key: str) -> list[str]:
     return [line.strip()[2:] for line in block.group(1).splitlines()]
 
 
-@pytest.fixture
-def rig(tmp_path: Path) -> Iterator[SlackRig]:
-    yield from build_slack_rig(tmp_path)
+pytestmark = pytest.mark.rig("slack")
 
 
 def test_the_manifest_turns_socket_mode_on_and_declares_the_command() -> None:

@@ -7,15 +7,10 @@ from pathlib import Path
 import pytest
 
 from config.settings import load_settings
-from tests.support.fixture_repos import HUGE_LINES, Corpus, context, make_repo, shared_corpus, snapshot_repo
+from tests.support.fixture_repos import HUGE_LINES, Corpus, context, make_repo, snapshot_repo
 from worker.tools import make_context
 from worker.tools.context import ToolError
 from worker.tools.files import list_files, read_file
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory: pytest.TempPathFactory) -> Corpus:
-    return shared_corpus(tmp_path_factory)
 
 
 def test_lines_are_numbered_and_exactly_the_shown_lines_are_recorded(corpus: Corpus) -> None:
@@ -79,7 +74,7 @@ def test_a_five_megabyte_file_is_streamed_not_cached(corpus: Corpus) -> None:
 
 def test_a_file_is_read_from_disk_once_per_question(tmp_path: Path) -> None:
     make_repo(tmp_path / "repo", {"a.py": "one\ntwo\n"})
-    snapshot = snapshot_repo(tmp_path / "repo", "r", tmp_path / "snap")
+    snapshot = snapshot_repo(tmp_path / "repo", "r", tmp_path / "snapshots" / "r")
     ctx = make_context(load_settings(env_file=None), {"r": snapshot})
     assert read_file(ctx, "r", "a.py").data["lines"][1]["text"] == "two"
     (snapshot.root / "a.py").write_text("changed\n")
@@ -106,7 +101,8 @@ def test_a_folder_listing_marks_folders_hides_secrets_and_never_reveals_outside_
     assert "sibling_dir -> (outside the repo; not readable)" in lines
     assert not {line.split()[0] for line in lines} & {".env", "id_rsa", ".git/"}
     assert "/etc/passwd" not in result.text and "snapshots" not in result.text
-    assert "[2 entries not listed: .git or secret files" in result.text
+    # .env, id_rsa, config/server.pem and the link env_link.txt -> .env never entered the snapshot.
+    assert "[4 secret or credentials file(s) in this repo are withheld" in result.text
     assert list_files(context(corpus), "app", "docs").data["entries"][1]["target"] == "README.md"
 
 
@@ -128,7 +124,7 @@ def test_a_glob_lists_matching_files_at_any_depth_with_a_cap(corpus: Corpus) -> 
 
 def test_a_glob_over_a_tree_bigger_than_the_walk_limit_says_its_count_is_partial(tmp_path: Path) -> None:
     make_repo(tmp_path / "repo", {f"pkg/m{n:03d}.py": "x = 1\n" for n in range(150)})
-    snapshot = snapshot_repo(tmp_path / "repo", "r", tmp_path / "snap")
+    snapshot = snapshot_repo(tmp_path / "repo", "r", tmp_path / "snapshots" / "r")
     ctx = make_context(load_settings(env_file=None, list_walk_max_entries=100), {"r": snapshot})
     result = list_files(ctx, "r", glob="*.py")
     assert "files matching '*.py': at least 99" in result.text

@@ -5,15 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import pytest
-
-from tests.support.fixture_repos import TRAVERSAL_PATHS, Corpus, context, passwd_lines, shared_corpus
+from tests.support.fixture_repos import TRAVERSAL_PATHS, Corpus, context, passwd_lines
 from worker.tools import build_registry
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory: pytest.TempPathFactory) -> Corpus:
-    return shared_corpus(tmp_path_factory)
 
 
 def _calls(corpus: Corpus) -> list[tuple[str, dict[str, Any]]]:

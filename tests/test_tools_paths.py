@@ -5,15 +5,10 @@ from __future__ import annotations
 import pytest
 
 from config.settings import load_settings
-from tests.support.fixture_repos import TRAVERSAL_PATHS, Corpus, context, passwd_lines, shared_corpus
+from tests.support.fixture_repos import TRAVERSAL_PATHS, Corpus, context, passwd_lines
 from worker.tools import build_registry
 from worker.tools.context import ToolError
 from worker.tools.paths import resolve_path
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory: pytest.TempPathFactory) -> Corpus:
-    return shared_corpus(tmp_path_factory)
 
 
 @pytest.mark.parametrize("path", TRAVERSAL_PATHS)
@@ -52,12 +47,22 @@ def test_the_git_folder_is_never_readable(corpus: Corpus, path: str) -> None:
     assert outcome.text.startswith("Error: ") and ".git folder is not readable" in outcome.text
 
 
-@pytest.mark.parametrize("path", [".env", ".ENV", "id_rsa", "config/server.pem", "env_link.txt", "a/.env/x"])
-def test_secret_files_are_refused_by_name_or_by_link_target(corpus: Corpus, path: str) -> None:
+@pytest.mark.parametrize(
+    "path", [".env", ".ENV", "id_rsa", "config/server.pem", "a/.env/x", ".aws/credentials"]
+)
+def test_secret_files_are_refused_by_name(corpus: Corpus, path: str) -> None:
     outcome = build_registry().call(context(corpus), "read_file", {"repo": "app", "path": path})
     assert outcome.text.startswith("Error: ")
     assert "not readable: matches secret file pattern" in outcome.text
     assert not any(secret in outcome.text for secret in corpus.secrets)
+
+
+def test_a_link_to_a_secret_file_is_not_in_the_snapshot_at_all(corpus: Corpus) -> None:
+    registry, ctx = build_registry(), context(corpus)
+    outcome = registry.call(ctx, "read_file", {"repo": "app", "path": "env_link.txt"})
+    assert outcome.text.startswith("Error: ") and "does not exist" in outcome.text
+    listing = registry.call(ctx, "list_files", {"repo": "app", "glob": "*"})
+    assert "env_link.txt" not in listing.text and ".env" not in listing.text
 
 
 def test_paths_are_normalised_and_unicode_paths_resolve(corpus: Corpus) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.fixture_repos import Corpus, context, shared_corpus
+from tests.support.fixture_repos import Corpus, context
 from worker.tools import build_registry
 from worker.tools.repo_info import list_repos, repo_overview
 
@@ -15,11 +15,6 @@ CONTRACT = {
     "list_files": (["repo", "path", "glob"], ["repo"]),
     "repo_overview": (["repo"], ["repo"]),
 }
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory: pytest.TempPathFactory) -> Corpus:
-    return shared_corpus(tmp_path_factory)
 
 
 def test_the_schemas_have_exactly_the_contract_names_and_parameters() -> None:

@@ -8,15 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.fixture_repos import NEEDLE_LINES, Corpus, context, shared_corpus
+from tests.support.fixture_repos import NEEDLE_LINES, Corpus, context
+from worker.repos.ripgrep import find_ripgrep
 from worker.tools import build_registry
 from worker.tools.context import ToolError
 from worker.tools.search import ripgrep_binary, search
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory: pytest.TempPathFactory) -> Corpus:
-    return shared_corpus(tmp_path_factory)
 
 
 def test_matches_come_with_paths_and_line_numbers_and_are_recorded_as_shown(corpus: Corpus) -> None:
@@ -102,11 +98,11 @@ def test_a_repeated_identical_search_is_answered_from_the_cache(corpus: Corpus) 
 
 
 def test_a_missing_ripgrep_binary_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    ripgrep_binary.cache_clear()
+    find_ripgrep.cache_clear()
     monkeypatch.setattr(sys, "executable", str(tmp_path / "python"))
     monkeypatch.setenv("PATH", str(tmp_path))
     try:
         with pytest.raises(ToolError, match=r"ripgrep binary \(rg\) is not installed"):
             ripgrep_binary()
     finally:
-        ripgrep_binary.cache_clear()  # the next test finds the real one again
+        find_ripgrep.cache_clear()  # the next test finds the real one again

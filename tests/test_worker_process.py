@@ -6,19 +6,10 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import pytest
-
-from tests.support.e2e import Rig, build_rig
+from tests.support.e2e import Rig
 from tests.support.model_server import last_user_text, slow, text, tool_calls
-
-
-@pytest.fixture
-def rig(tmp_path: Path) -> Iterator[Rig]:
-    yield from build_rig(tmp_path)
 
 
 def start_worker(rig: Rig, *args: str) -> subprocess.Popen[str]:

@@ -5,22 +5,19 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.support.model_server import Reply, last_user_text, slow, text, tool_calls
-from tests.support.slack_rig import SlackRig, build_slack_rig, wait_until
+from tests.support.slack_rig import SlackRig, wait_until
 from tests.support.worker_procs import session_pids, start_worker, stop_worker, wait_for_horse
 
 TURN_SECONDS = 1.5  # long enough for the signals to land mid-question
 
 
-@pytest.fixture
-def rig(tmp_path: Path) -> Iterator[SlackRig]:
-    yield from build_slack_rig(tmp_path)
+pytestmark = pytest.mark.rig("slack")
 
 
 def answer_slowly(body: dict[str, Any]) -> Reply:

@@ -43,7 +43,7 @@ def member(of: dict[str, Any] | None = None) -> dict[str, Any]:
 
 
 def application(bot_user: dict[str, Any]) -> dict[str, Any]:
-    """`/oauth2/applications/@me`: discord.py needs an `owner` (PLATFORM_NOTES §2g)."""
+    """`/oauth2/applications/@me`: discord.py needs an `owner` (docs/platform-notes.md §2g)."""
     return {
         "id": bot_user["id"],
         "name": "codebot",

@@ -21,6 +21,7 @@ from config.settings import Settings
 from tests.support.e2e import Rig, build_rig
 from tests.support.fake_discord import FakeDiscord
 from tests.support.model_server import text, tool_calls
+from worker.jobs.question import Question, ReplyTarget, event_identity
 from worker.jobs.queue import queue_depth
 from worker.jobs.runtime import Runtime
 
@@ -37,7 +38,9 @@ class RunningBot:
         # discord.py waits this long for more guilds before on_ready (2 s by default)
         self.client: CodebotDiscord = build_client(settings, runtime, guild_ready_timeout=0.05)
         assert settings.discord_bot_token
-        self.task = asyncio.run_coroutine_threadsafe(self.client.start(settings.discord_bot_token), self.loop)
+        self.task = asyncio.run_coroutine_threadsafe(
+            self.client.start(settings.discord_bot_token.get_secret_value()), self.loop
+        )
         ready = asyncio.run_coroutine_threadsafe(self.client.wait_until_ready(), self.loop)
         try:
             ready.result(READY_TIMEOUT_SECONDS)
@@ -112,3 +115,20 @@ def discord_rig(tmp: Path, fake: FakeDiscord | None = None, **overrides: Any) ->
     finally:
         if own:
             fake.close()
+
+
+def asked_question(drig: DiscordRig) -> tuple[dict[str, Any], Question]:
+    """A user's message in the guild channel, and the question a worker would answer for it."""
+    fake = drig.fake
+    asked = fake.message_create("how does retry work?")
+    target = ReplyTarget(
+        platform="discord",
+        channel=fake.channel_id,
+        thread=asked["id"],
+        message=asked["id"],
+        guild=fake.guild_id,
+    )
+    question = Question(
+        id=event_identity("discord", asked["id"]), asker="1", target=target, text="how?", repos=["payments"]
+    )
+    return asked, question

@@ -6,7 +6,6 @@ worker runs the job, and the console sink's events are read back from Redis.
 
 from __future__ import annotations
 
-import subprocess
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -16,12 +15,14 @@ from typing import Any
 from redis import Redis
 from rq import Queue, SimpleWorker
 
+from codebot.wiring import build_runtime
 from config.settings import Settings, load_settings
+from tests.support.fixture_repos import make_repo
 from tests.support.model_server import ScriptedModel
 from worker.jobs import runtime as runtime_module
 from worker.jobs.question import Question, ReplyTarget, Turn, event_identity
 from worker.jobs.queue import QUESTIONS_QUEUE, Enqueued, enqueue_question
-from worker.jobs.runtime import Runtime, build_runtime
+from worker.jobs.runtime import Runtime
 from worker.jobs.sink import read_console_events
 from worker.ops.redis_connection import connect, stop_embedded_server
 
@@ -45,20 +46,6 @@ DEFAULT_FILES = {
     "payments/settings.py": 'AWS_ACCESS_KEY_ID = "AKIAQWERTYUIOPASDFGHJ"\nREGION = "eu-west-1"\n',
     ".env": "STRIPE_KEY=sk_live_51HplantedSecretValue000000000\n",
 }
-
-
-def make_git_repo(path: Path, files: dict[str, str]) -> str:
-    path.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["git", "init", "-q", "-b", "main", str(path)], check=True)
-    for name, content in files.items():
-        target = path / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(content, encoding="utf-8")
-    subprocess.run(["git", "-C", str(path), "add", "-A"], check=True)
-    subprocess.run(["git", "-C", str(path), "commit", "-qm", "fixture"], check=True)
-    return subprocess.run(
-        ["git", "-C", str(path), "rev-parse", "HEAD"], check=True, capture_output=True, text=True
-    ).stdout.strip()
 
 
 @dataclass
@@ -109,7 +96,7 @@ class Rig:
 def build_rig(tmp: Path, files: dict[str, str] | None = None, **overrides: Any) -> Iterator[Rig]:
     model = ScriptedModel()
     source = tmp / "payments-src"
-    sha = make_git_repo(source, files if files is not None else DEFAULT_FILES)
+    sha = make_repo(source, files if files is not None else DEFAULT_FILES)
     repos_file = tmp / "repos.toml"
     repos_file.write_text(
         "[[repo]]\n"

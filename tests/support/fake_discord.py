@@ -7,7 +7,7 @@ The real discord.py client (adapter) and the worker's REST sink talk to it over 
     fake.message_create(f"<@{fake.bot_id}> how does retry work?", mentions=[fake.bot_user])
 
 REST: every call is recorded (`calls`, `find`) and answered with `Content-Type:
-application/json` exactly (discord.py parses nothing else, PLATFORM_NOTES pitfall 17);
+application/json` exactly (discord.py parses nothing else, docs/platform-notes.md, pitfall 17);
 `rate_limit(K, s)` answers the next K matching calls with 429 and `retry_after` s (with a
 `Via` header, or discord.py takes the 429 for a Cloudflare ban). Messages honour `nonce` +
 `enforce_nonce` like Discord: the same nonce in a channel returns the earlier message. A
@@ -76,6 +76,8 @@ class FakeDiscord:
         self._interaction_channels: dict[str, str] = {}
         self._nonces: dict[tuple[str, str], str] = {}
         self._limits: list[_RateLimit] = []
+        self._refusals: list[_RateLimit] = []  # calls answered with an error (refuse())
+        self._refusal_status = 403
         self._sockets: list[web.WebSocketResponse] = []
         self._sequence = 0
         self._pending: set[asyncio.Future[None]] = set()
@@ -132,6 +134,15 @@ class FakeDiscord:
         """Answer the next `calls` matching REST calls with 429 and this retry_after."""
         with self._lock:
             self._limits.append(_RateLimit(calls, retry_after, method, path))
+
+    def refuse(
+        self, calls: int, method: str | None = None, path: str | None = None, status: int = 403
+    ) -> None:
+        """Answer the next `calls` matching REST calls with Discord's error (50013 Missing
+        Permissions by default), as when the bot lost access to the channel."""
+        with self._lock:
+            self._refusals = [_RateLimit(calls, 0.0, method, path)]  # refuse(0) stops refusing
+            self._refusal_status = status
 
     def find(self, method: str, path: str) -> list[Call]:
         """Recorded calls with this method whose path matches the regex, in order."""
@@ -251,9 +262,9 @@ class FakeDiscord:
             body=body, status=status, headers={"Content-Type": "application/json", **(headers or {})}
         )
 
-    def _limited(self, method: str, path: str) -> _RateLimit | None:
+    def _limited(self, method: str, path: str, limits: list[_RateLimit] | None = None) -> _RateLimit | None:
         with self._lock:
-            for limit in self._limits:
+            for limit in self._limits if limits is None else limits:
                 if (
                     limit.remaining > 0
                     and limit.method in (None, method)
@@ -269,6 +280,9 @@ class FakeDiscord:
         call = Call(request.method, path, dict(request.query), body)
         with self._lock:
             self.calls.append(call)
+        if self._limited(request.method, path, self._refusals) is not None:
+            call.status = self._refusal_status
+            return self._respond(call.status, {"message": "Missing Permissions", "code": 50013})
         limit = self._limited(request.method, path)
         if limit is not None:
             call.status = 429

@@ -1,8 +1,11 @@
 """Real git repos and real snapshots for tool tests, and a hostile corpus to attack them with.
 
-Snapshots are made the way production makes them: `git archive <sha> | tar -x`, then
-`compute_meta`. Planted secrets are assembled at run time from pieces so that this source file
-itself holds no complete secret for a scanner to flag.
+Snapshots are made the way production makes them (worker.repos.assemble.build_snapshot: every
+blob processed and redacted, the tree assembled from the processed store), from the work repo's
+own .git. A snapshot at `<base>/snapshots/<name>` keeps its index at `<base>/manifests/` and its
+processed blobs in `<base>/data/blobs/`, as the mirrors lay them out. Planted secrets are
+assembled at run time from pieces so that this source file itself holds no complete secret for
+a scanner to flag.
 """
 
 from __future__ import annotations
@@ -20,8 +23,10 @@ from typing import Any
 import pytest
 
 from config.repos import RepoSpec
-from config.settings import load_settings
-from worker.repos.snapshot import Snapshot, compute_meta
+from config.settings import Settings, load_settings
+from worker.repos.assemble import build_snapshot
+from worker.repos.snapshot import Snapshot
+from worker.repos.symbols import index_path
 from worker.tools import make_context
 from worker.tools.context import ToolContext
 
@@ -38,8 +43,9 @@ def git(cwd: Path, *args: str) -> str:
 def make_repo(
     path: Path, files: Mapping[str, str | bytes], links: Mapping[str, str] | None = None, branch: str = "main"
 ) -> str:
-    """A git repo at `path` with one commit of `files` and symlinks `links` (path -> target); its sha."""
-    path.mkdir(parents=True)
+    """A git repo at `path` with one commit of `files` and symlinks `links` (path -> target); its sha.
+    An existing repo at `path` gets one more commit (the tests' one git-repo builder)."""
+    path.mkdir(parents=True, exist_ok=True)
     git(path, "init", "-q", "-b", branch)
     git(path, "config", "core.symlinks", "true")
     for relative, content in files.items():
@@ -57,18 +63,16 @@ def make_repo(
     return git(path, "rev-parse", "HEAD")
 
 
-def snapshot_repo(repo_dir: Path, name: str, root: Path, description: str = "") -> Snapshot:
-    """Archive HEAD of `repo_dir` into `root` (streamed, as for big repos) and describe it."""
+def snapshot_repo(
+    repo_dir: Path, name: str, root: Path, description: str = "", settings: Settings | None = None
+) -> Snapshot:
+    """Make the snapshot of HEAD of `repo_dir` at `root` (`<base>/snapshots/<name>`), as the mirrors do."""
     sha = git(repo_dir, "rev-parse", "HEAD")
     branch = git(repo_dir, "rev-parse", "--abbrev-ref", "HEAD")
     committed = float(git(repo_dir, "log", "-1", "--format=%ct"))
     root.mkdir(parents=True)
-    archive = subprocess.Popen(["git", "archive", sha], cwd=repo_dir, stdout=subprocess.PIPE)
-    subprocess.run(["tar", "-x", "-C", str(root)], stdin=archive.stdout, check=True)
-    if archive.stdout:
-        archive.stdout.close()
-    if archive.wait() != 0:
-        raise RuntimeError(f"git archive failed in {repo_dir}")
+    settings = settings or load_settings(env_file=None, data_dir=root.parent.parent / "data")
+    meta = build_snapshot(settings, repo_dir / ".git", sha, root, index_path(root), name, lambda *_: None)
     spec = RepoSpec(
         name=name, url=str(repo_dir), display_url=str(repo_dir), branch=branch, description=description
     )
@@ -79,7 +83,7 @@ def snapshot_repo(repo_dir: Path, name: str, root: Path, description: str = "") 
         root=root,
         created_at=time.time(),
         committed_at=committed,
-        meta=compute_meta(root),
+        meta=meta,
     )
 
 

@@ -24,6 +24,7 @@ from typing import Any
 
 from config.repos import Whitelist, load_whitelist
 from config.settings import load_settings
+from tests.support.fixture_repos import make_repo
 from worker.repos.mirrors import Mirrors
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -49,9 +50,11 @@ class GitRemote:
         root.mkdir(parents=True, exist_ok=True)
         remote = cls(root / "work", root / "remote.git", branch)
         git("init", "--bare", "--quiet", f"--initial-branch={branch}", str(remote.bare))
-        git("init", "--quiet", f"--initial-branch={branch}", str(remote.work))
+        make_repo(
+            remote.work, files or {"README.md": "# demo\n", "src/app.py": "print('v1')\n"}, branch=branch
+        )
         git("remote", "add", "origin", str(remote.bare), cwd=remote.work)
-        remote.commit(files or {"README.md": "# demo\n", "src/app.py": "print('v1')\n"}, "first")
+        git("push", "--quiet", "origin", branch, cwd=remote.work)
         return remote
 
     def commit(self, files: Mapping[str, str | None], message: str = "edit", branch: str = "") -> str:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tests.support.model_server import Reply, text, tool_calls
-from worker.agent.evaluate import GoldenQuestion
+from worker.jobs.evaluate import GoldenQuestion
 
 _HIT_FILE = re.compile(r"^(?P<repo>[a-z0-9._-]+):(?P<path>\S+)$")
 _HIT_LINE = re.compile(r"^\s+(?P<line>\d+)│")

@@ -20,12 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from codebot.wiring import build_runtime
 from tests.support.fixture_repos import make_repo
 from tests.support.fortress import Fortress, LeakFinder, app_files, app_links, plant, plant_outside, token
 from tests.support.model_server import ScriptedModel
 from tests.support.slack_api import SlackAPI
 from tests.support.slack_rig import SECRET_CHANNEL, SlackRig, rig_settings, start_adapter
-from worker.jobs.runtime import build_runtime
 from worker.ops.redis_connection import stop_embedded_server
 
 DISCORD_SECRET_CHANNEL = "999000111222333444"  # the Discord channel `internal` is allowed in

@@ -22,10 +22,11 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
+from codebot.wiring import build_runtime
 from config.settings import load_settings
-from tests.support.e2e import DEFAULT_FILES, make_git_repo
+from tests.support.e2e import DEFAULT_FILES
+from tests.support.fixture_repos import make_repo
 from tests.support.model_server import ScriptedModel
-from worker.jobs.runtime import build_runtime
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 T = TypeVar("T")
@@ -52,8 +53,9 @@ class Served:
 
 
 @contextmanager
-def served_repo(root: Path) -> Iterator[Served]:
-    sha = make_git_repo(root / "payments-src", DEFAULT_FILES)
+def served_repo(root: Path, files: dict[str, str] | None = None) -> Iterator[Served]:
+    """`payments` synced under `root/data`, holding `files` (default: the e2e payments service)."""
+    sha = make_repo(root / "payments-src", files if files is not None else DEFAULT_FILES)
     (root / "repos.toml").write_text(
         f'[[repo]]\nname = "payments"\nurl = "{root / "payments-src"}"\n'
         'web_url = "https://github.com/acme/payments"\ndescription = "the payments service"\n',

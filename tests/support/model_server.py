@@ -1,7 +1,7 @@
 """A scripted, local OpenAI-compatible model server for tests.
 
 The worker's tool loop runs the real ``openai`` client (3.x, on ``httpx2``). Patching
-transports is fragile across SDK majors (PLATFORM_NOTES §4: mocks for ``httpx`` may not
+transports is fragile across SDK majors (docs/platform-notes.md §4: mocks for ``httpx`` may not
 intercept ``httpx2``), so tests point the real client at a real HTTP server on loopback
 instead::
 

@@ -24,13 +24,15 @@ from rq import Queue, SimpleWorker
 
 from bot.slack_app import EVENTS_PATH, SlackHTTPServer, build_app, register
 from bot.slack_handlers import SlackDeps
+from codebot.wiring import build_runtime
 from config.settings import Settings, load_settings
-from tests.support.e2e import DEFAULT_FILES, make_git_repo
+from tests.support.e2e import DEFAULT_FILES
+from tests.support.fixture_repos import make_repo
 from tests.support.model_server import ScriptedModel
 from tests.support.slack_api import SlackAPI, command_body, event_body, mention, signed_post
 from worker.jobs import runtime as runtime_module
 from worker.jobs.queue import ADMIN_QUEUE, QUESTIONS_QUEUE
-from worker.jobs.runtime import Runtime, build_runtime
+from worker.jobs.runtime import Runtime
 from worker.ops.redis_connection import connect, stop_embedded_server
 
 SECRET = "test-signing-secret"
@@ -145,14 +147,15 @@ def start_adapter(settings: Settings, runtime: Runtime) -> tuple[Redis, Tracking
     app = build_app(settings, executor=executor)
     register(app, SlackDeps(settings=settings, redis=redis, runtime=runtime))
     server = SlackHTTPServer(app, host="127.0.0.1", port=0)
-    server.start_background()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True).start()
     return redis, executor, server
 
 
-def build_slack_rig(tmp: Path, **overrides: Any) -> Iterator[SlackRig]:
-    sha = make_git_repo(tmp / "payments-src", DEFAULT_FILES)
-    make_git_repo(tmp / "internal-src", {"README.md": "# internal\nTop secret plans.\n"})
-    make_git_repo(tmp / "web-src", {"README.md": "# web\nThe website.\n"})
+def build_slack_rig(tmp: Path, files: dict[str, str] | None = None, **overrides: Any) -> Iterator[SlackRig]:
+    """The adapter rig; `payments` holds `files` (default: the e2e payments service)."""
+    sha = make_repo(tmp / "payments-src", files if files is not None else DEFAULT_FILES)
+    make_repo(tmp / "internal-src", {"README.md": "# internal\nTop secret plans.\n"})
+    make_repo(tmp / "web-src", {"README.md": "# web\nThe website.\n"})
     repos_file = tmp / "repos.toml"
     repos_file.write_text(
         f'[[repo]]\nname = "payments"\nurl = "{tmp / "payments-src"}"\n'

@@ -39,7 +39,9 @@ def settings_env(settings: Settings, **extra: Any) -> dict[str, str]:
             value = value.get_secret_value()
         alias = info.validation_alias
         name = alias.choices[0] if isinstance(alias, AliasChoices) else f"CODEBOT_{field.upper()}"
-        if isinstance(value, bool):
+        if isinstance(value, SecretStr):
+            env[str(name)] = value.get_secret_value()
+        elif isinstance(value, bool):
             env[str(name)] = "true" if value else "false"
         elif isinstance(value, tuple | list | dict):
             env[str(name)] = json.dumps(list(value) if isinstance(value, tuple) else value)

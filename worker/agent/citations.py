@@ -12,10 +12,22 @@ import re
 from dataclasses import dataclass
 from urllib.parse import quote
 
-from worker.jobs.sink import Source
 from worker.repos.snapshot import Snapshot
 from worker.tools.context import ToolContext, ToolError
 from worker.tools.paths import resolve_path
+
+
+@dataclass(frozen=True)
+class Source:
+    """One verified citation, as the reply shows it."""
+
+    repo: str
+    path: str
+    start: int
+    end: int
+    url: str | None  # a link to the exact commit, or None when the repo has no web URL
+    label: str  # what to show: `repo:path#L12-L30` or `repo:path:12-30 @ abc1234`
+
 
 CITATION = re.compile(r"\[(?P<repo>[a-z0-9._-]+):(?P<path>[^\]\s#]+)#L(?P<start>\d+)(?:-L?(?P<end>\d+))?\]")
 # A citation the model already wrapped in a Markdown link: [[repo:path#L1]](url) — we relink it.

@@ -19,8 +19,8 @@ from typing import Any
 import openai
 
 from config.settings import Settings
+from worker.agent.asked import AskedQuestion
 from worker.agent.prompt import build_system_prompt
-from worker.jobs.question import Question
 from worker.tools.context import ToolContext
 from worker.tools.registry import ToolRegistry
 
@@ -31,6 +31,10 @@ FINAL_INSTRUCTION = (
 TRIMMED_NOTICE = "[earlier tool output trimmed to fit the context budget; call the tool again if you need it]"
 MIN_CALL_SECONDS = 2.0  # below this much time left, a model call is not worth starting
 ARGUMENT_PREVIEW_CHARS = 60
+
+
+class UnusableReply(ValueError):
+    """The model endpoint answered with something that is not a usable chat completion."""
 
 
 class ModelFailure(Exception):
@@ -85,7 +89,9 @@ def describe_call(name: str, arguments: dict[str, Any], default_repo: str | None
     return f"calling {short(name)}"
 
 
-def _failure_message(exc: Exception) -> str:
+def _failure_message(exc: BaseException) -> str:
+    if isinstance(exc, UnusableReply) and exc.__cause__ is not None:
+        exc = exc.__cause__  # name what the SDK could not parse, as before
     if isinstance(exc, openai.AuthenticationError):
         return "the model endpoint refused the API key (401): check OPENAI_API_KEY"
     if isinstance(exc, openai.NotFoundError):
@@ -119,7 +125,7 @@ class Agent:
         self.clock = clock
 
     # --- the loop --------------------------------------------------------------------------
-    def run(self, question: Question) -> AgentResult:
+    def run(self, question: AskedQuestion) -> AgentResult:
         deadline = self.clock() + self.settings.question_deadline_seconds
         messages = self._opening_messages(question)
         result = AgentResult(text="")
@@ -148,7 +154,7 @@ class Agent:
             result.stop_reason = "hop_limit"
         return self._forced_answer(messages, result, deadline)
 
-    def _opening_messages(self, question: Question) -> list[dict[str, Any]]:
+    def _opening_messages(self, question: AskedQuestion) -> list[dict[str, Any]]:
         messages: list[dict[str, Any]] = [
             {"role": "system", "content": build_system_prompt(self.ctx.snapshots)}
         ]
@@ -204,7 +210,10 @@ class Agent:
         return result
 
     def _after_failure(self, exc: Exception, result: AgentResult) -> AgentResult:
-        """Best answer from what was found, or ModelFailure when nothing was."""
+        """Best answer from what was found, or ModelFailure when nothing was. Only the model's
+        failures: anything else is a bug of ours, raised for the job to log with its traceback."""
+        if not isinstance(exc, openai.OpenAIError | UnusableReply):
+            raise exc
         result.stop_reason = "model_failed"
         result.partial = True
         if not self.ctx.shown.files():
@@ -231,9 +240,12 @@ class Agent:
             kwargs["tools"] = self.registry.schemas()
             if tool_choice:
                 kwargs["tool_choice"] = tool_choice
-        response = self._create(kwargs, deadline)
+        try:
+            response = self._create(kwargs, deadline)
+        except ValueError as exc:  # the SDK could not parse the body (not JSON, cut off, wrong shape)
+            raise UnusableReply(f"the reply could not be parsed ({type(exc).__name__})") from exc
         if not getattr(response, "choices", None) or response.choices[0].message is None:
-            raise ValueError("the reply had no choices")
+            raise UnusableReply("the reply had no choices")
         usage = getattr(response, "usage", None)
         if usage is not None:
             result.prompt_tokens += usage.prompt_tokens or 0

@@ -1,9 +1,10 @@
 """Admin work shared by the chat adapters: who is an admin, refreshing mirrors, status, listings.
 
 `enqueue_refresh` puts one job on ADMIN_QUEUE. The worker that takes it syncs each repo with
-its own Mirrors, records the commit it now serves in Redis (`codebot:repo:<name>`: the commit
-the team last asked for, which other worker machines can catch up to), then tells the admin
-through the platform's notifier when it finished and at which commit. A refresh job that dies
+its own Mirrors, records the commit it now serves in Redis (worker.repos.refresh.record_refresh:
+the commit the team last asked for, which other worker machines can catch up to), then tells the
+admin through the platform's notifier (Runtime.notifiers, wired by the composition root) when it
+finished and at which commit. A refresh job that dies
 or times out tells the admin too (failure callback).
 
 `status_report` and `repos_listing` return Markdown; each adapter converts it for its platform.
@@ -11,7 +12,6 @@ or times out tells the admin too (failure callback).
 
 from __future__ import annotations
 
-import importlib
 import logging
 import socket
 import time
@@ -19,39 +19,30 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from datetime import UTC
-from typing import Any, Protocol
+from typing import Any
 
 from redis import Redis
+from redis.exceptions import RedisError
 from rq import Callback, Queue, Worker, get_current_job
 from rq.job import Job
 from rq.registry import FailedJobRegistry, FinishedJobRegistry
 
-from bot import texts
 from config.settings import Settings
 from worker.jobs import runtime as runtime_module
-from worker.jobs.question import ReplyTarget
+from worker.jobs import texts
+from worker.jobs.question import ReplyTarget, reference_id
 from worker.jobs.queue import ADMIN_QUEUE, questions_queue, queue_depth
 from worker.jobs.runtime import Runtime
 from worker.repos.mirrors import SyncResult
+from worker.repos.refresh import REPO_KEY_PREFIX, record_refresh
 
 log = logging.getLogger("codebot.admin")
 
-REPO_KEY_PREFIX = "codebot:repo:"
 REFRESH_SECONDS_PER_REPO = 1800  # RQ timeout of a refresh job: this much per repo, plus one more
 REFRESH_RESULT_TTL_SECONDS = 24 * 3600
 FAILED_WINDOW_SECONDS = 3600  # "failed questions in the last hour"
 RECENT_FINISHED_SCANNED = 500  # finished questions looked at for answers that were apologies
 SHOWN_REFS = 5
-# platform -> "module:function" that tells an admin something privately:
-# fn(settings, target: ReplyTarget, user: str, markdown: str) -> None
-NOTIFIERS = {
-    "slack": "bot.slack_sink:notify_admin",
-    "discord": "bot.discord_sink:notify_admin",
-}
-
-
-class Notifier(Protocol):
-    def __call__(self, settings: Settings, target: ReplyTarget, user: str, markdown: str) -> None: ...
 
 
 def admin_keys(settings: Settings) -> set[str]:
@@ -94,13 +85,13 @@ def run_refresh(names: list[str], target_json: str, requested_by: str) -> dict[s
     with ThreadPoolExecutor(max_workers=workers) as pool:
         results = list(pool.map(runtime.mirrors.sync, names))
     for result in results:
-        record_refresh(redis, runtime, result, host)
+        record_refresh(redis, runtime.mirrors, result, host)
     seconds = round(time.monotonic() - started)
     report = texts.REFRESH_REPORT.format(
         host=host, seconds=seconds, lines="\n".join(_result_line(r) for r in results)
     )
     try:
-        notify_admin(runtime.settings, ReplyTarget.model_validate_json(target_json), requested_by, report)
+        notify_admin(runtime, ReplyTarget.model_validate_json(target_json), requested_by, report)
     except Exception:  # the refresh is done and recorded: failing the job would tell the admin
         # (on_refresh_failed) that it "did not finish", which is not true
         log.exception("refresh done but its report could not be delivered to %s", requested_by)
@@ -119,40 +110,22 @@ def _result_line(result: SyncResult) -> str:
     )
 
 
-def record_refresh(redis: Redis, runtime: Runtime, result: SyncResult, host: str) -> None:
-    snapshot = runtime.mirrors.current(result.name)
-    fields: dict[str, str] = {
-        "ok": "1" if result.ok else "0",
-        "host": host,
-        "attempted_at": f"{time.time():.3f}",
-        "error": result.error or "",
-    }
-    if result.ok and result.sha:
-        fields.update(sha=result.sha, refreshed_at=fields["attempted_at"])
-        if snapshot is not None and snapshot.sha == result.sha:
-            fields["committed_at"] = f"{snapshot.committed_at:.3f}"
-    redis.hset(REPO_KEY_PREFIX + result.name, mapping=fields)  # type: ignore[arg-type]
-
-
-def notify_admin(settings: Settings, target: ReplyTarget, user: str, markdown: str) -> None:
-    path = NOTIFIERS.get(target.platform)
-    if path is None:
+def notify_admin(runtime: Runtime, target: ReplyTarget, user: str, markdown: str) -> None:
+    """Tell an admin privately through the platform's notifier; logged when there is none (console)."""
+    notifier = runtime.notifiers.get(target.platform)
+    if notifier is None:
         log.info("admin notice for %s: %s", user, markdown)
         return
-    module_name, function_name = path.split(":")
-    notifier: Notifier = getattr(importlib.import_module(module_name), function_name)
-    notifier(settings, target, user, markdown)
+    notifier(runtime.settings, target, user, markdown)
 
 
 def on_refresh_failed(job: Job, connection: Redis, *exc_info: Any) -> None:
     """RQ failure callback: the refresh timed out or its worker died; the admin hears of it."""
     try:
-        from worker.jobs.job import reference_id
-
         target = ReplyTarget.model_validate(job.meta.get("target", {}))
         names = ", ".join(f"`{n}`" for n in job.meta.get("names", []))
         text = texts.REFRESH_JOB_FAILED.format(names=names, ref=reference_id(job.id))
-        notify_admin(runtime_module.current().settings, target, str(job.meta.get("requested_by", "")), text)
+        notify_admin(runtime_module.current(), target, str(job.meta.get("requested_by", "")), text)
     except Exception:
         log.exception("refresh failure callback could not tell the admin job=%s", job.id)
 
@@ -214,7 +187,7 @@ def _float(value: str | None) -> float | None:
         return None
 
 
-def age(seconds_ago: float | None) -> str:
+def short_duration(seconds_ago: float | None) -> str:
     """A short human age: `40 s`, `12 min`, `5 h`, `3 d`."""
     if seconds_ago is None:
         return "?"
@@ -225,18 +198,30 @@ def age(seconds_ago: float | None) -> str:
     return f"{seconds} s"
 
 
-def repos_listing(redis: Redis, runtime: Runtime, channel_key: str | None) -> str:
-    """Markdown: the repos this channel may ask about, with commit, age and description."""
+def repos_listing(redis: Redis | None, runtime: Runtime, channel_key: str | None) -> str:
+    """Markdown: the repos this channel may ask about, with commit, age and description.
+
+    The list is configuration: with Redis unreachable (or None) it is still shown, each
+    repo's commit as `?` (an adapter's machine has no mirrors to tell from)."""
     names = [r.name for r in runtime.whitelist.repos if channel_key is None or r.allowed_in(channel_key)]
     if not names:
         return texts.NO_REPOS_HERE
-    now = time.time()
     lines = [texts.REPOS_HEADER]
-    for fact in repo_facts(redis, runtime, names):
+    try:
+        if redis is None:
+            raise RedisError("no connection")
+        facts = repo_facts(redis, runtime, names)
+    except RedisError:
+        for spec in filter(None, map(runtime.whitelist.get, names)):
+            description = f" — {spec.description}" if spec.description else ""
+            lines.append(texts.REPO_LINE.format(name=spec.name, description=description, state="?"))
+        return "\n".join(lines)
+    now = time.time()
+    for fact in facts:
         state = texts.REPO_NOT_SYNCED
         if fact.sha:
-            committed = age(now - fact.committed_at) if fact.committed_at else "?"
-            refreshed = age(now - fact.refreshed_at) if fact.refreshed_at else "?"
+            committed = short_duration(now - fact.committed_at) if fact.committed_at else "?"
+            refreshed = short_duration(now - fact.refreshed_at) if fact.refreshed_at else "?"
             state = texts.REPO_STATE.format(sha=fact.sha[:7], committed=committed, refreshed=refreshed)
         description = f" — {fact.description}" if fact.description else ""
         lines.append(texts.REPO_LINE.format(name=fact.name, description=description, state=state))
@@ -274,8 +259,6 @@ def failed_questions(redis: Redis, since: float) -> list[str]:
 
 def status_report(redis: Redis, runtime: Runtime) -> str:
     """Markdown for `/codebot status`: queue, workers, recent failures, last refresh per repo."""
-    from worker.jobs.job import reference_id
-
     now = time.time()
     admin_waiting = Queue(ADMIN_QUEUE, connection=redis).count
     lines = [texts.STATUS_TITLE, texts.STATUS_QUEUE.format(questions=queue_depth(redis), admin=admin_waiting)]
@@ -298,12 +281,12 @@ def status_report(redis: Redis, runtime: Runtime) -> str:
         if fact.sha and fact.host:
             detail = texts.STATUS_REPO_REFRESHED.format(
                 sha=fact.sha[:7],
-                age=age(now - fact.refreshed_at) if fact.refreshed_at else "?",
+                age=short_duration(now - fact.refreshed_at) if fact.refreshed_at else "?",
                 host=fact.host,
             )
         elif fact.sha:
             detail = texts.STATUS_REPO_LOCAL.format(
-                sha=fact.sha[:7], age=age(now - fact.refreshed_at) if fact.refreshed_at else "?"
+                sha=fact.sha[:7], age=short_duration(now - fact.refreshed_at) if fact.refreshed_at else "?"
             )
         else:
             detail = texts.STATUS_REPO_NEVER

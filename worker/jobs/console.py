@@ -20,7 +20,7 @@ from worker.jobs import runtime as runtime_module
 from worker.jobs.question import Question, ReplyTarget, event_identity
 from worker.jobs.queue import QUESTIONS_QUEUE, enqueue_question, job_timeout_seconds
 from worker.jobs.runtime import Runtime
-from worker.jobs.scope import extract_repo_filter, resolve_scope
+from worker.jobs.scope import redact_and_extract_repos, resolve_scope
 from worker.jobs.sink import read_console_events
 from worker.repos.sync_cli import run_sync
 
@@ -52,7 +52,7 @@ def run_ask(
     """Check the question, scope and model endpoint first: a first run that cannot answer
     leaves no Redis server behind."""
     settings = runtime.settings
-    cleaned, requested = extract_repo_filter(text)
+    cleaned, requested = redact_and_extract_repos(text)
     if repo:
         requested.append(repo.lower())
     if not cleaned:

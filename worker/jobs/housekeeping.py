@@ -46,8 +46,8 @@ def orphan_pass(redis: Redis, runtime: Runtime) -> None:
 
 
 def refresher_pass(redis: Redis, runtime: Runtime) -> None:
-    run_due_refreshes(redis, runtime)
-    catch_up(runtime, redis, runtime.whitelist.names(), mirrors=runtime.mirrors)
+    run_due_refreshes(redis, runtime.mirrors)
+    catch_up(runtime.mirrors, redis, runtime.whitelist.names(), bounded=False)
 
 
 def _every(

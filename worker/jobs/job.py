@@ -7,12 +7,11 @@ details go to the log under the same id). A retried job never posts a second ans
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import importlib
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
 
 import openai
 from redis import Redis
@@ -23,23 +22,19 @@ from rq.job import Job
 from worker.agent.citations import check_answer
 from worker.agent.loop import Agent, ModelFailure
 from worker.jobs import runtime as runtime_module
-from worker.jobs.question import Question, ReplyTarget, Turn
+from worker.jobs.question import Question, ReplyTarget, Turn, reference_id
 from worker.jobs.queue import ANSWERED_KEY_PREFIX, claim_answer, was_answered
 from worker.jobs.runtime import Runtime
-from worker.jobs.sink import Answer, ConsoleSink, ReplySink
+from worker.jobs.sink import Answer, ConsoleSink, DeliveryFailed, ReplySink
 from worker.jobs.threads import record_turn
 from worker.ops.accounting import BUDGET_SPENT_MESSAGE, budget_spent, record_usage
+from worker.ops.logs import log_context
 from worker.ops.metrics import count, observe_question
 from worker.repos.refresh import catch_up
 from worker.tools import make_context
+from worker.tools.redact import get_redactor
 
 log = logging.getLogger("codebot.job")
-
-# platform -> "module:Class" of its ReplySink, constructed as Class(settings, redis, question)
-SINKS = {
-    "slack": "bot.slack_sink:SlackSink",
-    "discord": "bot.discord_sink:DiscordSink",
-}
 
 NO_SNAPSHOT_MESSAGE = (
     "None of the repositories for this question has been synced on this worker yet. "
@@ -51,26 +46,52 @@ NO_SNAPSHOT_MESSAGE = (
 CLAIM_WAIT_SECONDS = 15.0
 
 
-def reference_id(question_id: str) -> str:
-    """Short, stable id shown to the user and written in the logs."""
-    return hashlib.sha256(question_id.encode()).hexdigest()[:8]
+Status = Literal["answered", "already_answered", "failed", "budget_spent", "no_snapshot"]
+
+
+@dataclass
+class QuestionOutcome:
+    """What one run of a question did: logged, counted, accounted, and kept by RQ as the job's
+    result (`as_record()`, a plain dict, so `/codebot status` reads results of any release)."""
+
+    status: Status
+    ref: str
+    reason: str | None = None  # why it failed: the model's failure, or "crash" (a bug of ours)
+    answer: str = ""
+    hops: int = 0
+    tool_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    verified: int = 0
+    unverified: int = 0
+    partial: bool = False
+    stop_reason: str | None = None
+    tools: dict[str, int] = field(default_factory=dict)  # tool name -> calls
+    snapshots: dict[str, str] = field(default_factory=dict)  # repo -> commit read
+    trace: list[str] = field(default_factory=list)  # one line per tool call
+    seconds: float = 0.0
+
+    def as_record(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 def make_sink(runtime: Runtime, redis: Redis, question: Question) -> ReplySink:
-    path = SINKS.get(question.target.platform)
-    if path is None:
+    """The platform's sink from the runtime's registry (the console needs none)."""
+    platform = question.target.platform
+    if platform == "console":
         return ConsoleSink(redis, question)
-    module_name, class_name = path.split(":")
-    sink_class = getattr(importlib.import_module(module_name), class_name)
-    sink: ReplySink = sink_class(runtime.settings, redis, question)
-    return sink
+    factory = runtime.sinks.get(platform)
+    if factory is None:
+        raise LookupError(f"no reply sink for {platform!r} in this worker's runtime (codebot/wiring.py)")
+    return factory(runtime.settings, redis, question)
 
 
 def make_model_client(runtime: Runtime) -> openai.OpenAI:
-    """Created inside the job, never before the fork (PLATFORM_NOTES pitfall 15)."""
+    """Created inside the job, never before the fork (docs/platform-notes.md, pitfall 15)."""
     settings = runtime.settings
     return openai.OpenAI(
-        api_key=settings.openai_api_key or "not-needed",  # local servers ignore it but the SDK wants one
+        # local servers ignore the key but the SDK wants one
+        api_key=settings.openai_api_key.get_secret_value() if settings.openai_api_key else "not-needed",
         base_url=settings.openai_base_url,
         timeout=settings.model_timeout_seconds,
         # The agent retries itself, within the question's deadline (Agent._create); SDK retries
@@ -80,12 +101,12 @@ def make_model_client(runtime: Runtime) -> openai.OpenAI:
 
 
 def answer_question(question_json: str) -> dict[str, Any]:
-    """RQ entry point."""
+    """RQ entry point; RQ keeps the returned record as the job's result."""
     job = get_current_job()
     if job is None:
         raise RuntimeError("answer_question runs inside an RQ job")
     question = Question.model_validate_json(question_json)
-    return QuestionRun(runtime_module.current(), job.connection, question).run()
+    return QuestionRun(runtime_module.current(), job.connection, question).run().as_record()
 
 
 class QuestionRun:
@@ -96,76 +117,88 @@ class QuestionRun:
         self.ref = reference_id(question.id)
         self.claimed = False  # this run holds the question's one final message (worker.jobs.queue)
 
-    def run(self) -> dict[str, Any]:
+    def _outcome(self, status: Status, **facts: Any) -> QuestionOutcome:
+        return QuestionOutcome(status=status, ref=self.ref, **facts)
+
+    def run(self) -> QuestionOutcome:
+        # whatever is logged while answering (a tool that crashed) carries the question's ids
+        with log_context(job_id=self.question.id, ref=self.ref):
+            return self._run()
+
+    def _run(self) -> QuestionOutcome:
         question = self.question
         if was_answered(self.redis, question.id):
-            return {"status": "already_answered", "ref": self.ref}
+            return self._outcome("already_answered")
         sink = make_sink(self.runtime, self.redis, question)
         started = time.monotonic()
         sink.received()
         if budget_spent(self.redis, self.runtime.settings):
-            status = "budget_spent" if self._fail(sink, BUDGET_SPENT_MESSAGE) else "already_answered"
-            return self._finish({"status": status, "ref": self.ref}, started)
+            status: Status = "budget_spent" if self._fail(sink, BUDGET_SPENT_MESSAGE) else "already_answered"
+            return self._finish(self._outcome(status), started)
         try:
             outcome = self._answer(sink)
         except ModelFailure as exc:
             if not self._fail(sink, f"Sorry, I could not answer: {exc}. Reference: `{self.ref}`"):
-                return self._finish({"status": "already_answered", "ref": self.ref}, started)
-            tokens = {"prompt_tokens": exc.prompt_tokens, "completion_tokens": exc.completion_tokens}
-            return self._finish({"status": "failed", "ref": self.ref, "reason": str(exc), **tokens}, started)
+                return self._finish(self._outcome("already_answered"), started)
+            failed = self._outcome(
+                "failed",
+                reason=str(exc),
+                prompt_tokens=exc.prompt_tokens,
+                completion_tokens=exc.completion_tokens,
+            )
+            return self._finish(failed, started)
+        except DeliveryFailed:
+            raise  # nothing reached the asker and the question is unclaimed: RQ retries it
         except Exception:
             log.exception("question crashed", extra={"job_id": question.id, "ref": self.ref})
             if not self._fail(sink, f"Sorry, something went wrong while answering. Reference: `{self.ref}`"):
-                return self._finish({"status": "already_answered", "ref": self.ref}, started)
-            return self._finish({"status": "failed", "ref": self.ref, "reason": "crash"}, started)
+                return self._finish(self._outcome("already_answered"), started)
+            return self._finish(self._outcome("failed", reason="crash"), started)
         return self._finish(outcome, started)
 
-    def _finish(self, outcome: dict[str, Any], started: float) -> dict[str, Any]:
+    def _finish(self, outcome: QuestionOutcome, started: float) -> QuestionOutcome:
         """Log, count and account one question: the same facts everywhere, never its code."""
         question = self.question
         settings = self.runtime.settings
-        outcome["seconds"] = round(time.monotonic() - started, 3)
-        tools: dict[str, int] = outcome.get("tools", {})
-        prompt, completion = outcome.get("prompt_tokens", 0), outcome.get("completion_tokens", 0)
-        fields = {
+        outcome.seconds = round(time.monotonic() - started, 3)
+        prompt, completion = outcome.prompt_tokens, outcome.completion_tokens
+        fields: dict[str, Any] = {
             "job_id": question.id,
             "ref": self.ref,
             "platform": question.target.platform,
             "channel": question.target.channel,
             "user": question.asker,
             "repos": ",".join(question.repos),
-            "status": outcome["status"],
-            "hops": outcome.get("hops", 0),
-            "tool_calls": outcome.get("tool_calls", 0),
-            "tools": tools,
+            "status": outcome.status,
+            "hops": outcome.hops,
+            "tool_calls": outcome.tool_calls,
+            "tools": outcome.tools,
             "prompt_tokens": prompt,
             "completion_tokens": completion,
-            "unverified": outcome.get("unverified", 0),
-            "seconds": outcome["seconds"],
+            "unverified": outcome.unverified,
+            "seconds": outcome.seconds,
         }
-        if "reason" in outcome:
-            fields["reason"] = outcome["reason"]
+        if outcome.reason is not None:
+            fields["reason"] = outcome.reason
         if settings.log_question_text:
             fields["question"] = question.text
         log.log(
-            logging.WARNING if outcome["status"] == "failed" else logging.INFO,
+            logging.WARNING if outcome.status == "failed" else logging.INFO,
             "question %s",
-            outcome["status"],
+            outcome.status,
             extra=fields,
         )
         observe_question(
             self.redis,
             question.target.platform,
-            outcome["status"],
-            outcome["seconds"],
-            tools,
+            outcome.status,
+            outcome.seconds,
+            outcome.tools,
             (prompt, completion),
         )
-        if outcome["status"] == "failed":
+        if outcome.status == "failed":
             count(
-                self.redis,
-                "codebot_failures_total",
-                reason="model" if outcome.get("reason") != "crash" else "crash",
+                self.redis, "codebot_failures_total", reason="crash" if outcome.reason == "crash" else "model"
             )
         if prompt or completion:
             user_key = f"{question.target.platform}:{question.asker}"
@@ -187,9 +220,17 @@ class QuestionRun:
                     raise
                 time.sleep(0.5)
 
+    def _release_claim(self) -> None:
+        """Nothing reached the asker: leave the question's final message to the retry."""
+        with contextlib.suppress(RedisError):
+            self.redis.delete(ANSWERED_KEY_PREFIX + self.question.id)
+        self.claimed = False
+
     def _fail(self, sink: ReplySink, message: str) -> bool:
         """sink.failed as the question's one final message, like an answer: not posted when a
-        retry of this question (this run was taken for dead) already answered it. True if posted."""
+        retry of this question (this run was taken for dead) already answered it. True if posted;
+        an apology that could not be posted raises DeliveryFailed (worker.jobs.sink) and leaves
+        the question unclaimed, so RQ's retry tries again."""
         claimed_here = False
         if not self.claimed:
             try:
@@ -200,17 +241,16 @@ class QuestionRun:
                 pass  # Redis is down: an apology that might repeat beats silence
         try:
             sink.failed(message)
-        except Exception:
-            if claimed_here:  # nothing reached the asker: leave the question to the retry
-                with contextlib.suppress(RedisError):
-                    self.redis.delete(ANSWERED_KEY_PREFIX + self.question.id)
-                self.claimed = False
+        except DeliveryFailed:
+            if claimed_here:
+                self._release_claim()
             raise
         return True
 
     def _progress(self, sink: ReplySink) -> Callable[[str], None]:
         """sink.progress, silent once the question is answered: a run whose worker was taken for
-        dead (a missed heartbeat) must not overwrite the answer its retry posted."""
+        dead (a missed heartbeat) must not overwrite the answer its retry posted. A progress line
+        echoes the model's arguments (a search pattern), so it is redacted like everything shown."""
 
         def report(text: str) -> None:
             try:
@@ -218,19 +258,19 @@ class QuestionRun:
                     return
             except RedisError:
                 pass
-            sink.progress(text)
+            sink.progress(get_redactor().redact(text))
 
         return report
 
-    def _answer(self, sink: ReplySink) -> dict[str, Any]:
+    def _answer(self, sink: ReplySink) -> QuestionOutcome:
         runtime = self.runtime
         # another machine may have refreshed a repo: fetch that commit first, bounded (worker/repos/refresh.py)
         progress = self._progress(sink)
-        catch_up(runtime, self.redis, self.question.repos, progress=progress)
+        catch_up(runtime.mirrors, self.redis, self.question.repos, progress=progress)
         with runtime.mirrors.lease(self.question.repos) as snapshots:
             if not snapshots:
                 posted = self._fail(sink, NO_SNAPSHOT_MESSAGE)
-                return {"status": "no_snapshot" if posted else "already_answered", "ref": self.ref}
+                return self._outcome("no_snapshot" if posted else "already_answered")
             ctx = make_context(runtime.settings, snapshots)
             client = make_model_client(runtime)
             agent = Agent(runtime.settings, client, runtime.registry, ctx, progress=progress)
@@ -244,30 +284,33 @@ class QuestionRun:
             partial=result.partial,
         )
         if not self._claim():
-            return {"status": "already_answered", "ref": self.ref}
-        sink.answer(answer)
+            return self._outcome("already_answered")
+        try:
+            sink.answer(answer)
+        except DeliveryFailed:
+            self._release_claim()
+            raise
         try:
             record_turn(
                 self.redis, self.question.target, Turn(question=self.question.text, answer=checked.markdown)
             )
         except RedisError:  # the answer is posted; only a follow-up's context is lost
             log.warning("could not record the thread turn", extra={"job_id": self.question.id})
-        return {
-            "status": "answered",
-            "ref": self.ref,
-            "answer": checked.markdown,
-            "hops": result.hops,
-            "tool_calls": result.tool_calls,
-            "prompt_tokens": result.prompt_tokens,
-            "completion_tokens": result.completion_tokens,
-            "verified": len(checked.sources),
-            "unverified": checked.unverified,
-            "partial": result.partial,
-            "stop_reason": result.stop_reason,
-            "tools": dict(result.tool_names),
-            "snapshots": {name: snap.sha for name, snap in snapshots.items()},
-            "trace": result.trace,
-        }
+        return self._outcome(
+            "answered",
+            answer=checked.markdown,
+            hops=result.hops,
+            tool_calls=result.tool_calls,
+            prompt_tokens=result.prompt_tokens,
+            completion_tokens=result.completion_tokens,
+            verified=len(checked.sources),
+            unverified=checked.unverified,
+            partial=result.partial,
+            stop_reason=result.stop_reason,
+            tools=dict(result.tool_names),
+            snapshots={name: snap.sha for name, snap in snapshots.items()},
+            trace=result.trace,
+        )
 
 
 def on_question_failed(job: Job, connection: Redis, *exc_info: Any) -> None:

@@ -1,6 +1,6 @@
 """Per-user rate limit and queue-depth limit, kept in Redis so every adapter process shares them.
 
-Both adapters (Slack, Discord) ask these before enqueueing a question, after dedupe, so a
+The intake (bot/intake.py) asks these before enqueueing a question, after dedupe, so a
 duplicate delivery of one message never counts twice. Each answer says how long to wait.
 """
 
@@ -44,7 +44,7 @@ def check_rate(redis: Redis, user_key: str, settings: Settings) -> int | None:
     return max(1, math.ceil(started + window - now))
 
 
-def queue_full(redis: Redis, settings: Settings) -> int | None:
+def depth_if_full(redis: Redis, settings: Settings) -> int | None:
     """None while new questions are accepted; otherwise the number already waiting."""
     depth = queue_depth(redis)
     return depth if depth >= settings.queue_max_depth else None

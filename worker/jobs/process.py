@@ -24,7 +24,7 @@ import worker.agent.loop
 import worker.jobs.job
 from worker.jobs import runtime as runtime_module
 from worker.jobs.housekeeping import run_housekeeper
-from worker.jobs.queue import ADMIN_QUEUE, QUESTIONS_QUEUE
+from worker.jobs.queue import ADMIN_QUEUE, QUESTIONS_QUEUE, queue_depth
 from worker.jobs.reaper import die_with_parent, make_codebot_worker
 from worker.jobs.runtime import Runtime
 from worker.ops.metrics import serve_metrics
@@ -132,7 +132,7 @@ def run_workers(runtime: Runtime, burst: bool, concurrency: int) -> int:
         runtime.settings.data_dir,
     )
     if runtime.settings.metrics_port is not None:
-        serve_metrics(connect(runtime.settings), runtime.settings.metrics_port)
+        serve_metrics(connect(runtime.settings), runtime.settings.metrics_port, queue_depth)
     global _top_pid
     _top_pid = os.getpid()
     # Burst workers (tests, one-off runs) have no housekeeper: no reaper, no scheduled refresh.

@@ -64,3 +64,8 @@ def event_identity(platform: str, *parts: str) -> str:
         digest = hashlib.sha256(raw.encode()).hexdigest()[:16]
         safe = f"{safe[: MAX_JOB_ID_CHARS - 18]}-{digest}"
     return f"q-{safe}"
+
+
+def reference_id(job_id: str) -> str:
+    """Short, stable id shown to the user and written in the logs, e.g. `3f2a9c1d`."""
+    return hashlib.sha256(job_id.encode()).hexdigest()[:8]

@@ -2,7 +2,7 @@
 
 Named constants carry their unit. A question's job id comes from the platform's message
 identity and is enqueued with `unique=True`, so a duplicate delivery raises DuplicateJobError
-instead of creating a second job (PLATFORM_NOTES §3, pitfall 3).
+instead of creating a second job (docs/platform-notes.md §3, pitfall 3).
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from redis import Redis
 from rq import Callback, Queue, Retry
 from rq.exceptions import DuplicateJobError
-from rq.job import Job
 
 from config.settings import Settings
 from worker.jobs.question import Question
@@ -74,13 +73,6 @@ def enqueue_question(redis: Redis, question: Question, settings: Settings) -> En
 
 def queue_depth(redis: Redis) -> int:
     return questions_queue(redis).count
-
-
-def fetch_job(redis: Redis, job_id: str) -> Job | None:
-    try:
-        return Job.fetch(job_id, connection=redis)
-    except Exception:
-        return None
 
 
 def claim_answer(redis: Redis, question_id: str) -> bool:

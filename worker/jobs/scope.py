@@ -23,7 +23,7 @@ class Scope:
     refusal: str | None = None  # what to tell the asker instead of answering
 
 
-def extract_repo_filter(text: str) -> tuple[str, list[str]]:
+def redact_and_extract_repos(text: str) -> tuple[str, list[str]]:
     """("how does repo:rq retry?") -> ("how does retry?", ["rq"]).
 
     Every intake (Slack, Discord, console, MCP) reads a question through here, so this is where

@@ -1,34 +1,45 @@
 """How a worker talks back to the asker while and after it answers: one sink per platform.
 
-The job only ever calls these four methods; each chat platform implements them in `bot/`
-(Slack, Discord) and the console one lives here (it streams events through Redis to the
-`codebot ask` process, which may not be the process running the job).
+The ReplySink contract, the same on every platform (Slack and Discord implement it in bot/,
+the console one lives here; tests/test_reply_sinks.py holds every platform to it):
+
+- A sink is built inside the job (after the fork) for one question by the platform's
+  SinkFactory, which the composition root registers in the Runtime (codebot/wiring.py).
+- `received()` and `progress(text)` are courtesies: they never raise. A failure to post is
+  logged and the question goes on; progress is throttled by the sink.
+- `answer(answer)` and `failed(message)` are the question's one final message. They return
+  only once it is posted. When it could not be posted they raise DeliveryFailed (the
+  platform's error as its cause), so the job never counts an unposted message as posted: it
+  releases the question's claim and RQ's retry tries again.
+- Both are idempotent per question id: called again for the same question (a retried job,
+  another machine, a later delivery attempt) they replace the message an earlier call
+  posted instead of posting a second one (Slack: the placeholder's ts kept in Redis; Discord:
+  a nonce derived from the question id and the message's slot). So delivering a stored answer
+  again later is safe.
+- A sink needs nothing but its settings, Redis and the Question (its ReplyTarget): anything
+  else it needs across attempts it keeps in Redis under the question id.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from redis import Redis
+from redis.exceptions import RedisError
 
-from worker.jobs.question import Question
+from config.settings import Settings
+from worker.agent.citations import Source
+from worker.jobs.question import Question, ReplyTarget
+
+log = logging.getLogger("codebot.sink")
 
 CONSOLE_STREAM_TTL_SECONDS = 3600
 CONSOLE_STREAM_PREFIX = "codebot:console:"
-
-
-@dataclass(frozen=True)
-class Source:
-    repo: str
-    path: str
-    start: int
-    end: int
-    url: str | None  # a link to the exact commit, or None when the repo has no web URL
-    label: str  # what to show: `repo:path#L12-L30` or `repo:path:12-30 @ abc1234`
 
 
 @dataclass(frozen=True)
@@ -40,21 +51,34 @@ class Answer:
     partial: bool = False  # True when budgets ran out and this is the best answer from what was found
 
 
+class DeliveryFailed(Exception):
+    """The final message (an answer or an apology) did not reach the asker; the cause says why."""
+
+
 class ReplySink(Protocol):
     def received(self) -> None:
-        """The question was taken up (👀 on the asker's message)."""
+        """The question was taken up (👀 on the asker's message). Never raises."""
 
     def progress(self, text: str) -> None:
-        """What the agent is doing now; implementations throttle their updates."""
+        """What the agent is doing now; implementations throttle their updates. Never raises."""
 
     def answer(self, answer: Answer) -> None:
-        """The final, cited answer (replacing any progress message), then ✅."""
+        """The final, cited answer (replacing any progress message), then ✅.
+        Raises DeliveryFailed when it was not posted."""
 
     def failed(self, message: str) -> None:
-        """A clear apology with the reference id, then ⚠️."""
+        """A clear apology with the reference id, then ⚠️. Raises DeliveryFailed when it was
+        not posted."""
 
 
-SinkFactory = Callable[[Question], ReplySink]
+# How the composition root registers a platform: SlackSink and DiscordSink are such factories.
+SinkFactory = Callable[[Settings, Redis, Question], ReplySink]
+
+
+class Notifier(Protocol):
+    """Tells an admin privately how their command went (e.g. a refresh); best effort."""
+
+    def __call__(self, settings: Settings, target: ReplyTarget, user: str, markdown: str) -> None: ...
 
 
 class ConsoleSink:
@@ -69,14 +93,26 @@ class ConsoleSink:
         self.redis.xadd(self.key, payload)
         self.redis.expire(self.key, CONSOLE_STREAM_TTL_SECONDS)
 
+    def _courtesy(self, kind: str, **fields: object) -> None:
+        try:
+            self._emit(kind, **fields)
+        except RedisError as exc:
+            log.warning("console %s event not sent for %s: %s", kind, self.key, exc)
+
+    def _final(self, kind: str, **fields: object) -> None:
+        try:
+            self._emit(kind, **fields)
+        except RedisError as exc:
+            raise DeliveryFailed(f"console {kind} not sent: {exc}") from exc
+
     def received(self) -> None:
-        self._emit("received")
+        self._courtesy("received")
 
     def progress(self, text: str) -> None:
-        self._emit("progress", text=text)
+        self._courtesy("progress", text=text)
 
     def answer(self, answer: Answer) -> None:
-        self._emit(
+        self._final(
             "answer",
             markdown=answer.markdown,
             unverified=answer.unverified,
@@ -85,7 +121,7 @@ class ConsoleSink:
         )
 
     def failed(self, message: str) -> None:
-        self._emit("failed", text=message)
+        self._final("failed", text=message)
 
 
 def read_console_events(

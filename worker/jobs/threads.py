@@ -1,7 +1,8 @@
 """Thread memory: the earlier questions and answers of a chat thread, kept in Redis.
 
-A thread the bot answered in has a key here, which is how adapters recognise a follow-up,
-and its turns are the context of the next question (they survive process restarts).
+A thread's turns are the context of the next question asked in it (they survive process
+restarts). Which threads are conversations with the bot is the intake's thread memory
+(bot/intake.py).
 """
 
 from __future__ import annotations
@@ -30,17 +31,6 @@ def record_turn(redis: Redis, target: ReplyTarget, turn: Turn) -> None:
     pipe.ltrim(key, -THREAD_MAX_TURNS, -1)
     pipe.expire(key, THREAD_TTL_SECONDS)
     pipe.execute()
-
-
-def mark_thread(redis: Redis, platform: str, channel: str, thread: str) -> None:
-    """Remember that the bot answers in this thread, before the first answer exists."""
-    key = thread_key(platform, channel, thread)
-    redis.expire(key, THREAD_TTL_SECONDS) or redis.set(key + ":open", "1", ex=THREAD_TTL_SECONDS)
-
-
-def is_bot_thread(redis: Redis, platform: str, channel: str, thread: str) -> bool:
-    key = thread_key(platform, channel, thread)
-    return bool(redis.exists(key) or redis.exists(key + ":open"))
 
 
 def load_turns(redis: Redis, platform: str, channel: str, thread: str) -> list[Turn]:

@@ -21,7 +21,6 @@ to reuse, so that two servers never write one append-only file:
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import hashlib
 import logging
@@ -296,13 +295,6 @@ class EmbeddedServer:
         except redis.RedisError:
             pass  # the connection closed as the server exited
         return StopOutcome.STOPPED
-
-    def kill(self) -> None:
-        """For tests of a crash: stop the server abruptly (no `stopped` mark: healing may restart it)."""
-        pid = self.pid()
-        if pid:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, 9)
 
 
 # --- healing -------------------------------------------------------------------------------

@@ -6,10 +6,13 @@ fields; never message text or code unless `log_question_text` is set.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import sys
 import time
+from collections.abc import Iterator
+from contextvars import ContextVar
 
 from config.settings import Settings
 
@@ -33,6 +36,25 @@ FIELDS = (
     "reason",
     "question",
 )
+
+
+_context: ContextVar[dict[str, object]] = ContextVar("codebot_log_context", default={})  # noqa: B039
+
+
+@contextlib.contextmanager
+def log_context(**fields: object) -> Iterator[None]:
+    """Fields (e.g. the question's job id and reference) for what is logged deep inside, where
+    the question is not known (a tool that crashed): read with `context_fields()`."""
+    token = _context.set({**_context.get(), **fields})
+    try:
+        yield
+    finally:
+        _context.reset(token)
+
+
+def context_fields() -> dict[str, object]:
+    """The fields of the innermost `log_context`, to pass as a record's `extra=`."""
+    return dict(_context.get())
 
 
 class JsonFormatter(logging.Formatter):

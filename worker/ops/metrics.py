@@ -1,20 +1,27 @@
 """Prometheus metrics kept in Redis, so every process on every machine adds to the same numbers.
 
 Work horses are forked and short-lived, and questions run on many machines: counters in
-process memory would be lost or split. Each event increments a Redis hash; any adapter or
-worker serves `/metrics` by reading it (plus live gauges: queue depth, workers alive).
+process memory would be lost or split. Each event increments a Redis hash (one field per
+series, `name{label="value"}`); any adapter or worker serves `/metrics` through
+prometheus_client with a custom collector that reads the hash on each scrape (plus live
+gauges: queue depth, workers alive). docs/operations.md lists the names.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
 from redis import Redis
 from redis.exceptions import RedisError
+from rq import Worker
 
 from config.errors import ConfigError
 
@@ -23,13 +30,19 @@ log = logging.getLogger("codebot.metrics")
 METRICS_KEY = "codebot:metrics"
 QUESTION_SECONDS_BUCKETS = (1, 2, 5, 10, 20, 30, 60, 120, 300)
 HELP = {
-    "codebot_questions_total": ("counter", "Questions finished, by platform and outcome."),
-    "codebot_question_seconds": ("histogram", "Seconds from a worker taking a question to its answer."),
-    "codebot_tool_calls_total": ("counter", "Tool calls made by the agent, by tool."),
-    "codebot_tokens_total": ("counter", "Model tokens used, by kind (prompt, completion)."),
-    "codebot_failures_total": ("counter", "Questions that ended in an apology, by reason."),
-    "codebot_queue_depth": ("gauge", "Questions waiting in the queue."),
-    "codebot_workers": ("gauge", "RQ workers alive."),
+    "codebot_questions_total": "Questions finished, by platform and outcome.",
+    "codebot_question_seconds": "Seconds from a worker taking a question to its answer.",
+    "codebot_tool_calls_total": "Tool calls made by the agent, by tool.",
+    "codebot_tokens_total": "Model tokens used, by kind (prompt, completion).",
+    "codebot_failures_total": "Questions that ended in an apology, by reason.",
+    "codebot_queue_depth": "Questions waiting in the queue.",
+    "codebot_workers": "RQ workers alive.",
+}
+COUNTER_LABELS = {
+    "codebot_questions_total": ["platform", "status"],
+    "codebot_tool_calls_total": ["tool"],
+    "codebot_tokens_total": ["kind"],
+    "codebot_failures_total": ["reason"],
 }
 
 
@@ -80,43 +93,65 @@ def observe_question(
         log.warning("metrics: could not record a question")
 
 
-def _base_name(field: str) -> str:
-    name = field.split("{", 1)[0]
-    for suffix in ("_bucket", "_count", "_sum"):
-        if name.endswith(suffix) and name.removesuffix(suffix) in HELP:
-            return name.removesuffix(suffix)
-    return name
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
 
-def render(redis: Redis) -> str:
-    """The Prometheus text exposition of everything recorded, plus live gauges."""
-    from rq import Worker
-
-    from worker.jobs.queue import queue_depth
-
-    raw: dict[Any, Any] = redis.hgetall(METRICS_KEY)
-    samples = {(k.decode() if isinstance(k, bytes) else k): float(v) for k, v in raw.items()}
-    samples["codebot_queue_depth"] = float(queue_depth(redis))
-    samples["codebot_workers"] = float(Worker.count(connection=redis))
-    lines: list[str] = []
-    for name, (kind, text) in HELP.items():
-        mine = sorted(f for f in samples if _base_name(f) == name)
-        lines.append(f"# HELP {name} {text}")
-        lines.append(f"# TYPE {name} {kind}")
-        lines.extend(f"{f} {_number(samples[f])}" for f in mine)
-    return "\n".join(lines) + "\n"
+def _parse_field(stored: str) -> tuple[str, dict[str, str]]:
+    """`name{k="v",…}` as `count` stored it -> (name, labels)."""
+    name, _, rest = stored.partition("{")
+    labels = {k: v.replace('\\"', '"').replace("\\\\", "\\") for k, v in _LABEL.findall(rest)}
+    return name, labels
 
 
-def _number(value: float) -> str:
-    return str(int(value)) if value.is_integer() else repr(value)
+class RedisMetrics(Collector):
+    """A prometheus_client collector over the counters in Redis, plus two live gauges.
+
+    Read on every scrape: nothing is kept in process memory, so any adapter or worker serves
+    the same numbers. `queue_depth` is passed in (the queue lives in a layer above this one).
+    """
+
+    def __init__(self, redis: Redis, queue_depth: Callable[[Redis], int]) -> None:
+        self.redis = redis
+        self.queue_depth = queue_depth
+
+    def collect(self) -> Iterator[Metric]:
+        raw: dict[Any, Any] = self.redis.hgetall(METRICS_KEY)
+        stored = [
+            (*_parse_field(k.decode() if isinstance(k, bytes) else k), float(v)) for k, v in raw.items()
+        ]
+        for name, labels in COUNTER_LABELS.items():
+            family = CounterMetricFamily(name, HELP[name], labels=labels)
+            for field, values, value in stored:
+                if field == name:
+                    family.add_metric([values.get(label, "") for label in labels], value)
+            yield family
+        yield self._histogram(stored)
+        yield GaugeMetricFamily(
+            "codebot_queue_depth", HELP["codebot_queue_depth"], self.queue_depth(self.redis)
+        )
+        workers = float(Worker.count(connection=self.redis))
+        yield GaugeMetricFamily("codebot_workers", HELP["codebot_workers"], workers)
+
+    @staticmethod
+    def _histogram(stored: list[tuple[str, dict[str, str], float]]) -> HistogramMetricFamily:
+        name = "codebot_question_seconds"
+        buckets = {bound: 0.0 for bound in [*map(str, QUESTION_SECONDS_BUCKETS), "+Inf"]}
+        total = 0.0
+        for field, labels, value in stored:
+            if field == f"{name}_bucket" and labels.get("le") in buckets:
+                buckets[labels["le"]] = value
+            elif field == f"{name}_sum":
+                total = value
+        family = HistogramMetricFamily(name, HELP[name])
+        family.add_metric([], buckets=list(buckets.items()), sum_value=total)
+        return family
 
 
-def parse(text: str) -> Iterator[tuple[str, float]]:
-    """Samples of a rendered exposition (used by tests and `codebot status`)."""
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            name, _, value = line.rpartition(" ")
-            yield name, float(value)
+def exposition(redis: Redis, queue_depth: Callable[[Redis], int]) -> bytes:
+    """The Prometheus text exposition of everything recorded, plus the live gauges."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(RedisMetrics(redis, queue_depth))
+    return generate_latest(registry)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -124,19 +159,20 @@ class _Handler(BaseHTTPRequestHandler):
     # for a delayed ACK.
     disable_nagle_algorithm = True
     redis: Redis
+    queue_depth: Callable[[Redis], int]
 
     def do_GET(self) -> None:
         if self.path.split("?", 1)[0] != "/metrics":
             self.send_error(404)
             return
         try:
-            body = render(self.redis).encode()
+            body = exposition(self.redis, type(self).queue_depth)
             status = 200
         except RedisError as exc:
             body = f"# redis unreachable: {type(exc).__name__}\n".encode()
             status = 503
         self.send_response(status)
-        self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+        self.send_header("Content-Type", CONTENT_TYPE_LATEST)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
@@ -145,9 +181,11 @@ class _Handler(BaseHTTPRequestHandler):
         pass  # scrapes every few seconds would drown the log
 
 
-def serve_metrics(redis: Redis, port: int, host: str = "0.0.0.0") -> ThreadingHTTPServer:
+def serve_metrics(
+    redis: Redis, port: int, queue_depth: Callable[[Redis], int], host: str = "0.0.0.0"
+) -> ThreadingHTTPServer:
     """Serve /metrics in a background thread; returns the server (port 0 picks a free port)."""
-    handler = type("MetricsHandler", (_Handler,), {"redis": redis})
+    handler = type("MetricsHandler", (_Handler,), {"redis": redis, "queue_depth": staticmethod(queue_depth)})
     try:
         server = ThreadingHTTPServer((host, port), handler)
     except OSError as exc:  # the port is taken, or not ours to bind: bad configuration, said in one line
@@ -157,7 +195,3 @@ def serve_metrics(redis: Redis, port: int, host: str = "0.0.0.0") -> ThreadingHT
     threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
     log.info("metrics on http://%s:%s/metrics", host, server.server_address[1])
     return server
-
-
-def metric_value(samples: Iterable[tuple[str, float]], name: str) -> float:
-    return sum(value for field, value in samples if field == name or field.startswith(name + "{"))

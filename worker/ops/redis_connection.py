@@ -46,8 +46,6 @@ __all__ = [
     "embedded",
     "ensure_embedded_server",
     "failure_line",
-    "is_reachable",
-    "kill_embedded_server",
     "redis_failure",
     "redis_server_binary",
     "server_pid",
@@ -236,16 +234,6 @@ def warn_if_unsafe(client: Redis, where: str) -> list[str]:
     return problems
 
 
-def is_reachable(client: Redis) -> bool:
-    """Does a server answer (an error reply, e.g. MISCONF, is an answer)?"""
-    try:
-        return bool(client.ping())
-    except redis.ResponseError:
-        return True
-    except (redis.ConnectionError, redis.TimeoutError, OSError):
-        return False
-
-
 # --- the embedded server, by settings (the CLI and tests) ---------------------------------------
 
 
@@ -264,7 +252,3 @@ def stop_embedded_server(settings: Settings) -> bool:
 def server_pid(settings: Settings) -> int | None:
     return embedded(settings).pid()
 
-
-def kill_embedded_server(settings: Settings) -> None:
-    """For tests of a Redis crash: SIGKILL the embedded server (healing may start it again)."""
-    embedded(settings).kill()

@@ -3,13 +3,18 @@
 Layout under `<data_dir>/repos/<name>/`:
 
     mirror.git/             bare repo; the RepoSpec's url is never written into its config
-    snapshots/<sha>/        the commit's files from `git archive` (no .git at all), never modified
+    snapshots/<sha>/        the commit's files as processed blobs (worker.repos.assemble), never modified
     snapshots/<sha>.json    the snapshot's metadata (worker.repos.snapshot.write_meta)
     snapshots/<sha>.lock    lease file: a question holds LOCK_SH on it while it reads the snapshot
-    symbols/<sha>.sqlite    the snapshot's symbol index (worker.repos.symbols), removed after its snapshot
+    manifests/<sha>.sqlite  the snapshot's symbol index (worker.repos.symbols), removed after its snapshot
     current -> snapshots/<sha>   swapped atomically (temp symlink, then rename over)
     state.json              last attempt, last error, branch resolved
     refresh.lock            LOCK_EX for a whole sync: one refresh of a repo at a time
+
+Snapshot files are hardlinks into the host-wide processed blob store, `<data_dir>/blobs/`
+(worker.repos.blobstore): a blob is processed (classified, redacted, parsed) once for every
+repo and commit on the host, so a refresh costs what changed. A snapshot made before the store
+existed (a raw `git archive`, format 1) is never served: the next sync rebuilds it.
 
 A refresh never touches a snapshot a question may hold: it builds the new commit beside the
 old ones, swaps `current`, and GC removes an old snapshot only when it can take LOCK_EX on its
@@ -25,6 +30,7 @@ import os
 import re
 import shutil
 import signal
+import sqlite3
 import subprocess
 import tempfile
 import threading
@@ -39,10 +45,12 @@ from urllib.parse import urlsplit
 
 from config.repos import RepoSpec, Whitelist
 from config.settings import Settings
+from worker.repos.assemble import SnapshotRefused, build_snapshot
+from worker.repos.blobstore import BlobStore
+from worker.repos.disk import DiskFull, Watchdog, check_room, free_bytes, remove_partial_fetch, under_reserve
 from worker.repos.locks import LockTimeout, SnapshotFolder, exclusive_lock, is_sha
-from worker.repos.snapshot import Snapshot, compute_meta, read_meta, write_meta
-from worker.repos.symbols import build_index_quietly, index_path, prune_indexes
-from worker.tools.paths import hidden_name
+from worker.repos.snapshot import SNAPSHOT_FORMAT, Snapshot, meta_format, read_meta, write_meta
+from worker.repos.symbols import index_path, prune_indexes
 
 log = logging.getLogger(__name__)
 
@@ -187,7 +195,7 @@ class Mirrors:
                     state["branch"] = branch
                     sha = self._git(spec, paths, ["rev-parse", "--verify", f"refs/heads/{branch}^{{commit}}"])
                     changed = self._serve(spec, paths, sha, branch, report)
-                except (GitError, OSError, ValueError) as exc:
+                except (GitError, OSError, ValueError, SnapshotRefused, DiskFull) as exc:
                     error = scrub(str(exc), spec)
                     log.warning("sync of %s failed: %s", name, error)
                     self._write_state(paths, {**state, "last_error": error})
@@ -205,7 +213,7 @@ class Mirrors:
         """The snapshot served now, unleased: for listings, not for reading its files."""
         spec, paths = self._spec(name), _Paths(self.root / name)
         sha = self._current_sha(paths)
-        if sha is None or not paths.snapshots.files(sha).is_dir():
+        if sha is None or not self._servable(paths, sha):
             return None
         try:
             return read_meta(paths.snapshots.meta(sha), spec, paths.snapshots.files(sha))
@@ -224,6 +232,8 @@ class Mirrors:
                     continue  # never synced (or being built for the first time)
                 fd, sha = leased
                 held.callback(os.close, fd)
+                if not self._servable(paths, sha):
+                    continue  # made before the blob store (not redacted): the next sync rebuilds it
                 try:
                     snapshots[name] = read_meta(paths.snapshots.meta(sha), spec, paths.snapshots.files(sha))
                 except (OSError, ValueError, KeyError) as exc:
@@ -257,9 +267,12 @@ class Mirrors:
             return []
         try:
             with exclusive_lock(paths.refresh_lock, self.settings.sync_lock_wait_seconds):
-                return self._gc_locked(paths)
+                removed = self._gc_locked(paths)
         except LockTimeout:
             return []
+        if removed:
+            self._collect_blobs()
+        return removed
 
     # --- git -------------------------------------------------------------------------------
 
@@ -267,10 +280,9 @@ class Mirrors:
         """Bring the branch's tip into the mirror; returns the branch fetched."""
         if not (paths.mirror / "HEAD").exists():
             self._git(spec, paths, ["init", "--bare", "--quiet"])
-        # The archived tree's own .gitattributes must not drop (export-ignore) or rewrite
-        # (export-subst) files: a snapshot holds exactly the files citations link to.
-        (paths.mirror / "info").mkdir(exist_ok=True)
-        (paths.mirror / "info" / "attributes").write_text("* -export-ignore -export-subst\n")
+        remove_partial_fetch(paths.mirror)  # what a fetch killed mid-way (a crash, SIGKILL) left
+        reserve = self.settings.disk_reserve_bytes
+        check_room(self.root, 0, reserve, f"fetch {spec.name}")
         report("connecting", None)
         try:
             branch = spec.branch or self._default_branch(spec, paths)
@@ -282,8 +294,18 @@ class Mirrors:
                 args.append(f"--depth={self.settings.clone_depth}")
             elif (paths.mirror / "shallow").exists():
                 args.append("--unshallow")
-            self._git(spec, paths, [*args, _REMOTE, f"+refs/heads/{branch}:refs/heads/{branch}"], report)
+            self._git(
+                spec,
+                paths,
+                [*args, _REMOTE, f"+refs/heads/{branch}:refs/heads/{branch}"],
+                report,
+                watch_disk=True,
+            )
+            if reserve and (free := free_bytes(self.root)) < reserve:
+                # A fetch faster than the watchdog's look: it landed, but nothing more is written.
+                raise GitError(under_reserve("git fetch", free, reserve))
         except GitError as exc:
+            remove_partial_fetch(paths.mirror)
             if "couldn't find remote ref" in str(exc):
                 raise GitError(f"fetch failed: branch {branch!r} not found on {spec.display_url}") from None
             raise GitError(f"fetch failed: {exc}") from None
@@ -303,6 +325,7 @@ class Mirrors:
         args: list[str],
         report: Progress | None = None,
         stdout: IO[bytes] | None = None,
+        watch_disk: bool = False,
     ) -> str:
         """Run git on the mirror: its stdout, or GitError with its complaint (scrubbed).
 
@@ -327,7 +350,10 @@ class Mirrors:
             timer = threading.Timer(timeout, _kill_group, [proc])
             timer.start()
             lines: list[str] = []
+            reserve = self.settings.disk_reserve_bytes if watch_disk else 0
+            watchdog = Watchdog(self.root, reserve, partial(_kill_group, proc))
             try:
+                watchdog.__enter__()
                 assert proc.stderr is not None
                 pending = b""
                 while chunk := proc.stderr.read1(65536):  # type: ignore[attr-defined]
@@ -340,8 +366,11 @@ class Mirrors:
                 lines.append(pending.decode("utf-8", "replace").strip())
                 proc.wait()
             finally:
+                watchdog.__exit__()
                 timer.cancel()
                 proc.stderr.close()  # type: ignore[union-attr]
+            if watchdog.tripped is not None:
+                raise GitError(watchdog.message(f"git {args[0]}"))
             if proc.returncode == -signal.SIGKILL and time.monotonic() - started >= timeout:
                 raise GitError(f"git {args[0]} timed out after {timeout:g} s")
             if proc.returncode != 0:
@@ -358,86 +387,58 @@ class Mirrors:
 
     # --- snapshots -------------------------------------------------------------------------
 
+    def _servable(self, paths: _Paths, sha: str) -> bool:
+        """A complete snapshot made from processed blobs (an older raw one is never served)."""
+        return (
+            paths.snapshots.files(sha).is_dir() and meta_format(paths.snapshots.meta(sha)) == SNAPSHOT_FORMAT
+        )
+
     def _serve(self, spec: RepoSpec, paths: _Paths, sha: str, branch: str, report: Progress) -> bool:
         """Make `sha` the current snapshot, building it if needed; True if `current` moved."""
-        if self._current_sha(paths) == sha and paths.snapshots.is_complete(sha):
+        complete = paths.snapshots.is_complete(sha) and self._servable(paths, sha)
+        if self._current_sha(paths) == sha and complete:
             return False
-        if not paths.snapshots.is_complete(sha):
+        if not complete:
             report("making snapshot", _SNAPSHOT_START)
-            self._build(spec, paths, sha, branch)
+            self._build(spec, paths, sha, branch, report)
         link = paths.root / f".current-{os.getpid()}-{threading.get_ident()}"
         link.unlink(missing_ok=True)
         os.symlink(f"snapshots/{sha}", link)
         os.replace(link, paths.current)
         return True
 
-    def _build(self, spec: RepoSpec, paths: _Paths, sha: str, branch: str) -> None:
-        """Extract the commit into a temp dir, record its metadata, then rename it into place."""
+    def _build(self, spec: RepoSpec, paths: _Paths, sha: str, branch: str, report: Progress) -> None:
+        """Assemble the commit from processed blobs in a temp dir, record its metadata, then
+        rename it into place."""
         folder = paths.snapshots
         tmp = folder.path / f".tmp-{sha}-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
         try:
-            self._extract(spec, paths, sha, tmp)
-            committed_at = float(self._git(spec, paths, ["log", "-1", "--format=%ct", sha]))
             final = folder.files(sha)
-            made = Snapshot(
-                spec,
-                sha,
-                branch,
-                final,
-                time.time(),
-                committed_at,
-                compute_meta(tmp, lambda name: hidden_name(name, self.settings)),
-            )
-            write_meta(folder.meta(sha), made)
-            build_index_quietly(tmp, index_path(final), self.settings)  # code navigation
+            meta = build_snapshot(self.settings, paths.mirror, sha, tmp, index_path(final), spec.name, report)
+            committed_at = float(self._git(spec, paths, ["log", "-1", "--format=%ct", sha]))
+            write_meta(folder.meta(sha), Snapshot(spec, sha, branch, final, time.time(), committed_at, meta))
             folder.lease_file(sha).touch()
-            # A leftover dir here is incomplete, so no lease can be holding it.
-            shutil.rmtree(final, ignore_errors=True)
+            # A leftover dir here is incomplete or of the old format, so no lease can be holding
+            # it (neither is ever served).
+            if final.exists():
+                trash = folder.path / f".trash-{sha}-{os.getpid()}"
+                os.rename(final, trash)
+                shutil.rmtree(trash, ignore_errors=True)
             os.rename(tmp, final)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
-    def _extract(self, spec: RepoSpec, paths: _Paths, sha: str, dest: Path) -> None:
-        """`git archive <sha> | tar -x`: the commit's files and nothing else (no .git)."""
-        with tempfile.TemporaryFile() as tar_err:
-            tar = subprocess.Popen(
-                ["tar", "-x", "-f", "-", "-C", str(dest)],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.DEVNULL,
-                stderr=tar_err,
-                start_new_session=True,
-            )
-            assert tar.stdin is not None
-            try:
-                self._git(spec, paths, ["archive", "--format=tar", sha], stdout=tar.stdin)
-            except GitError as exc:
-                archive_error: GitError | None = exc
-            else:
-                archive_error = None
-            finally:
-                tar.stdin.close()
-            try:
-                tar.wait(timeout=self.settings.git_timeout_seconds)
-            except subprocess.TimeoutExpired:
-                _kill_group(tar)
-                tar.wait()
-            # When tar dies first, git dies of SIGPIPE without a word: tar's complaint is the
-            # one to show, unless git was stopped for taking too long (tar then saw a cut archive).
-            if archive_error is not None and (tar.returncode == 0 or "timed out" in str(archive_error)):
-                raise GitError(f"snapshot failed: {archive_error}")
-            if tar.returncode != 0:
-                tar_err.seek(0)
-                lines = tar_err.read().decode("utf-8", "replace").splitlines()
-                raise GitError(f"snapshot failed: tar: {_reason(lines)}")
-
     def _collect(self, paths: _Paths) -> None:
         """GC after a sync; failing to delete is logged, never turned into a failed sync."""
         try:
-            self._gc_locked(paths)
+            removed = self._gc_locked(paths)
         except OSError as exc:
             log.warning("removing old snapshots of %s failed: %s", paths.root.name, exc)
+            return
+        if removed:
+            self._collect_blobs()
 
     def _gc_locked(self, paths: _Paths) -> list[str]:
         """Remove unleased old snapshots; the caller holds the refresh lock."""
@@ -448,6 +449,16 @@ class Mirrors:
         if removed:
             log.info("removed %d old snapshot(s) of %s", len(removed), paths.root.name)
         return removed
+
+    def _collect_blobs(self) -> None:
+        """Delete the processed blobs no snapshot of any repo uses any more."""
+        try:
+            count = BlobStore(self.settings.data_dir.resolve()).collect()
+        except (OSError, sqlite3.Error) as exc:
+            log.warning("removing unused processed blobs failed: %s", exc)
+            return
+        if count:
+            log.info("removed %d processed blob(s) no snapshot uses", count)
 
     # --- small helpers ---------------------------------------------------------------------
 

@@ -2,7 +2,7 @@
 
 Each worker machine keeps its own mirrors under its own CODEBOT_DATA_DIR. The commit questions
 should be answered from is the one last fetched anywhere, recorded in Redis
-(`codebot:repo:<name>`, field `sha`, written by worker.jobs.admin.record_refresh) by an admin
+(`codebot:repo:<name>`, field `sha`, written by `record_refresh` below) by an admin
 refresh, a scheduled refresh, or a catch-up that found an even newer commit. Every machine
 follows it:
 
@@ -31,12 +31,11 @@ from concurrent.futures import ThreadPoolExecutor
 from redis import Redis
 from redis.exceptions import RedisError
 
-from worker.jobs.admin import REPO_KEY_PREFIX, record_refresh
-from worker.jobs.runtime import Runtime
 from worker.repos.mirrors import Mirrors, SyncResult
 
 log = logging.getLogger("codebot.refresh")
 
+REPO_KEY_PREFIX = "codebot:repo:"  # hash per repo: the commit last fetched anywhere, when, where
 SCHEDULE_KEY_PREFIX = "codebot:refresh:period:"
 CATCH_UP_LOCK_WAIT_SECONDS = 5.0
 
@@ -47,46 +46,63 @@ def wanted_sha(redis: Redis, name: str) -> str | None:
     return raw.decode() if isinstance(raw, bytes) else raw
 
 
-def local_sha(runtime: Runtime, name: str) -> str | None:
-    snapshot = runtime.mirrors.current(name)
+def record_refresh(redis: Redis, mirrors: Mirrors, result: SyncResult, host: str) -> None:
+    """Record in Redis what a sync on `host` found: the commit every machine should now serve."""
+    snapshot = mirrors.current(result.name)
+    fields: dict[str, str] = {
+        "ok": "1" if result.ok else "0",
+        "host": host,
+        "attempted_at": f"{time.time():.3f}",
+        "error": result.error or "",
+    }
+    if result.ok and result.sha:
+        fields.update(sha=result.sha, refreshed_at=fields["attempted_at"])
+        if snapshot is not None and snapshot.sha == result.sha:
+            fields["committed_at"] = f"{snapshot.committed_at:.3f}"
+    redis.hset(REPO_KEY_PREFIX + result.name, mapping=fields)  # type: ignore[arg-type]
+
+
+def local_sha(mirrors: Mirrors, name: str) -> str | None:
+    snapshot = mirrors.current(name)
     return snapshot.sha if snapshot else None
 
 
-def bounded_mirrors(runtime: Runtime) -> Mirrors:
+def bounded_mirrors(mirrors: Mirrors) -> Mirrors:
     """This machine's mirrors, with each git step cut to the catch-up bound and a short wait
     for a refresh already running here: a fetch usually lands within seconds, and a longer one
     (a first clone) is left to finish while the question reads the current snapshot."""
-    limit = runtime.settings.catch_up_timeout_seconds
-    settings = runtime.settings.model_copy(
+    limit = mirrors.settings.catch_up_timeout_seconds
+    settings = mirrors.settings.model_copy(
         update={
             "git_timeout_seconds": limit,
             "sync_lock_wait_seconds": min(limit, CATCH_UP_LOCK_WAIT_SECONDS),
         }
     )
-    return Mirrors(settings, runtime.whitelist)
+    return Mirrors(settings, mirrors.whitelist)
 
 
-def recently_failed(runtime: Runtime, name: str, now: float | None = None) -> bool:
+def recently_failed(mirrors: Mirrors, name: str, now: float | None = None) -> bool:
     """Did this machine's last fetch of `name` fail less than `catch_up_retry_seconds` ago?"""
     now = time.time() if now is None else now
-    row = runtime.mirrors.status_of(name)
+    row = mirrors.status_of(name)
     if row.last_error and row.last_attempt_at:
-        return now - row.last_attempt_at < runtime.settings.catch_up_retry_seconds
+        return now - row.last_attempt_at < mirrors.settings.catch_up_retry_seconds
     return False
 
 
 def catch_up(
-    runtime: Runtime,
+    mirrors: Mirrors,
     redis: Redis,
     names: Iterable[str],
     progress: Callable[[str], None] | None = None,
-    mirrors: Mirrors | None = None,
+    bounded: bool = True,
 ) -> dict[str, SyncResult]:
     """Sync each repo whose local snapshot is not the wanted commit; never raises for git or Redis.
 
     Repos are synced in parallel (`sync_max_parallel_repos` at a time), so a question about
     all repos after a `/codebot refresh all` elsewhere waits for the slowest fetch, not their
-    sum. Returns the syncs it ran. A sync that finds a commit newer than the wanted one records
+    sum. `bounded` (before a question): each git step cut to `catch_up_timeout_seconds`; the
+    background pass waits as long as any sync may. Returns the syncs it ran. A sync that finds a commit newer than the wanted one records
     it, so the other machines follow this one.
     """
     behind: dict[str, str] = {}
@@ -96,14 +112,14 @@ def catch_up(
         except RedisError as exc:
             log.warning("catch-up of %s skipped: Redis unavailable (%s)", name, exc)
             continue
-        if wanted is not None and wanted != local_sha(runtime, name) and not recently_failed(runtime, name):
+        if wanted is not None and wanted != local_sha(mirrors, name) and not recently_failed(mirrors, name):
             behind[name] = wanted
     if not behind:
         return {}
     if progress is not None:
         progress("updating " + ", ".join(f"{name} to commit `{sha[:7]}`" for name, sha in behind.items()))
-    syncer = mirrors or bounded_mirrors(runtime)
-    with ThreadPoolExecutor(max_workers=min(len(behind), runtime.settings.sync_max_parallel_repos)) as pool:
+    syncer = bounded_mirrors(mirrors) if bounded else mirrors
+    with ThreadPoolExecutor(max_workers=min(len(behind), mirrors.settings.sync_max_parallel_repos)) as pool:
         results = dict(zip(behind, pool.map(syncer.sync, behind), strict=True))
     for name, result in results.items():
         if not result.ok:
@@ -115,7 +131,7 @@ def catch_up(
                 result.error,
             )
         elif result.sha and result.sha != behind[name]:
-            _record(redis, runtime, result)
+            _record(redis, mirrors, result)
     return results
 
 
@@ -124,12 +140,12 @@ def period_offset_seconds(name: str, period_seconds: int) -> int:
     return int(hashlib.sha256(name.encode()).hexdigest()[:8], 16) % period_seconds
 
 
-def claim_due_refreshes(redis: Redis, runtime: Runtime, now: float | None = None) -> list[str]:
+def claim_due_refreshes(redis: Redis, mirrors: Mirrors, now: float | None = None) -> list[str]:
     """The scheduled repos whose current period nobody has claimed yet, claimed for this machine."""
     now = time.time() if now is None else now
     host = socket.gethostname()
     claimed: list[str] = []
-    for spec in runtime.whitelist.repos:
+    for spec in mirrors.whitelist.repos:
         if not spec.refresh_minutes:
             continue
         period = spec.refresh_minutes * 60
@@ -140,19 +156,19 @@ def claim_due_refreshes(redis: Redis, runtime: Runtime, now: float | None = None
     return claimed
 
 
-def run_due_refreshes(redis: Redis, runtime: Runtime, now: float | None = None) -> list[SyncResult]:
+def run_due_refreshes(redis: Redis, mirrors: Mirrors, now: float | None = None) -> list[SyncResult]:
     """Fetch the scheduled repos this machine claimed, and record what it found for everyone."""
     results = []
-    for name in claim_due_refreshes(redis, runtime, now):
-        result = runtime.mirrors.sync(name)
-        _record(redis, runtime, result)
+    for name in claim_due_refreshes(redis, mirrors, now):
+        result = mirrors.sync(name)
+        _record(redis, mirrors, result)
         log.info("scheduled refresh of %s: %s", name, result.sha if result.ok else result.error)
         results.append(result)
     return results
 
 
-def _record(redis: Redis, runtime: Runtime, result: SyncResult) -> None:
+def _record(redis: Redis, mirrors: Mirrors, result: SyncResult) -> None:
     try:
-        record_refresh(redis, runtime, result, socket.gethostname())
+        record_refresh(redis, mirrors, result, socket.gethostname())
     except RedisError as exc:
         log.warning("could not record the refresh of %s: %s", result.name, exc)

@@ -1,16 +1,15 @@
-"""One immutable checkout of one commit of one whitelisted repo: what a question reads.
+"""One immutable snapshot of one commit of one whitelisted repo: what a question reads.
 
-A snapshot directory holds the files of the commit and nothing else (no `.git`: it is made
-with `git archive`). Its metadata (file count, size, languages, top-level layout, README) is
-computed once when the snapshot is made and stored beside it, so questions pay nothing for it.
+A snapshot directory holds the commit's files as processed blobs (worker/repos/assemble.py):
+redacted text, or a placeholder for a binary, oversized or withheld file; never `.git` and never
+a secret file. Its metadata (file count, size, languages, top-level layout, README) is computed
+once when the snapshot is made and stored beside it, so questions pay nothing for it.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections import Counter
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -70,6 +69,8 @@ LANGUAGES_BY_SUFFIX = {
 }
 # Languages that describe code rather than data or prose come first in listings.
 _NON_CODE = {"Markdown", "reStructuredText", "TOML", "YAML", "JSON"}
+# 1: a raw `git archive` of the commit (never served: it was not redacted); 2: processed blobs.
+SNAPSHOT_FORMAT = 2
 README_NAMES = ("README.md", "README.rst", "README.txt", "README", "readme.md", "Readme.md")
 
 
@@ -80,6 +81,8 @@ class SnapshotMeta:
     languages: dict[str, int] = field(default_factory=dict)  # language -> file count, most first
     top_level: tuple[str, ...] = ()  # root entries, directories with a trailing "/"
     readme: str | None = None  # path of the README at the root, if any
+    withheld: int = 0  # files never shown: secret names, credentials by content, unprocessable
+    oversized: int = 0  # files over blob_max_bytes: listed, content not kept
 
     def main_languages(self, limit: int = 5) -> list[str]:
         code = [lang for lang in self.languages if lang not in _NON_CODE]
@@ -102,48 +105,10 @@ class Snapshot:
         return self.sha[:7]
 
 
-def compute_meta(root: Path, hidden: Callable[[str], bool] = lambda _name: False) -> SnapshotMeta:
-    """Walk a snapshot once: counts, sizes and languages (symlinks are not followed).
-
-    `hidden` names root entries never to list (secret files): the layout goes into the system
-    prompt and `repo_overview`, and even a secret file's name is not the model's business.
-    """
-    files = 0
-    size = 0
-    languages: Counter[str] = Counter()
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if d != ".git"]
-        for name in filenames:
-            path = os.path.join(dirpath, name)
-            try:
-                stat = os.lstat(path)
-            except OSError:
-                continue
-            files += 1
-            size += stat.st_size
-            language = LANGUAGES_BY_SUFFIX.get(os.path.splitext(name)[1].lower())
-            if language:
-                languages[language] += 1
-    top = sorted(
-        (entry.name + "/" if entry.is_dir(follow_symlinks=False) else entry.name)
-        for entry in os.scandir(root)
-        if entry.name != ".git" and not hidden(entry.name)
-    )
-    readme = next(
-        (name for name in README_NAMES if (root / name).is_file() and not (root / name).is_symlink()), None
-    )
-    return SnapshotMeta(
-        file_count=files,
-        size_bytes=size,
-        languages=dict(languages.most_common()),
-        top_level=tuple(top),
-        readme=readme,
-    )
-
-
 def write_meta(path: Path, snapshot: Snapshot) -> None:
     """Store a snapshot's facts beside it (atomically: write then rename)."""
     record = {
+        "format": SNAPSHOT_FORMAT,
         "sha": snapshot.sha,
         "branch": snapshot.branch,
         "created_at": snapshot.created_at,
@@ -171,5 +136,16 @@ def read_meta(path: Path, repo: RepoSpec, root: Path) -> Snapshot:
             languages=dict(meta.get("languages", {})),
             top_level=tuple(meta.get("top_level", ())),
             readme=meta.get("readme"),
+            withheld=meta.get("withheld", 0),
+            oversized=meta.get("oversized", 0),
         ),
     )
+
+
+def meta_format(path: Path) -> int:
+    """The format a snapshot's metadata file records (1: a raw `git archive`, before processing)."""
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return 0
+    return int(record.get("format", 1)) if isinstance(record, dict) else 0

@@ -202,11 +202,20 @@ def _walk(node: tree_sitter.Node) -> list[tree_sitter.Node]:
     return found
 
 
+def grammar_of(path: str) -> str | None:
+    """The grammar (a key of GRAMMARS) for a file name, by its suffix; None when we do not parse it."""
+    name = path.rsplit("/", 1)[-1]
+    return LANGUAGE_OF_SUFFIX.get(name[name.rfind(".") :].lower()) if "." in name else None
+
+
 def parse_file(path: str, source: bytes) -> FileSymbols | None:
     """The definitions and references of one file, or None for a language we do not parse."""
-    key = LANGUAGE_OF_SUFFIX.get(path[path.rfind(".") :].lower()) if "." in path else None
-    if key is None:
-        return None
+    key = grammar_of(path)
+    return None if key is None else parse_source(key, source)
+
+
+def parse_source(key: str, source: bytes) -> FileSymbols:
+    """The definitions and references of `source` parsed with the grammar `key`."""
     definitions_query, references_query, kinds = _queries(key)
     tree = tree_sitter.Parser(GRAMMARS[key].language).parse(source)
     root = tree.root_node

@@ -1,14 +1,21 @@
-"""The symbol index of a snapshot: definitions and references found by a real parser (tree-sitter).
+"""A snapshot's symbol index: its paths mapped to symbols parsed once per blob (tree-sitter).
 
-Built once per snapshot, when the snapshot is made (`build_index_quietly`, called by the
-mirrors), and stored beside the snapshots as `<repo>/symbols/<sha>.sqlite`; a snapshot made
-before this existed gets its index on first use (`open_index`). A question only runs indexed SQL
-lookups. It covers Python, JavaScript, TypeScript (and JSX/TSX) and Go.
+Symbols live in the host-wide blob store (worker/repos/blobstore.py), one "unit" per blob and
+grammar, parsed when the blob is processed. A snapshot adds only its own small index,
+`<repo>/manifests/<sha>.sqlite`, written when the snapshot is made:
+
+    meta(key, value)                       format, the store it reads, file count, partial
+    files(path, unit, language, family, is_test)
+
+so a refresh after a two-file commit parses two files, and a question runs a few indexed SQL
+lookups joining these paths to the store's rows. It covers Python, JavaScript, TypeScript (and
+JSX/TSX) and Go.
 
 The files indexed are the ones `search` sees: ripgrep lists them with the same exclusions
 (`.git`, secret files, `.gitignore`d files, symlinks not followed) and a size limit. A
 reference is an identifier in code (never in a comment or a string) whose name is defined
-somewhere in the same snapshot; a definition's own name is not a reference.
+somewhere in the same snapshot, in a language of the same family; a definition's own name is
+not a reference. Symbols are parsed from the redacted text, so no name can carry a secret.
 """
 
 from __future__ import annotations
@@ -16,26 +23,27 @@ from __future__ import annotations
 import logging
 import os
 import re
+import shutil
 import sqlite3
 import subprocess
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from config.settings import Settings
-from worker.repos.symbol_grammars import GRAMMARS, LANGUAGE_OF_SUFFIX, FileSymbols, parse_file
+from worker.repos.ripgrep import find_ripgrep
+from worker.repos.symbol_grammars import GRAMMARS, LANGUAGE_OF_SUFFIX
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = "1"  # bump when what is indexed changes: older indexes are rebuilt on first use
-INDEX_FOLDER = "symbols"
-_BATCH_FILES = 200
+INDEX_FORMAT = "2"  # 1 was a whole index per snapshot (symbols/<sha>.sqlite), before the blob store
+INDEX_FOLDER = "manifests"
+LEGACY_INDEX_FOLDER = "symbols"
 # Test code is listed after the code it tests: the model should see real uses first.
 TEST_PATH = re.compile(
     r"(^|/)(tests?|__tests__|spec|testdata)/|(^|/)test_[^/]*$|_test\.\w+$|\.(test|spec)\.\w+$"
 )
-_build_lock = threading.Lock()  # one lazy build at a time in a process (each is CPU-bound anyway)
 
 
 @dataclass(frozen=True)
@@ -64,17 +72,27 @@ class IndexInfo:
     partial: bool  # more files than symbols_max_files: some were left out
 
 
+@dataclass(frozen=True)
+class IndexedFile:
+    path: str
+    unit: int
+    language: str
+    family: str
+
+
 def index_path(snapshot_root: Path) -> Path:
-    """Where the index of the snapshot at `<repo>/snapshots/<sha>` is kept: `<repo>/symbols/<sha>.sqlite`
+    """Where the index of the snapshot at `<repo>/snapshots/<sha>` is kept: `<repo>/manifests/<sha>.sqlite`
     (outside the snapshots folder, whose layout the lease protocol owns)."""
     return snapshot_root.parent.parent / INDEX_FOLDER / f"{snapshot_root.name}.sqlite"
 
 
 def prune_indexes(repo_root: Path) -> list[str]:
-    """Delete the indexes (and dead builds' temp files) of snapshots that no longer exist.
+    """Delete the indexes (and dead builds' temp files) of snapshots that no longer exist, and
+    the per-snapshot indexes of the layout before the blob store.
 
     The mirrors call it after GC, under the repo's refresh lock; a snapshot that still exists
     may be leased, so its index is kept."""
+    shutil.rmtree(repo_root / LEGACY_INDEX_FOLDER, ignore_errors=True)
     removed: list[str] = []
     folder = repo_root / INDEX_FOLDER
     if not folder.is_dir():
@@ -89,10 +107,8 @@ def prune_indexes(repo_root: Path) -> list[str]:
 
 def indexable_files(root: Path, settings: Settings) -> list[str]:
     """Paths (relative, sorted) of the files search would see that a grammar can parse."""
-    from worker.tools.search import ripgrep_binary  # here: worker.tools imports this module
-
     command = [
-        ripgrep_binary(),
+        find_ripgrep(),
         "--files",
         "--no-config",
         "--no-messages",
@@ -103,7 +119,7 @@ def indexable_files(root: Path, settings: Settings) -> list[str]:
         f"--max-filesize={settings.symbols_max_file_bytes}",
         *(f"--glob=*{suffix}" for suffix in LANGUAGE_OF_SUFFIX),
         "--iglob=!.git",
-        *(f"--iglob=!{secret}" for secret in settings.secret_file_globs),
+        *(f"--iglob=!{secret}" for secret in settings.secret_file_globs if "/" not in secret),
     ]
     done = subprocess.run(
         command,
@@ -115,71 +131,38 @@ def indexable_files(root: Path, settings: Settings) -> list[str]:
     )
     if done.returncode not in (0, 1):  # 1: no file at all
         raise OSError(f"ripgrep could not list the files: {done.stderr.decode(errors='replace')[:300]}")
-    paths = [p.removeprefix("./") for p in done.stdout.decode("utf-8", errors="replace").splitlines()]
+    paths = [p.removeprefix("./") for p in os.fsdecode(done.stdout).split("\n")]
     return sorted(p for p in paths if p and not os.path.islink(root / p))
-
-
-def _parsed(root: Path, paths: Iterable[str]) -> Iterator[tuple[str, FileSymbols]]:
-    for path in paths:
-        try:
-            source = (root / path).read_bytes()
-        except OSError:
-            continue
-        symbols = parse_file(path, source)
-        if symbols is not None:
-            yield path, symbols
 
 
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE files (id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE, language TEXT NOT NULL,
-                    family TEXT NOT NULL, is_test INTEGER NOT NULL);
-CREATE TABLE defs (name TEXT NOT NULL, kind TEXT NOT NULL, container TEXT, file_id INTEGER NOT NULL,
-                   line INTEGER NOT NULL, end_line INTEGER NOT NULL);
-CREATE TEMP TABLE all_refs (name TEXT NOT NULL, file_id INTEGER NOT NULL, line INTEGER NOT NULL);
-CREATE TABLE refs (name TEXT NOT NULL, file_id INTEGER NOT NULL, line INTEGER NOT NULL,
-                   PRIMARY KEY (name, file_id, line)) WITHOUT ROWID;
-"""
-_INDEXES = """
-INSERT OR IGNORE INTO refs SELECT name, file_id, line FROM all_refs
-    WHERE name IN (SELECT name FROM defs);
-DROP TABLE all_refs;
-CREATE INDEX defs_by_name ON defs (name);
-CREATE INDEX defs_by_name_nocase ON defs (name COLLATE NOCASE);
+CREATE TABLE files (id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE, unit INTEGER NOT NULL,
+                    language TEXT NOT NULL, family TEXT NOT NULL, is_test INTEGER NOT NULL);
+CREATE INDEX files_by_unit ON files (unit);
 """
 
 
-def build_index(root: Path, destination: Path, settings: Settings) -> IndexInfo:
-    """Parse every indexable file under `root` and write the index to `destination` atomically."""
-    paths = indexable_files(root, settings)
-    partial = len(paths) > settings.symbols_max_files
-    paths = paths[: settings.symbols_max_files]
+def write_index(destination: Path, store_db: Path, files: Iterable[IndexedFile], partial: bool) -> int:
+    """Write a snapshot's index atomically; the number of files it maps."""
     destination.parent.mkdir(parents=True, exist_ok=True)
-    tmp = destination.with_name(f"{destination.name}.{os.getpid()}-{threading.get_ident()}.tmp")
+    tmp = destination.with_name(f".{destination.name}.{os.getpid()}-{threading.get_ident()}.tmp")
     tmp.unlink(missing_ok=True)
+    rows = [(f.path, f.unit, f.language, f.family, bool(TEST_PATH.search(f.path))) for f in files]
     db = sqlite3.connect(tmp)
     try:
         db.executescript("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;" + _SCHEMA)
-        files = 0
-        batch: list[tuple[int, str, FileSymbols]] = []
-        for file_id, (path, symbols) in enumerate(_parsed(root, paths), start=1):
-            batch.append((file_id, path, symbols))
-            files += 1
-            if len(batch) >= _BATCH_FILES:
-                _insert(db, batch)
-                batch = []
-        _insert(db, batch)
-        db.executescript(_INDEXES)
-        info = IndexInfo(
-            files=files,
-            definitions=db.execute("SELECT count(*) FROM defs").fetchone()[0],
-            references=db.execute("SELECT count(*) FROM refs").fetchone()[0],
-            partial=partial,
-        )
         db.executemany(
-            "INSERT INTO meta VALUES (?, ?)",
-            [("version", SCHEMA_VERSION), ("files", str(info.files)), ("partial", str(int(partial)))],
+            "INSERT INTO files (path, unit, language, family, is_test) VALUES (?, ?, ?, ?, ?)", rows
         )
+        store = os.path.relpath(store_db, destination.parent)
+        meta = [
+            ("format", INDEX_FORMAT),
+            ("store", store),
+            ("files", str(len(rows))),
+            ("partial", str(int(partial))),
+        ]
+        db.executemany("INSERT INTO meta VALUES (?, ?)", meta)
         db.commit()
     finally:
         db.close()
@@ -187,64 +170,43 @@ def build_index(root: Path, destination: Path, settings: Settings) -> IndexInfo:
         os.replace(tmp, destination)
     finally:
         tmp.unlink(missing_ok=True)
-    return info
-
-
-def _insert(db: sqlite3.Connection, batch: list[tuple[int, str, FileSymbols]]) -> None:
-    db.executemany(
-        "INSERT INTO files VALUES (?, ?, ?, ?, ?)",
-        [(i, p, s.language, s.family, bool(TEST_PATH.search(p))) for i, p, s in batch],
-    )
-    db.executemany(
-        "INSERT INTO defs VALUES (?, ?, ?, ?, ?, ?)",
-        [(d.name, d.kind, d.container, i, d.line, d.end_line) for i, _, s in batch for d in s.definitions],
-    )
-    db.executemany(
-        "INSERT INTO all_refs VALUES (?, ?, ?)",
-        [(name, i, line) for i, _, s in batch for name, line in s.references],
-    )
-
-
-def build_index_quietly(root: Path, destination: Path, settings: Settings) -> None:
-    """For the mirrors: index a new snapshot; a failure is logged (the index is then built on
-    first use) and never fails the sync."""
-    try:
-        info = build_index(root, destination, settings)
-        log.info(
-            "indexed %s: %d files, %d definitions, %d references%s",
-            destination.name,
-            info.files,
-            info.definitions,
-            info.references,
-            " (partial)" if info.partial else "",
-        )
-    except Exception as exc:
-        log.warning("symbol index of %s failed: %s", root, exc)
+    return len(rows)
 
 
 class SymbolIndex:
-    """Read-only lookups in one snapshot's index."""
+    """Read-only lookups in one snapshot's index, joined to the blob store's symbols."""
 
     def __init__(self, path: Path) -> None:
         self.db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            meta = dict(self.db.execute("SELECT key, value FROM meta").fetchall())
+            if meta.get("format") != INDEX_FORMAT:
+                raise sqlite3.DatabaseError(f"index format {meta.get('format')!r}, not {INDEX_FORMAT}")
+            store = (path.parent / meta["store"]).resolve()
+            self.db.execute("ATTACH DATABASE ? AS s", (f"{store.as_uri()}?mode=ro",))
+        except BaseException:
+            self.db.close()
+            raise
+        self.meta = meta
 
     def close(self) -> None:
         self.db.close()
 
     def info(self) -> IndexInfo:
-        meta = dict(self.db.execute("SELECT key, value FROM meta").fetchall())
         return IndexInfo(
-            files=int(meta.get("files", 0)),
-            definitions=self.db.execute("SELECT count(*) FROM defs").fetchone()[0],
+            files=int(self.meta.get("files", 0)),
+            definitions=self.db.execute(
+                "SELECT count(*) FROM s.defs d JOIN files f ON f.unit = d.unit"
+            ).fetchone()[0],
             references=0,
-            partial=meta.get("partial") == "1",
+            partial=self.meta.get("partial") == "1",
         )
 
     def definitions(self, name: str, container: str | None = None, nocase: bool = False) -> list[Definition]:
         collate = " COLLATE NOCASE" if nocase else ""
         query = (
             "SELECT d.name, d.kind, d.container, f.path, d.line, d.end_line, f.language "
-            f"FROM defs d JOIN files f ON f.id = d.file_id WHERE d.name = ?{collate}"
+            f"FROM s.defs d JOIN files f ON f.unit = d.unit WHERE d.name = ?{collate}"
         )
         args: list[str] = [name]
         if container is not None:
@@ -259,13 +221,14 @@ class SymbolIndex:
         Only files of the language families that define `name` count: a Go package named
         `retry` is not a use of a Python function `retry`."""
         where = (
-            "FROM refs r JOIN files f ON f.id = r.file_id WHERE r.name = ? AND f.family IN "
-            "(SELECT g.family FROM defs d JOIN files g ON g.id = d.file_id WHERE d.name = ?)"
+            "FROM s.refs r JOIN files f ON f.unit = r.unit "
+            "WHERE r.name_id = (SELECT id FROM s.names WHERE name = ?) AND f.family IN "
+            "(SELECT g.family FROM s.defs d JOIN files g ON g.unit = d.unit WHERE d.name = ?)"
         )
         total = self.db.execute(f"SELECT count(*) {where}", (name, name)).fetchone()[0]
         rows = self.db.execute(
-            f"SELECT r.name, f.path, r.line {where} ORDER BY f.is_test, f.path, r.line LIMIT ?",
-            (name, name, limit),
+            f"SELECT ?, f.path, r.line {where} ORDER BY f.is_test, f.path, r.line LIMIT ?",
+            (name, name, name, limit),
         ).fetchall()
         return [Reference(*row) for row in rows], total
 
@@ -273,33 +236,27 @@ class SymbolIndex:
         """Defined names containing `fragment` or sharing its first letters, for "did you mean"."""
         escaped = fragment.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
         rows = self.db.execute(
-            "SELECT DISTINCT name FROM defs WHERE name LIKE ? ESCAPE '\\' OR name LIKE ? ESCAPE '\\' LIMIT ?",
+            "SELECT DISTINCT d.name FROM s.defs d JOIN files f ON f.unit = d.unit "
+            "WHERE d.name LIKE ? ESCAPE '\\' OR d.name LIKE ? ESCAPE '\\' LIMIT ?",
             (f"%{escaped}%", f"{escaped[:2]}%", limit),
         ).fetchall()
         return [row[0] for row in rows]
 
-
-def _is_current(path: Path) -> bool:
-    try:
-        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-    except sqlite3.Error:
-        return False
-    try:
-        row = db.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()
-        return bool(row) and row[0] == SCHEMA_VERSION
-    except sqlite3.Error:
-        return False
-    finally:
-        db.close()
+    def top_level(self, path_prefix: str, kinds: tuple[str, ...]) -> list[tuple[str, str, int, int]]:
+        """(name, path, line, end_line) of the definitions outside any container under a folder."""
+        marks = ",".join("?" * len(kinds))
+        return self.db.execute(
+            "SELECT d.name, f.path, d.line, d.end_line FROM s.defs d JOIN files f ON f.unit = d.unit "
+            f"WHERE f.path LIKE ? AND d.kind IN ({marks}) AND d.container IS NULL ORDER BY f.path, d.line",
+            (path_prefix + "%", *kinds),
+        ).fetchall()
 
 
-def open_index(root: Path, settings: Settings) -> SymbolIndex:
-    """The index of the snapshot at `root`, built now if it is missing or from an older version."""
+def open_index(root: Path, settings: Settings | None = None) -> SymbolIndex:
+    """The index of the snapshot at `root` (made with the snapshot; OSError if it has none)."""
     path = index_path(root)
-    if not (path.is_file() and _is_current(path)):
-        with _build_lock:
-            if not (path.is_file() and _is_current(path)):
-                build_index(root, path, settings)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} does not exist")
     return SymbolIndex(path)
 
 
@@ -307,11 +264,11 @@ __all__ = [
     "GRAMMARS",
     "Definition",
     "IndexInfo",
+    "IndexedFile",
     "Reference",
     "SymbolIndex",
-    "build_index",
-    "build_index_quietly",
     "index_path",
     "open_index",
     "prune_indexes",
+    "write_index",
 ]

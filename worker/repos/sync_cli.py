@@ -90,7 +90,7 @@ def run_list(settings: Settings, whitelist: Whitelist, console: Console) -> int:
             row.name,
             row.branch or "(default)",
             row.sha[:7] if row.sha else "—",
-            age(now - row.created_at) if row.created_at is not None else "—",
+            time_ago(now - row.created_at) if row.created_at is not None else "—",
             human_size(row.size_bytes) if row.size_bytes is not None else "—",
             _status_text(row),
         )
@@ -107,11 +107,8 @@ def _status_text(row: RepoStatus) -> Text:
     return Text("✓ ok", style="green")
 
 
-def age(seconds: float) -> str:
-    """3 min ago, 5 h ago, 2 days ago."""
-    seconds = max(0.0, seconds)
-    if seconds < 60:
-        return "just now"
+def time_ago(seconds: float) -> str:
+    """just now, 3 min ago, 5 h ago, 2 days ago."""
     for unit, size in (("day", 86400), ("h", 3600), ("min", 60)):
         if seconds >= size:
             count = int(seconds // size)

@@ -2,6 +2,11 @@
 
 Line numbers are 1-based and count "\n" only (as ripgrep does), so a line found by search has
 the same number here. Lines are shown as `  12│ text`.
+
+A snapshot holds processed files only (worker/repos/blob_process.py): text is already redacted,
+so reading costs no redaction; a binary, oversized or withheld file is a small placeholder that
+says what it was, which is what these tools show. Names are shown without control characters
+(paths.shown_name).
 """
 
 from __future__ import annotations
@@ -12,16 +17,14 @@ from typing import Any
 
 import pathspec
 
+from worker.repos.placeholders import BINARY, OVERSIZED, PLACEHOLDER_MAX_BYTES, Placeholder, read_placeholder
 from worker.repos.snapshot import Snapshot
+from worker.repos.visible import hidden_name, secret_path, shown_name
 from worker.tools.context import ToolContext, ToolError
-from worker.tools.paths import hidden_name, human_size, not_found, resolve_path, walk
-from worker.tools.redact import finish, looks_like_key_body
+from worker.tools.paths import human_size, not_found, resolve_path, walk
+from worker.tools.redact import finish
 from worker.tools.registry import ToolResult
 
-SNIFF_BYTES = 8192  # a NUL byte in the first 8 KB makes a file binary, as git and ripgrep decide
-# Lines read around a streamed range so a private-key block that starts above the range is
-# still recognised as one (a 4096-bit RSA key is ~50 lines).
-STREAM_CONTEXT_LINES = 100
 _BINARY_KINDS = {
     ".png": "PNG image",
     ".jpg": "JPEG image",
@@ -69,20 +72,32 @@ def _split(text: str) -> list[str]:
 
 
 def cached_lines(ctx: ToolContext, repo: str, relative: str, absolute: Path) -> list[str]:
-    """A text file's lines, decoded and redacted as one text (so a key block is seen whole),
-    read from disk at most once per question. Only for files up to read_cache_max_file_bytes."""
+    """A text file's lines (redacted at rest), read from disk at most once per question.
+    Only for files up to read_cache_max_file_bytes; a placeholder has no lines."""
     lines = ctx.file_cache.get((repo, relative))
     if lines is None:
-        text = absolute.read_bytes().decode("utf-8", errors="replace")
-        lines = ctx.file_cache[(repo, relative)] = _split(ctx.redact(text))
+        data = absolute.read_bytes()
+        text = "" if data.startswith(b"\x00") else data.decode("utf-8", errors="replace")
+        lines = ctx.file_cache[(repo, relative)] = _split(text)
     return lines
 
 
-def _stream_window(ctx: ToolContext, absolute: Path, first: int, last: int) -> tuple[list[str], int]:
-    """Lines first..last of a big file (redacted, with context for key blocks) and its line count,
-    reading line by line instead of loading the file."""
-    low = max(1, first - STREAM_CONTEXT_LINES)
-    high = last + STREAM_CONTEXT_LINES
+def placeholder_of(absolute: Path, size: int | None = None) -> Placeholder | None:
+    """What a snapshot file stands for when it is a placeholder (binary, oversized, withheld)."""
+    try:
+        if (size if size is not None else absolute.stat().st_size) > PLACEHOLDER_MAX_BYTES:
+            return None
+        with open(absolute, "rb") as handle:
+            return read_placeholder(handle.read(PLACEHOLDER_MAX_BYTES))
+    except OSError:
+        return None
+
+
+def _stream_window(absolute: Path, first: int, last: int) -> tuple[list[str], int]:
+    """Lines first..last of a big file and its line count, reading line by line instead of
+    loading the file."""
+    low = max(1, first)
+    high = last
     window: list[bytes] = []
     count = 0
     with open(absolute, "rb") as handle:
@@ -98,19 +113,31 @@ def _stream_window(ctx: ToolContext, absolute: Path, first: int, last: int) -> t
             rest_ends_with_newline = chunk.endswith(b"\n")
         if rest_ends_with_newline is False:
             count += 1  # a last line without a newline
-    lines = _split(ctx.redact(b"".join(window).decode("utf-8", errors="replace")))
-    # A key block that began above the context window has no BEGIN line here.
-    lines = ["[REDACTED:private-key]" if looks_like_key_body(line) else line for line in lines]
-    return lines[first - low : last - low + 1], count
+    lines = _split(b"".join(window).decode("utf-8", errors="replace"))
+    return lines[: last - low + 1], count
 
 
-def _describe_binary(repo: str, relative: str, absolute: Path, size: int) -> tuple[str, dict[str, Any]]:
-    kind = _BINARY_KINDS.get(absolute.suffix.lower(), "binary data")
-    text = (
-        f"{repo}:{relative} is a binary file ({kind}, {human_size(size)}); its content is not shown. "
-        "Search for where it is used instead."
-    )
-    return text, {"repo": repo, "path": relative, "binary": True, "kind": kind, "size_bytes": size}
+def _describe_placeholder(
+    repo: str, relative: str, absolute: Path, held: Placeholder
+) -> tuple[str, dict[str, Any]]:
+    shown = f"{repo}:{shown_name(relative)}"
+    data: dict[str, Any] = {"repo": repo, "path": relative, "size_bytes": held.size}
+    if held.kind == BINARY:
+        kind = _BINARY_KINDS.get(absolute.suffix.lower(), "binary data")
+        text = (
+            f"{shown} is a binary file ({kind}, {human_size(held.size)}); its content is not shown. "
+            "Search for where it is used instead."
+        )
+        return text, {**data, "binary": True, "kind": kind}
+    if held.kind == OVERSIZED:
+        text = (
+            f"{shown} is too large to read ({human_size(held.size)}): its content is not kept "
+            f"({held.reason}). Search for where it is used instead."
+        )
+        return text, {**data, "oversized": True}
+    reason = held.reason or "it holds credentials"
+    text = f"{shown} is withheld: {reason}. Its content is never shown; do not guess it."
+    return text, {**data, "withheld": True, "reason": reason}
 
 
 def read_file(
@@ -151,14 +178,14 @@ def read_file(
         if not absolute.is_file():
             raise not_found(snapshot, relative, settings)
         size = absolute.stat().st_size
-        with open(absolute, "rb") as handle:
-            if b"\x00" in handle.read(SNIFF_BYTES):
-                return finish(ctx, *_describe_binary(name, relative, absolute, size))
+        held = placeholder_of(absolute, size)
+        if held is not None:
+            return finish(ctx, *_describe_placeholder(name, relative, absolute, held))
         if size > settings.read_cache_max_file_bytes:
             last = start + settings.read_max_lines - 1
             if end_line is not None:
                 last = min(last, end_line)
-            window, total = _stream_window(ctx, absolute, start, last)
+            window, total = _stream_window(absolute, start, last)
             return _render(ctx, snapshot, relative, window, start, total, end_line)
         lines = cached_lines(ctx, name, relative, absolute)
     total = len(lines)
@@ -179,7 +206,9 @@ def _render(
     name = snapshot.repo.name
     if total == 0:
         return finish(
-            ctx, f"{name}:{relative} is empty (0 lines).", {"repo": name, "path": relative, "lines": []}
+            ctx,
+            f"{name}:{shown_name(relative)} is empty (0 lines).",
+            {"repo": name, "path": relative, "lines": []},
         )
     if start > total:
         raise ToolError(
@@ -203,7 +232,7 @@ def _render(
         used += len(formatted) + 1
     last = start + len(shown) - 1
     ctx.shown.add(name, relative, range(start, last + 1))
-    header = f"{name}:{relative} lines {start}-{last} of {total}"
+    header = f"{name}:{shown_name(relative)} lines {start}-{last} of {total}"
     wanted_last = total if end_line is None else min(end_line, total)
     notices = []
     if last < wanted_last:
@@ -227,24 +256,38 @@ def _render(
     return finish(ctx, text, data)
 
 
-def _entry_line(entry: os.DirEntry[str], label: str, root: str) -> tuple[str, dict[str, Any]]:
-    """How one entry is listed; a symlink shows its target only when that stays in the repo."""
+_PLACEHOLDER_NOTE = {BINARY: "binary", OVERSIZED: "too large to read"}
+
+
+def _entry_line(
+    entry: os.DirEntry[str], label: str, root: str, ctx: ToolContext
+) -> tuple[str, dict[str, Any]] | None:
+    """How one entry is listed (None: not at all); a symlink shows its target only when that
+    stays in the repo, and is not listed when its target is a secret file."""
+    shown = shown_name(label)
     if entry.is_symlink():
         target = os.path.realpath(entry.path)
         if target == root or target.startswith(root + os.sep):
             inside = os.path.relpath(target, root).replace(os.sep, "/")
+            if inside != "." and secret_path(inside, ctx.settings) is not None:
+                return None  # the link would show a secret file's name
             inside = "/" if inside == "." else inside + ("/" if os.path.isdir(target) else "")
-            return f"{label} -> {inside}", {"path": label, "type": "link", "target": inside}
-        return f"{label} -> (outside the repo; not readable)", {"path": label, "type": "link", "target": None}
+            return f"{shown} -> {shown_name(inside)}", {"path": label, "type": "link", "target": inside}
+        return f"{shown} -> (outside the repo; not readable)", {"path": label, "type": "link", "target": None}
     if entry.is_dir(follow_symlinks=False):
         try:
             count = sum(1 for _ in os.scandir(entry.path))
         except OSError:
             count = 0
         noun = "entry" if count == 1 else "entries"
-        return f"{label}/  ({count} {noun})", {"path": label + "/", "type": "dir", "entries": count}
+        return f"{shown}/  ({count} {noun})", {"path": label + "/", "type": "dir", "entries": count}
     size = entry.stat(follow_symlinks=False).st_size
-    return f"{label}  ({human_size(size)})", {"path": label, "type": "file", "size_bytes": size}
+    held = placeholder_of(Path(entry.path), size)
+    if held is not None:
+        note = _PLACEHOLDER_NOTE.get(held.kind, "withheld: never shown")
+        data = {"path": label, "type": "file", "size_bytes": held.size, held.kind: True}
+        return f"{shown}  ({human_size(held.size)}, {note})", data
+    return f"{shown}  ({human_size(size)})", {"path": label, "type": "file", "size_bytes": size}
 
 
 def list_files(ctx: ToolContext, repo: str, path: str = "", glob: str | None = None) -> ToolResult:
@@ -269,7 +312,7 @@ def list_files(ctx: ToolContext, repo: str, path: str = "", glob: str | None = N
     if not absolute.is_dir():
         raise ToolError(f"{relative!r} is a file, not a folder; call read_file to read it")
     root = os.path.realpath(snapshot.root)
-    where = f"{name}:{relative or '.'}/"
+    where = f"{name}:{shown_name(relative) or '.'}/"
     rows: list[tuple[str, dict[str, Any]]] = []
     hidden = 0
     total = 0
@@ -288,9 +331,12 @@ def list_files(ctx: ToolContext, repo: str, path: str = "", glob: str | None = N
         for path_from_root, entry in walk(Path(root), absolute, settings, truncated):
             below = os.path.relpath(entry.path, absolute).replace(os.sep, "/")
             if spec.match_file(below):
+                line = _entry_line(entry, path_from_root, root, ctx)
+                if line is None:
+                    continue
                 total += 1
                 if len(rows) < settings.list_max_entries:
-                    rows.append(_entry_line(entry, path_from_root, root))
+                    rows.append(line)
         title = f"{where} files matching {glob!r}: {'at least ' if truncated else ''}{total}"
         if truncated:
             title += (
@@ -300,12 +346,13 @@ def list_files(ctx: ToolContext, repo: str, path: str = "", glob: str | None = N
         with os.scandir(absolute) as scan:
             entries = sorted(scan, key=lambda e: (not e.is_dir(follow_symlinks=False), e.name))
         for entry in entries:
-            if hidden_name(entry.name, settings):
+            line = None if hidden_name(entry.name, settings) else _entry_line(entry, entry.name, root, ctx)
+            if line is None:
                 hidden += 1
                 continue
             total += 1
             if len(rows) < settings.list_max_entries:
-                rows.append(_entry_line(entry, entry.name, root))
+                rows.append(line)
         title = f"{where} {total} entries"
     lines = [title, *(row for row, _ in rows)]
     if not total:
@@ -314,5 +361,10 @@ def list_files(ctx: ToolContext, repo: str, path: str = "", glob: str | None = N
         lines.append(f"[showing {len(rows)} of {total}; pass a deeper path or a glob to narrow]")
     if hidden:
         lines.append(f"[{hidden} entries not listed: .git or secret files, which are never readable]")
+    if not relative and not glob and snapshot.meta.withheld:
+        lines.append(
+            f"[{snapshot.meta.withheld} secret or credentials file(s) in this repo are withheld: "
+            "never listed, searched or read]"
+        )
     data = {"repo": name, "path": relative, "glob": glob, "total": total, "entries": [d for _, d in rows]}
     return finish(ctx, "\n".join(lines), data)

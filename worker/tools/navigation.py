@@ -1,8 +1,9 @@
 """find_definition and find_references: code navigation from the snapshot's symbol index.
 
-The index (worker/repos/symbols.py) is built by a real parser when the snapshot is made, so a call
-is a few indexed SQL lookups. Every line shown is read through the same path gate and
-redaction as read_file and recorded as shown, so the model may cite it.
+The index (worker/repos/symbols.py) maps the snapshot's paths to symbols a real parser extracted
+once per blob, so a call is a few indexed SQL lookups. Every line shown is read from the
+(redacted) snapshot through the same path gate as read_file and recorded as shown, so the model
+may cite it.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 from worker.repos.snapshot import Snapshot
 from worker.repos.symbols import TEST_PATH, Definition, Reference, SymbolIndex, open_index
+from worker.repos.visible import shown_name
 from worker.tools.context import ToolContext, ToolError
 from worker.tools.files import cached_lines
 from worker.tools.paths import resolve_path
@@ -178,7 +180,7 @@ def _render_definitions(
         cite = f"#L{d.line}-L{last}" if last > d.line else f"#L{d.line}"
         span = f"lines {d.line}-{d.end_line}" if d.end_line > d.line else f"line {d.line}"
         owner = f"{d.container}." if d.container else ""
-        block = ["", f"[{repo}:{d.path}{cite}]  {d.kind} {owner}{d.name} ({d.language}), {span}"]
+        block = ["", f"[{repo}:{shown_name(d.path)}{cite}]  {d.kind} {owner}{d.name} ({d.language}), {span}"]
         block += [
             f"{n:>{width}}│ {_cut(text[n - 1], settings.read_max_line_chars)}"
             for n in range(d.line, last + 1)
@@ -267,7 +269,7 @@ def _render_references(
         file_lines = _lines(ctx, snapshot, ref.path)
         if file_lines is None or ref.line > len(file_lines):
             continue
-        rows = [] if (repo, ref.path) == current else [f"{repo}:{ref.path}"]
+        rows = [] if (repo, ref.path) == current else [f"{repo}:{shown_name(ref.path)}"]
         rows.append(f"  {ref.line:>5}│ {_cut(file_lines[ref.line - 1], settings.search_max_line_chars)}")
         cost = sum(len(row) + 1 for row in rows)
         if records and used + cost > budget:

@@ -9,8 +9,6 @@ also covers a link into a sibling repo's snapshot — or on a `.git` or secret f
 from __future__ import annotations
 
 import difflib
-import fnmatch
-import functools
 import os
 import re
 from collections.abc import Iterator
@@ -18,35 +16,13 @@ from pathlib import Path
 
 from config.settings import Settings
 from worker.repos.snapshot import Snapshot
+from worker.repos.visible import hidden_name, is_git_dir, secret_glob, secret_path, unshown
 from worker.tools.context import ToolError
 
 _DRIVE = re.compile(r"^[A-Za-z]:")
 _NAME_MAX_BYTES = 255  # NAME_MAX of Linux file systems
 _PATH_MAX_BYTES = 3072  # well under PATH_MAX (4096) with the snapshot's own path in front
 _SEPARATORS = re.compile(r"[/\\]")  # a backslash is a separator too: "..\\x" must not pass
-
-
-@functools.lru_cache(maxsize=8)
-def _secret_matcher(globs: tuple[str, ...]) -> list[tuple[str, re.Pattern[str]]]:
-    # Case-insensitive: ".ENV" is a different file from ".env" on Linux but just as secret.
-    return [(glob, re.compile(fnmatch.translate(glob), re.IGNORECASE)) for glob in globs]
-
-
-def secret_glob(name: str, settings: Settings) -> str | None:
-    """The secret-file pattern a file or folder name matches, if any."""
-    for glob, pattern in _secret_matcher(tuple(settings.secret_file_globs)):
-        if pattern.match(name):
-            return glob
-    return None
-
-
-def is_git_dir(name: str) -> bool:
-    return name.lower() == ".git"
-
-
-def hidden_name(name: str, settings: Settings) -> bool:
-    """Never listed, searched or read: `.git` and secret files (and folders named like them)."""
-    return is_git_dir(name) or secret_glob(name, settings) is not None
 
 
 def _check_parts(parts: list[str], shown: str, settings: Settings) -> None:
@@ -61,15 +37,28 @@ def _check_parts(parts: list[str], shown: str, settings: Settings) -> None:
         glob = secret_glob(part, settings)
         if glob is not None:
             raise ToolError(f"{shown!r} is not readable: matches secret file pattern {glob!r}")
+    glob = secret_path("/".join(parts), settings)
+    if glob is not None:
+        raise ToolError(f"{shown!r} is not readable: matches secret file pattern {glob!r}")
 
 
 def resolve_path(snapshot: Snapshot, user_path: str, settings: Settings) -> tuple[Path, str]:
     """(absolute path on disk, normalised repo-relative path) for a path the model sent.
 
     The relative path is the one asked for, normalised ("./src//a.py" -> "src/a.py", the root
-    is ""), so citations use the name the model saw even when it is an in-repo symlink.
-    Raises ToolError saying what to do instead.
+    is ""), so citations use the name the model saw even when it is an in-repo symlink; a name
+    as shown_name showed it finds the file it names. Raises ToolError saying what to do instead.
     """
+    absolute, relative = _resolve_path(snapshot, user_path, settings)
+    real = unshown(user_path)
+    if real != user_path and not os.path.lexists(absolute):
+        behind, _ = _resolve_path(snapshot, real, settings)
+        if os.path.lexists(behind):
+            return behind, relative
+    return absolute, relative
+
+
+def _resolve_path(snapshot: Snapshot, user_path: str, settings: Settings) -> tuple[Path, str]:
     if "\x00" in user_path:
         raise ToolError("the path contains a NUL byte; give a plain relative path like 'src/app.py'")
     if len(user_path) > settings.path_max_chars:

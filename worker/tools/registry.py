@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import logging
 import re
 import types
 import typing
@@ -17,7 +18,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from worker.ops.logs import context_fields
 from worker.tools.context import ToolContext, ToolError
+
+log = logging.getLogger("codebot.tools")
 
 
 @dataclass
@@ -177,7 +181,8 @@ class ToolRegistry:
             if len(text) > limit:
                 text = text[: limit - 40] + " …[error message cut]"
             return ToolOutcome(name, parsed, False, text)
-        except Exception as exc:  # a bug in a tool must not crash the question
+        except Exception as exc:  # a bug of ours: logged as one, with its traceback; the question goes on
+            log.exception("tool %s crashed", name, extra=context_fields())
             return ToolOutcome(
                 name, parsed, False, f"Error: the tool failed unexpectedly ({type(exc).__name__})"
             )

@@ -1,5 +1,8 @@
 """search: the real ripgrep over the snapshots, with our limits and exclusions.
 
+Snapshots hold redacted text only (worker/repos/blob_process.py), so no pattern can match a
+secret: a search for a guess of a token finds nothing whether the guess is right or wrong.
+
 ripgrep's default regex engine runs in linear time, so no pattern can hang a worker (PCRE2,
 `-P`, is never enabled; this wheel is even built without it). Symlinks are not followed
 (no `-L`). Our exclusion globs are `--iglob`s, which ripgrep applies after every `--glob`, so
@@ -9,32 +12,25 @@ they win over whatever glob the model passes.
 from __future__ import annotations
 
 import base64
-import functools
 import json
 import os
-import re
 import select
-import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from config.settings import Settings
+from worker.repos.ripgrep import RipgrepMissing, find_ripgrep
 from worker.repos.snapshot import Snapshot
+from worker.repos.visible import shown_name
 from worker.tools.context import ToolContext, ToolError
-from worker.tools.files import cached_lines
-from worker.tools.paths import resolve_path
-from worker.tools.redact import finish, looks_like_key_body, maybe_key_fragment
+from worker.tools.redact import finish
 from worker.tools.registry import ToolResult
 
 _MATCH_PREFIX = b'{"type":"match"'  # how ripgrep starts every match line of --json output
-_CUT_SLACK_CHARS = 200  # a line is redacted this far past its cut, so a secret across it is whole
-_SPACE = re.compile(r"\s")
 _NO_MATCH_HINT = (
     "Try ignore_case=true, fewer or shorter words, an alternation like 'retry|backoff', "
     "or escape regex characters ( ) [ ] { } . * + ? | with a backslash to match them literally."
@@ -45,19 +41,12 @@ _REGEX_HINT = (
 )
 
 
-@functools.lru_cache(maxsize=1)
 def ripgrep_binary() -> str:
-    """The `rg` of the `ripgrep` wheel next to this Python, else one on PATH."""
-    beside = Path(sys.executable).parent / "rg"
-    if beside.is_file() and os.access(beside, os.X_OK):
-        return str(beside)
-    found = shutil.which("rg")
-    if found:
-        return found
-    raise ToolError(
-        "search is unavailable: the ripgrep binary (rg) is not installed on this worker "
-        "— install the 'ripgrep' Python package; meanwhile use list_files and read_file"
-    )
+    """The `rg` to run; its absence is a tool error the model can work around."""
+    try:
+        return find_ripgrep()
+    except RipgrepMissing as exc:
+        raise ToolError(str(exc)) from None
 
 
 def ripgrep_command(settings: Settings, pattern: str, glob: str | None, ignore_case: bool) -> list[str]:
@@ -109,39 +98,14 @@ def _text(value: dict[str, Any]) -> str:
     return base64.b64decode(value.get("bytes", "")).decode("utf-8", errors="replace")
 
 
-def _in_file_context(ctx: ToolContext, snapshot: Snapshot, path: str, number: int) -> str:
-    """The line as read_file shows it: redacted as part of the whole file."""
-    try:
-        absolute, relative = resolve_path(snapshot, path, ctx.settings)
-        if absolute.stat().st_size <= ctx.settings.read_cache_max_file_bytes:
-            lines = cached_lines(ctx, snapshot.repo.name, relative, absolute)
-            if 0 < number <= len(lines):
-                return lines[number - 1]
-    except (ToolError, OSError):
-        pass
-    return "[REDACTED:private-key]"  # cannot tell: assume the worst
-
-
-def _show_line(ctx: ToolContext, snapshot: Snapshot, path: str, number: int, text: str) -> str:
+def _show_line(ctx: ToolContext, text: str) -> str:
+    """A matching line as shown: the snapshot is redacted at rest, so only the cut is left to do
+    (and finish's filter runs over the whole result anyway)."""
     limit = ctx.settings.search_max_line_chars
     text = text.rstrip("\r\n")
-    if maybe_key_fragment(text):
-        # A short base64 line may be the tail of a key body, which only the whole file reveals.
-        text = _in_file_context(ctx, snapshot, path, number)
-    # Redact with some slack beyond the cut (up to the next space), so a secret straddling the
-    # cut is still whole when the detectors see it; then cut.
-    space = _SPACE.search(text, limit, limit + _CUT_SLACK_CHARS)
-    window = text[: space.start() if space else limit + _CUT_SLACK_CHARS]
-    redacted = ctx.redact(window)
-    if looks_like_key_body(redacted):
-        return "[REDACTED:private-key]"
     if len(text) > limit:
-        # A window cut inside a token may end in a piece of a secret too short to be recognised;
-        # a redaction that shortened the window would pull that piece into view: show less.
-        cut_in_token = len(window) < len(text) and not text[len(window)].isspace()
-        shrunk = max(0, len(window) - len(redacted)) if cut_in_token else 0
-        return redacted[: max(0, limit - shrunk)] + f" …[line cut: {len(text):,} chars]"
-    return redacted
+        return text[:limit] + f" …[line cut: {len(text):,} chars]"
+    return text
 
 
 def _search_repo(
@@ -209,7 +173,7 @@ def _consume(
                 data = json.loads(raw)["data"]
                 path = _text(data["path"]).removeprefix("./")
                 number = int(data["line_number"])
-                text = _show_line(ctx, snapshot, path, number, _text(data["lines"]))
+                text = _show_line(ctx, _text(data["lines"]))
                 run.shown.append(_Match(snapshot.repo.name, path, number, text))
             if run.total >= settings.search_count_limit:
                 run.hit_count_limit = True
@@ -294,7 +258,7 @@ def _body(run: _Run, budget: int) -> list[str]:
     used = 0
     current = None
     for index, match in enumerate(run.shown):
-        rows = [] if (match.repo, match.path) == current else [f"{match.repo}:{match.path}"]
+        rows = [] if (match.repo, match.path) == current else [f"{match.repo}:{shown_name(match.path)}"]
         rows.append(f"  {match.line:>5}│ {match.text}")
         cost = sum(len(row) + 1 for row in rows)
         if body and used + cost > budget:

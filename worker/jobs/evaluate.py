@@ -22,7 +22,7 @@ from rich.table import Table
 from config.errors import ConfigError
 from config.settings import Settings
 from worker.jobs.console import missing_model_message
-from worker.jobs.job import QuestionRun
+from worker.jobs.job import QuestionOutcome, QuestionRun
 from worker.jobs.question import Question, ReplyTarget, event_identity
 from worker.jobs.runtime import Runtime, build_runtime
 from worker.ops.redis_connection import connect
@@ -67,30 +67,27 @@ def load_golden(path: Path) -> list[GoldenQuestion]:
     return questions
 
 
-def score(golden: GoldenQuestion, outcome: dict[str, object], seconds: float) -> EvalRow:
-    answer = str(outcome.get("answer", ""))
-    lowered = answer.lower()
+def score(golden: GoldenQuestion, outcome: QuestionOutcome, seconds: float) -> EvalRow:
+    lowered = outcome.answer.lower()
     keywords = golden.expected_keywords
     hits = sum(1 for k in keywords if k.lower() in lowered)
     # Sources lines: "- [label](url)", or "- `label`" for a repo without a web URL
-    cited_paths = {line for line in answer.splitlines() if line.startswith(("- [", "- `"))}
+    cited_paths = {line for line in outcome.answer.splitlines() if line.startswith(("- [", "- `"))}
     files_hit = sum(
         1 for f in golden.expected_files if any(f"{f}:" in c or f"/{f}#" in c for c in cited_paths)
     )
-    verified = int(outcome.get("verified", 0) or 0)  # type: ignore[call-overload]
-    unverified = int(outcome.get("unverified", 0) or 0)  # type: ignore[call-overload]
-    total = verified + unverified
+    total = outcome.verified + outcome.unverified
     return EvalRow(
         question=golden.question,
-        status=str(outcome.get("status", "?")),
+        status=outcome.status,
         keyword_hit_rate=hits / len(keywords) if keywords else 1.0,
         expected_files_cited=files_hit / len(golden.expected_files) if golden.expected_files else 1.0,
-        verified=verified,
-        unverified=unverified,
-        verified_rate=verified / total if total else 0.0,
-        hops=int(outcome.get("hops", 0) or 0),  # type: ignore[call-overload]
-        tool_calls=int(outcome.get("tool_calls", 0) or 0),  # type: ignore[call-overload]
-        tokens=int(outcome.get("prompt_tokens", 0) or 0) + int(outcome.get("completion_tokens", 0) or 0),  # type: ignore[call-overload]
+        verified=outcome.verified,
+        unverified=outcome.unverified,
+        verified_rate=outcome.verified / total if total else 0.0,
+        hops=outcome.hops,
+        tool_calls=outcome.tool_calls,
+        tokens=outcome.prompt_tokens + outcome.completion_tokens,
         seconds=round(seconds, 2),
     )
 

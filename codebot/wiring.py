@@ -1,0 +1,32 @@
+"""The composition root: the only place that knows both the core and the chat adapters.
+
+The core (worker/, config/) never imports bot/. A worker answers on Slack and Discord because
+this module registers each platform's ReplySink factory and admin notifier in the Runtime's
+typed registries (worker.jobs.runtime.Runtime.sinks / .notifiers). To add a platform: write
+its sink and notifier in bot/ and add one line to each table below.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from bot import discord_sink, slack_sink
+from config.settings import Settings
+from worker.jobs import runtime as runtime_module
+from worker.jobs.question import Platform
+from worker.jobs.runtime import Runtime
+from worker.jobs.sink import Notifier, SinkFactory
+
+SINKS: Mapping[Platform, SinkFactory] = {
+    "slack": slack_sink.SlackSink,
+    "discord": discord_sink.DiscordSink,
+}
+NOTIFIERS: Mapping[Platform, Notifier] = {
+    "slack": slack_sink.notify_admin,
+    "discord": discord_sink.notify_admin,
+}
+
+
+def build_runtime(settings: Settings) -> Runtime:
+    """A Runtime that can answer on every platform: what `codebot worker` runs jobs with."""
+    return runtime_module.build_runtime(settings, sinks=SINKS, notifiers=NOTIFIERS)

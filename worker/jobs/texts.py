@@ -1,0 +1,31 @@
+"""What the core itself says to people: admin reports, `/codebot status`, repo listings.
+
+The core (worker/, config/) never imports bot/, so the texts it composes live here; the chat
+texts of the adapters are in bot/texts.py. Both are Markdown, converted by each adapter.
+"""
+
+NO_REPOS_HERE = "No repository is available in this channel."
+REPOS_HEADER = "Repos you can ask about here:"
+REPO_LINE = "• `{name}`{description} — {state}"
+REPO_STATE = "commit `{sha}` ({committed} old, refreshed {refreshed} ago)"
+REPO_NOT_SYNCED = "not synced yet"
+REFRESH_REPORT = "Refresh finished on worker host `{host}` in {seconds} s:\n{lines}"
+REFRESH_LINE_OK = "• `{name}`: at commit `{sha}` ({change})"
+REFRESH_CHANGED = "new commit"
+REFRESH_UNCHANGED = "already up to date"
+REFRESH_LINE_FAILED = "• `{name}`: failed: {error} (still serving {sha})"
+REFRESH_JOB_FAILED = (
+    "The refresh of {names} did not finish: the worker stopped or timed out. Reference: `{ref}`"
+)
+STATUS_TITLE = "**codebot status**"
+STATUS_QUEUE = "• Queue: {questions} question(s) waiting, {admin} admin job(s)"
+STATUS_WORKERS = "• Workers alive: {count}"
+STATUS_WORKER_LINE = "  ◦ `{name}` on `{host}`: {state}"
+STATUS_FAILED = "• Failed questions in the last hour: {count}"
+STATUS_FAILED_REFS = "  ◦ references: {refs}"
+STATUS_REPOS = "• Last refresh per repo:"
+STATUS_REPO_LINE = "  ◦ `{name}`: {detail}"
+STATUS_REPO_REFRESHED = "commit `{sha}`, refreshed {age} ago on `{host}`"
+STATUS_REPO_LOCAL = "commit `{sha}` on this machine, snapshot {age} old"
+STATUS_REPO_NEVER = "never refreshed"
+STATUS_REPO_ERROR = "; last error: {error}"

@@ -1,0 +1,312 @@
+"""The host-wide processed blob store: every git blob processed once, shared by all snapshots.
+
+Layout under `<data_dir>/blobs/`:
+
+    store.lock               flock: a snapshot build holds it shared, blob GC exclusive
+    g<generation>/objects/<aa>/<sha>   a processed blob (worker/repos/blob_process.py), read-only
+    g<generation>/store.sqlite         what each blob is, and its symbols (below)
+
+A blob is keyed by its git SHA, so a file that did not change between two commits, or that two
+repos share, is processed once. Snapshots are hardlinks to the objects, so a snapshot costs
+directory entries, not copies, and an object's link count says how many snapshots use it:
+when it falls to 1 (the store's own link), no snapshot does and blob GC deletes it.
+
+The generation is a fingerprint of everything that decides what processing produces (the
+redaction rules, detect-secrets' and the parsers' versions, our format): a codebot upgrade that
+changes any of them starts a new generation, so every blob is processed again with the new
+rules, and the old generation is deleted once no snapshot links into it.
+
+store.sqlite (WAL; written by builds, read by questions):
+
+    blobs(sha, kind, reason, lines)             one row per processed blob
+    units(id, blob, grammar, language, family, status)
+                                                one blob parsed with one grammar (symbols)
+    defs(unit, name, kind, container, line, end_line)
+    names(id, name); refs(name_id, unit, line)  every identifier use, by interned name
+
+A snapshot's own index (worker/repos/symbols.py) maps its paths to units, so a refresh after a
+two-file commit parses two files and reuses every other file's rows.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import functools
+import hashlib
+import importlib.metadata
+import logging
+import os
+import shutil
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from worker.repos.blob_worker import object_path, store_object
+from worker.repos.redaction import get_redactor
+
+log = logging.getLogger(__name__)
+
+STORE_FORMAT = "1"  # bump when processing changes in a way the fingerprint below cannot see
+BLOBS_FOLDER = "blobs"
+_PACKAGES = ("detect-secrets", "google-re2", "tree-sitter", "tree-sitter-python", "tree-sitter-javascript",
+             "tree-sitter-typescript", "tree-sitter-go")  # fmt: skip
+_BATCH = 500
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS blobs (sha TEXT PRIMARY KEY, kind TEXT NOT NULL, reason TEXT,
+                                  lines INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS units (id INTEGER PRIMARY KEY AUTOINCREMENT, blob TEXT NOT NULL,
+                                  grammar TEXT NOT NULL, language TEXT NOT NULL, family TEXT NOT NULL,
+                                  status TEXT NOT NULL, UNIQUE (blob, grammar));
+CREATE TABLE IF NOT EXISTS defs (unit INTEGER NOT NULL, name TEXT NOT NULL, kind TEXT NOT NULL,
+                                 container TEXT, line INTEGER NOT NULL, end_line INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS defs_by_name ON defs (name);
+CREATE INDEX IF NOT EXISTS defs_by_name_nocase ON defs (name COLLATE NOCASE);
+CREATE INDEX IF NOT EXISTS defs_by_unit ON defs (unit);
+CREATE TABLE IF NOT EXISTS names (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);
+CREATE TABLE IF NOT EXISTS refs (name_id INTEGER NOT NULL, unit INTEGER NOT NULL, line INTEGER NOT NULL,
+                                 PRIMARY KEY (name_id, unit, line)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+
+
+@functools.cache
+def generation() -> str:
+    """The fingerprint of what processing produces; a new one means every blob is processed anew."""
+    digest = hashlib.sha256(STORE_FORMAT.encode())
+    for rule in get_redactor().rules:
+        digest.update(f"{rule.kind}\0{rule.pattern}\0{rule.keywords}\0{rule.check}\n".encode())
+    for package in _PACKAGES:
+        try:
+            digest.update(f"{package}={importlib.metadata.version(package)}\n".encode())
+        except importlib.metadata.PackageNotFoundError:
+            digest.update(f"{package}=?\n".encode())
+    return digest.hexdigest()[:12]
+
+
+@dataclass(frozen=True)
+class BlobInfo:
+    kind: str  # text, binary or withheld
+    reason: str | None
+    lines: int
+
+
+class BlobStore:
+    """One host's store, at `<data_dir>/blobs`."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.root = data_dir / BLOBS_FOLDER
+        self.generation = generation()
+        self.folder = self.root / f"g{self.generation}"
+        self.objects = self.folder / "objects"
+        self.db_path = self.folder / "store.sqlite"
+        self.lock_path = self.root / "store.lock"
+        self._names: dict[str, int] = {}
+
+    def object_path(self, sha: str) -> Path:
+        return object_path(self.objects, sha)
+
+    # --- locking ---------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def in_use(self) -> Iterator[None]:
+        """Hold the store shared while building a snapshot: blob GC waits for it to end."""
+        self.objects.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+            yield
+        finally:
+            os.close(fd)
+
+    # --- the database ----------------------------------------------------------------------
+
+    def connect(self) -> sqlite3.Connection:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        db = sqlite3.connect(self.db_path, timeout=120, isolation_level=None)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        db.executescript(_SCHEMA)
+        return db
+
+    def known(self, db: sqlite3.Connection, shas: Iterable[str]) -> dict[str, BlobInfo]:
+        """The blobs among `shas` already processed (and still on disk)."""
+        found: dict[str, BlobInfo] = {}
+        for chunk in _chunks(list(shas), _BATCH):
+            rows = db.execute(
+                f"SELECT sha, kind, reason, lines FROM blobs WHERE sha IN ({','.join('?' * len(chunk))})",
+                chunk,
+            ).fetchall()
+            for sha, kind, reason, lines in rows:
+                if self.object_path(sha).is_file():
+                    found[sha] = BlobInfo(kind, reason, lines)
+        return found
+
+    def units(self, db: sqlite3.Connection, pairs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], int]:
+        """Unit ids of the (blob, grammar) pairs already parsed."""
+        wanted = set(pairs)
+        found: dict[tuple[str, str], int] = {}
+        for chunk in _chunks(sorted({blob for blob, _ in wanted}), _BATCH):
+            rows = db.execute(
+                f"SELECT blob, grammar, id FROM units WHERE blob IN ({','.join('?' * len(chunk))})", chunk
+            ).fetchall()
+            found.update({(b, g): i for b, g, i in rows if (b, g) in wanted})
+        return found
+
+    def record_stored(
+        self, db: sqlite3.Connection, sha: str, kind: str, reason: str | None, lines: int
+    ) -> None:
+        db.execute("INSERT OR REPLACE INTO blobs VALUES (?, ?, ?, ?)", (sha, kind, reason, lines))
+
+    def withhold(self, db: sqlite3.Connection, sha: str, size: int, reason: str) -> None:
+        """Record a blob that could not be processed: a placeholder, never its content."""
+        from worker.repos.placeholders import WITHHELD, placeholder
+
+        store_object(self.objects, sha, placeholder(WITHHELD, size, reason))
+        self.record_stored(db, sha, WITHHELD, reason, 0)
+
+    def record_parsed(self, db: sqlite3.Connection, sha: str, units: dict[str, Any]) -> None:
+        for grammar, (language, family, definitions, references) in units.items():
+            db.execute("DELETE FROM units WHERE blob = ? AND grammar = ?", (sha, grammar))
+            unit = db.execute(
+                "INSERT INTO units (blob, grammar, language, family, status) VALUES (?, ?, ?, ?, 'ok')",
+                (sha, grammar, language, family),
+            ).lastrowid
+            db.executemany(
+                "INSERT INTO defs VALUES (?, ?, ?, ?, ?, ?)",
+                [
+                    (unit, name, kind, container, line, end)
+                    for name, kind, container, line, end in definitions
+                ],
+            )
+            ids = self._name_ids(db, {name for name, _ in references})
+            db.executemany(
+                "INSERT OR IGNORE INTO refs VALUES (?, ?, ?)",
+                [(ids[name], unit, line) for name, line in references],
+            )
+
+    def record_unparsed(self, db: sqlite3.Connection, sha: str, grammars: Iterable[str], reason: str) -> None:
+        """Grammars that failed on a blob: no symbols, and no second try in this generation."""
+        from worker.repos.symbol_grammars import GRAMMARS
+
+        for grammar in grammars:
+            db.execute(
+                "INSERT OR IGNORE INTO units (blob, grammar, language, family, status) VALUES (?, ?, ?, ?, ?)",
+                (sha, grammar, GRAMMARS[grammar].name, GRAMMARS[grammar].family, reason),
+            )
+
+    def _name_ids(self, db: sqlite3.Connection, names: set[str]) -> dict[str, int]:
+        missing = [name for name in names if name not in self._names]
+        if missing:
+            db.executemany("INSERT OR IGNORE INTO names (name) VALUES (?)", [(n,) for n in missing])
+            for chunk in _chunks(missing, _BATCH):
+                rows = db.execute(
+                    f"SELECT name, id FROM names WHERE name IN ({','.join('?' * len(chunk))})", chunk
+                ).fetchall()
+                self._names.update(rows)
+        return {name: self._names[name] for name in names}
+
+    # --- garbage collection ----------------------------------------------------------------
+
+    def collect(self) -> int:
+        """Delete the objects no snapshot links to any more (and their rows); how many.
+
+        Runs only when no build holds the store (else it skips: the next GC will do it), so an
+        object a build is about to link is never deleted under it. Old generations go whole once
+        none of their objects is linked."""
+        if not self.root.is_dir():
+            return 0
+        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return 0
+            removed = 0
+            for folder in sorted(self.root.glob("g*")):
+                unused = _unlinked_objects(folder / "objects")
+                if folder != self.folder and not _any_linked(folder / "objects"):
+                    shutil.rmtree(folder, ignore_errors=True)
+                    removed += len(unused)
+                    continue
+                if unused:
+                    self._forget(folder / "store.sqlite", unused)
+                    for path in unused.values():
+                        path.unlink(missing_ok=True)
+                    removed += len(unused)
+            return removed
+        finally:
+            os.close(fd)
+
+    @staticmethod
+    def _forget(db_path: Path, unused: dict[str, Path]) -> None:
+        db = sqlite3.connect(db_path, timeout=120, isolation_level=None)
+        try:
+            db.executescript(_SCHEMA)
+            db.execute("BEGIN IMMEDIATE")
+            units = 0
+            for chunk in _chunks(list(unused), _BATCH):
+                marks = ",".join("?" * len(chunk))
+                db.execute(f"DELETE FROM blobs WHERE sha IN ({marks})", chunk)
+                db.execute(
+                    f"DELETE FROM defs WHERE unit IN (SELECT id FROM units WHERE blob IN ({marks}))", chunk
+                )
+                units += db.execute(f"DELETE FROM units WHERE blob IN ({marks})", chunk).rowcount
+            db.execute("COMMIT")
+            _compact_refs(db, units)
+        finally:
+            db.close()
+
+
+def _compact_refs(db: sqlite3.Connection, deleted_units: int) -> None:
+    """Drop the reference rows of deleted units, once they are a good share of the table.
+
+    Rows of a deleted unit are never read (every query joins through a live snapshot's units),
+    so they may wait; deleting them needs a full scan, worth it only now and then."""
+    stale = int((db.execute("SELECT value FROM meta WHERE key = 'deleted_units'").fetchone() or ("0",))[0])
+    live = db.execute("SELECT count(*) FROM units").fetchone()[0]
+    stale += deleted_units
+    if stale * 4 < live:
+        db.execute("INSERT OR REPLACE INTO meta VALUES ('deleted_units', ?)", (str(stale),))
+        return
+    started = time.monotonic()
+    db.execute("DELETE FROM refs WHERE unit NOT IN (SELECT id FROM units)")
+    db.execute("INSERT OR REPLACE INTO meta VALUES ('deleted_units', '0')")
+    log.info("compacted the symbol store in %.1f s", time.monotonic() - started)
+
+
+def _unlinked_objects(objects: Path) -> dict[str, Path]:
+    """Objects only the store links to (link count 1): no snapshot uses them."""
+    unused: dict[str, Path] = {}
+    if not objects.is_dir():
+        return unused
+    for folder in objects.iterdir():
+        with contextlib.suppress(OSError):
+            for entry in os.scandir(folder):
+                if entry.name.startswith("."):
+                    # A write that died half-way (its tmp file): nobody links it.
+                    if entry.stat(follow_symlinks=False).st_mtime < time.time() - 3600:
+                        os.unlink(entry.path)
+                    continue
+                if entry.stat(follow_symlinks=False).st_nlink <= 1:
+                    unused[entry.name] = Path(entry.path)
+    return unused
+
+
+def _any_linked(objects: Path) -> bool:
+    if not objects.is_dir():
+        return False
+    for folder in objects.iterdir():
+        with contextlib.suppress(OSError):
+            for entry in os.scandir(folder):
+                if entry.stat(follow_symlinks=False).st_nlink > 1:
+                    return True
+    return False
+
+
+def _chunks(items: list[Any], size: int) -> Iterator[list[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]

@@ -1,0 +1,417 @@
+"""Secret redaction: one linear-time engine for stored files and for everything shown.
+
+It lives with the repos (the lowest layer that needs it: blobs are redacted when a snapshot is
+made); worker/tools/redact.py applies it to every tool result.
+
+Every file of a snapshot is redacted once, at rest, when its git blob is processed
+(worker/repos/blob_worker.py): the tools then read redacted text only, so `search` cannot match
+a secret and `read_file` pays nothing per call. The same engine is also the last step of every
+tool result (`finish`), and redacts questions, thread history, progress lines and answers:
+defence in depth, cheap enough to run on everything.
+
+`Redactor.redact(text)` is the entry point for arbitrary text (history tools, logs, anything
+new): it returns the text with each secret replaced by `[REDACTED:<kind>]` and never changes
+the number of lines, so a file can be redacted whole and still be sliced by line number.
+
+**Linear time.** Every rule is an RE2 regex (worker/repos/secret_rules.py), and RE2 runs in
+time linear in its input whatever the pattern and the text. One RE2 set of the rules' literal
+keywords finds which rules can match at all (a set of literals compiles to a small automaton),
+then only those rules run, once each, over the whole text; private-key blocks are found by one
+pass over the BEGIN/END markers. Around that, the Python code touches each span a constant
+number of times. So the cost of a text is O(length × rules that can match), with no input able
+to make it quadratic: a 300 kB line of `eyJeyJeyJ…` takes milliseconds.
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import re2
+
+from worker.repos.secret_rules import OWN_RULES, Rule
+
+PRIVATE_KEY_MARKER = b"[REDACTED:private-key]"
+_MARKER_PREFIX = b"[REDACTED:"
+# A key block is a few KB at most: a BEGIN with no END within this many lines is redacted up to
+# the first line that does not look like key material.
+_MAX_KEY_LINES = 200
+_BEGIN = rb"(?i)-----BEGIN[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----"
+_END = rb"(?i)-----END[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----"
+# A line of a key body in any quoting: `MIIEow…`, `b"MIIE…"`, `'MIIE…' +`, `"MIIE…\n",`.
+_KEY_BODY_LINE = rb"""^\s*(?:[bBrRuU]{0,2}["'`])?[A-Za-z0-9+/=]{8,}(?:\\n)?["'`]?\s*[,;+)\\]?\s*$"""
+_KEY_HEADER_LINE = rb"^\s*[\"']?[A-Za-z-]+: \S"  # "Proc-Type: 4,ENCRYPTED" inside a block
+_PUTTY = rb"(?m)^Private-Lines: *\d+"
+_TOKEN_TAIL = rb"[A-Za-z0-9_+/=-]*"  # a match glued to more token characters is one token
+
+# detect-secrets plugins that are not regex rules, or flag too much ordinary code to redact.
+_SKIPPED_PLUGINS = {"Base64HighEntropyString", "HexHighEntropyString", "KeywordDetector", "IPPublicDetector"}
+# Look-arounds (RE2 has none) without nested groups, as detect-secrets writes them: removing
+# one only widens what its rule matches.
+_LOOKAROUND = re.compile(r"\(\?<?[=!][^()]*\)")
+# The literals every match of a detect-secrets plugin contains (lower case); absent: always run.
+_PLUGIN_KEYWORDS: dict[str, tuple[str, ...]] = {
+    "AWSKeyDetector": ("akia", "abia", "acca", "asia", "a3t", "aws"),
+    "AzureStorageKeyDetector": ("accountkey=",),
+    "BasicAuthDetector": ("://",),
+    "CloudantDetector": ("cl",),
+    "GitHubTokenDetector": ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
+    "GitLabTokenDetector": ("gl", "gr1348941"),
+    "IbmCloudIamDetector": ("key", "pwd", "pass", "token"),
+    "IbmCosHmacDetector": ("secret",),
+    "JwtTokenDetector": ("eyj",),
+    "MailchimpDetector": ("-us",),
+    "NpmDetector": ("_authtoken",),
+    "OpenAIDetector": ("t3blbkfj",),
+    "PrivateKeyDetector": ("private key", "putty-user-key-file"),
+    "PypiTokenDetector": ("pypi-age",),
+    "SendGridDetector": ("sg.",),
+    "SlackDetector": ("xox", "hooks.slack.com"),
+    "SoftlayerDetector": ("softlayer", "sl"),
+    "SquareOAuthDetector": ("sq0csp-",),
+    "StripeDetector": ("k_live_",),
+    "TelegramBotTokenDetector": (":",),
+}
+_PLUGIN_KIND = {"PrivateKeyDetector": "private-key"}
+# Markers of rules that find secrets by where they stand (a key name, a URL), not by their shape:
+# when a shaped rule finds the same secret, its kind is the one shown.
+_GENERIC_MARKERS = {
+    f"[REDACTED:{kind}]".encode()
+    for kind in (
+        "secret-assignment",
+        "url-secret",
+        "authorization",
+        "curl-credentials",
+        "basic-auth-credentials",
+        "ibm-cloud-iam-key",
+        "ibm-cos-hmac-credentials",
+        "softlayer-credentials",
+        "cloudant-credentials",
+    )
+}
+_PLACEHOLDER = re.compile(
+    rb"""^(?:|none|null|nil|true|false|undefined|yes|no|on|off|\*+|x+|\.+|-+|<[^>]*>|%s|%\w|\$\w+|\$\{.*\}|
+    \{\{.*\}\}|\{[\w.]*\}|\[REDACTED:.*)$""",
+    re.IGNORECASE | re.VERBOSE,
+)
+_TEMPLATE = re.compile(rb"\$\{|\{\{|\}\}|%\(|#\{|\$\(")
+_DOTTED_NAME = re.compile(rb"^[A-Za-z_$][A-Za-z0-9_$]*(?:(?:\.|->|::)[A-Za-z_$][A-Za-z0-9_$]*)+$")
+_NAME = re.compile(rb"^[A-Za-z_$][A-Za-z0-9_$]*$")
+_NAME_OF_A_SECRET = re.compile(rb"(?i)pass|pwd|secret|token|key|cred|auth")
+_TYPE_NAMES = {
+    b"str",
+    b"string",
+    b"bytes",
+    b"int",
+    b"integer",
+    b"number",
+    b"bool",
+    b"boolean",
+    b"any",
+    b"object",
+    b"optional",
+    b"required",
+    b"text",
+    b"secretstr",
+    b"secretbytes",
+}
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+
+
+def _quoted_value_is_secret(value: bytes) -> bool:
+    stripped = value.strip()
+    return bool(stripped) and not _PLACEHOLDER.match(stripped) and not _TEMPLATE.search(stripped)
+
+
+def _unquoted_value_is_secret(value: bytes) -> bool:
+    """Is an unquoted value of a secret-named key a secret, or code (`request.token`, `get()`)?"""
+    if not _quoted_value_is_secret(value) or value[:1] in b"$%{<([@&*#\\|>!":
+        return False
+    if any(c in value for c in b"([{"):
+        return False  # a call, a subscript, a literal: code
+    if _DOTTED_NAME.match(value):
+        return False  # settings.DB_PASSWORD, this.token, os.environ
+    return not (_NAME.match(value) and (_NAME_OF_A_SECRET.search(value) or value.lower() in _TYPE_NAMES))
+
+
+VALUE_CHECKS: dict[str, Callable[[bytes], bool]] = {
+    "quoted": _quoted_value_is_secret,
+    "unquoted": _unquoted_value_is_secret,
+}
+
+
+@dataclass(frozen=True)
+class _Compiled:
+    kind: bytes  # the marker to write
+    regex: Any  # re2._Regexp
+    keywords: tuple[str, ...]
+    check: Callable[[bytes], bool] | None
+
+
+def _options() -> Any:
+    options = re2.Options()
+    options.log_errors = False  # a rule that does not compile is reported by us, not on stderr
+    options.max_mem = 64 << 20  # room for the DFA of the longest rules before RE2 uses its NFA
+    return options
+
+
+def _compile(pattern: str) -> Any:
+    return re2.compile("(?m)" + pattern, options=_options())
+
+
+def plugin_rules() -> tuple[list[Rule], list[str]]:
+    """detect-secrets' regex plugins as RE2 rules, and the patterns RE2 could not take."""
+    from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+    from detect_secrets.plugins.base import RegexBasedDetector
+
+    rules: list[Rule] = []
+    refused: list[str] = []
+    plugin_class: Any
+    for plugin_class in get_mapping_from_secret_type_to_class().values():
+        name = plugin_class.__name__
+        if name in _SKIPPED_PLUGINS or not issubclass(plugin_class, RegexBasedDetector):
+            continue
+        plugin = plugin_class()
+        kind = _PLUGIN_KIND.get(name) or _slug(str(plugin.secret_type))
+        for regex in plugin.denylist:
+            pattern = _LOOKAROUND.sub("", regex.pattern)
+            pattern = re.sub(r"\{(\d+),(\d{4,})\}", lambda m: "{" + m.group(1) + ",1000}", pattern)
+            flags = ("i" if regex.flags & re.IGNORECASE else "") + ("s" if regex.flags & re.DOTALL else "")
+            pattern = f"(?{flags}){pattern}" if flags else pattern
+            try:
+                _compile(pattern)
+            except re2.error:
+                refused.append(f"{name}: {regex.pattern[:80]}")
+                continue
+            rules.append(Rule(kind, pattern, _PLUGIN_KEYWORDS.get(name, ())))
+    return rules, refused
+
+
+@dataclass
+class Redaction:
+    """A redacted text and what was found in it."""
+
+    data: bytes
+    lines: int  # lines of the text (a last line without "\n" counts)
+    secret_lines: int  # lines holding at least one redaction
+    kinds: dict[str, int] = field(default_factory=dict)  # kind -> spans redacted
+
+
+class Redactor:
+    """Replaces secrets with `[REDACTED:<kind>]`; build once per process (see get_redactor)."""
+
+    def __init__(self, rules: tuple[Rule, ...] | None = None) -> None:
+        if rules is None:
+            extra, _refused = plugin_rules()
+            rules = (*OWN_RULES, *extra)
+        self.rules = rules
+        self._compiled = [
+            _Compiled(
+                f"[REDACTED:{rule.kind}]".encode(),
+                _compile(rule.pattern),
+                rule.keywords,
+                VALUE_CHECKS[rule.check] if rule.check else None,
+            )
+            for rule in rules
+        ]
+        keywords = sorted({k for rule in rules for k in rule.keywords} | {"private key", "private-lines"})
+        self._keywords = keywords
+        options = _options()
+        options.case_sensitive = False
+        self._keyword_set = re2.Set.SearchSet(options)
+        for keyword in keywords:
+            self._keyword_set.Add(re2.escape(keyword))
+        self._keyword_set.Compile()
+        self._begin = re2.compile(_BEGIN, options=_options())
+        self._end = re2.compile(_END, options=_options())
+        self._putty = re2.compile(_PUTTY, options=_options())
+        self._tail = re2.compile(_TOKEN_TAIL, options=_options())
+        self._key_body_line = re2.compile(_KEY_BODY_LINE, options=_options())
+        self._key_header_line = re2.compile(_KEY_HEADER_LINE, options=_options())
+
+    # --- public API ------------------------------------------------------------------------
+
+    def redact(self, text: str) -> str:
+        """`text` with every secret replaced; the same number of lines."""
+        if not text:
+            return text
+        data = text.encode("utf-8", "surrogatepass")
+        redacted = self.redact_bytes(data).data
+        if redacted is data:
+            return text
+        try:
+            return redacted.decode("utf-8", "surrogatepass")
+        except UnicodeDecodeError:  # a span cut through a lone surrogate's bytes
+            return redacted.decode("utf-8", "replace")
+
+    def redact_bytes(self, data: bytes) -> Redaction:
+        """Redact UTF-8 text given as bytes; returns the result and what was found."""
+        present = {self._keywords[i] for i in (self._keyword_set.Match(data) or ())}
+        spans: list[tuple[int, int, bytes]] = []
+        if "private key" in present:
+            spans += self._key_blocks(data)
+        if "private-lines" in present:
+            spans += self._putty_blocks(data)
+        for rule in self._compiled:
+            if rule.keywords and not any(k in present for k in rule.keywords):
+                continue
+            spans += self._matches(rule, data)
+        lines = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+        if not spans:
+            return Redaction(data, lines, 0)
+        return self._apply(data, spans, lines)
+
+    # --- finding ---------------------------------------------------------------------------
+
+    def _matches(self, rule: _Compiled, data: bytes) -> list[tuple[int, int, bytes]]:
+        found = []
+        for match in rule.regex.finditer(data):
+            groups = [g for g in range(1, rule.regex.groups + 1) if match.start(g) >= 0]
+            best = max(groups, key=lambda g: match.end(g) - match.start(g), default=0)
+            if best and match.start(best) == match.start():
+                best = 0  # a group at the very start is a type prefix ("ghp"), not the value
+            start, end = match.span(best)
+            if rule.check is not None:
+                value = data[start:end]
+                trimmed = value.rstrip(b",;")  # code punctuation after an unquoted value
+                if not rule.check(trimmed):
+                    continue
+                end = start + len(trimmed)
+            if end > start:
+                found.append((start, end, rule.kind))
+        return found
+
+    def _key_blocks(self, data: bytes) -> list[tuple[int, int, bytes]]:
+        """Spans (one per line) of each private-key block: BEGIN, body lines in any quoting, END."""
+        end_spans = {m.start(): m.end() for m in self._end.finditer(data)}
+        ends = sorted(end_spans)
+        line_starts = _LineIndex(data)
+        spans: list[tuple[int, int, bytes]] = []
+        covered = -1
+        for begin in self._begin.finditer(data):
+            start = begin.start()
+            if start < covered:
+                continue
+            first_line = line_starts.line_of(start)
+            at = bisect.bisect_left(ends, begin.end())
+            end_pos = ends[at] if at < len(ends) else None
+            if end_pos is not None and line_starts.line_of(end_pos) - first_line <= _MAX_KEY_LINES:
+                stop = end_spans[end_pos]
+            else:
+                stop = self._open_block_end(data, line_starts, first_line)
+            spans += line_starts.per_line(start, stop, PRIVATE_KEY_MARKER)
+            covered = stop
+        return spans
+
+    def _open_block_end(self, data: bytes, lines: _LineIndex, first: int) -> int:
+        """Where a BEGIN without its END stops: the last following line that looks like key material."""
+        stop = lines.end_of(first)
+        for number in range(first + 1, min(first + 1 + _MAX_KEY_LINES, lines.count)):
+            line = data[lines.start_of(number) : lines.end_of(number)]
+            if not line.strip():
+                continue
+            if not (self._key_body_line.match(line) or self._key_header_line.match(line)):
+                break
+            stop = lines.end_of(number)
+        return stop
+
+    def _putty_blocks(self, data: bytes) -> list[tuple[int, int, bytes]]:
+        """A PuTTY key file's private lines: `Private-Lines: N` and the N lines after it."""
+        spans: list[tuple[int, int, bytes]] = []
+        lines = _LineIndex(data)
+        for match in self._putty.finditer(data):
+            count = int(match.group(0).rsplit(b":", 1)[1])
+            first = lines.line_of(match.start()) + 1
+            last = min(first + min(count, _MAX_KEY_LINES), lines.count) - 1
+            if last >= first:
+                spans += lines.per_line(lines.start_of(first), lines.end_of(last), PRIVATE_KEY_MARKER)
+        return spans
+
+    # --- replacing -------------------------------------------------------------------------
+
+    def _token_end(self, data: bytes, end: int) -> int:
+        tail = self._tail.match(data, end)
+        return tail.end() if tail else end
+
+    def _apply(self, data: bytes, spans: list[tuple[int, int, bytes]], lines: int) -> Redaction:
+        """Replace the spans (merged, each extended over the token it is glued to, split at line
+        breaks so no line disappears) with their markers."""
+        spans.sort()
+        merged: list[list[Any]] = []
+        for start, end, kind in spans:
+            if merged and start >= merged[-1][1]:
+                # Extend the previous span over its token; a span inside that token joins it.
+                merged[-1][1] = self._token_end(data, merged[-1][1])
+            if merged and start < merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], end)
+                if merged[-1][2] in _GENERIC_MARKERS and kind not in _GENERIC_MARKERS:
+                    merged[-1][2] = kind  # "github-token" says more than "secret-assignment"
+                continue
+            merged.append([start, end, kind])
+        if merged:
+            merged[-1][1] = self._token_end(data, merged[-1][1])
+        pieces: list[bytes] = []
+        kinds: dict[str, int] = {}
+        secret_lines: set[int] = set()
+        index = _LineIndex(data)
+        last = 0
+        for start, end, kind in merged:
+            pieces.append(data[last:start])
+            chunk = data[start:end]
+            # A span never swallows a line break: each line of it gets its own marker.
+            pieces.append(b"\n".join(kind if part else b"" for part in chunk.split(b"\n")))
+            last = end
+            name = kind[len(_MARKER_PREFIX) : -1].decode()
+            kinds[name] = kinds.get(name, 0) + 1
+            secret_lines.update(range(index.line_of(start), index.line_of(max(start, end - 1)) + 1))
+        pieces.append(data[last:])
+        return Redaction(b"".join(pieces), lines, len(secret_lines), kinds)
+
+
+class _LineIndex:
+    """Line numbers (0-based) of offsets in a text, by binary search over its line starts."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.starts = [0]
+        at = data.find(b"\n")
+        while at != -1:
+            self.starts.append(at + 1)
+            at = data.find(b"\n", at + 1)
+        self.count = len(self.starts)
+
+    def line_of(self, offset: int) -> int:
+        return bisect.bisect_right(self.starts, offset) - 1
+
+    def start_of(self, line: int) -> int:
+        return self.starts[line]
+
+    def end_of(self, line: int) -> int:
+        """The offset of the line's "\n" (or the text's end)."""
+        return self.starts[line + 1] - 1 if line + 1 < self.count else len(self.data)
+
+    def per_line(self, start: int, stop: int, marker: bytes) -> list[tuple[int, int, bytes]]:
+        """The span [start, stop) cut at line breaks, leading indentation of each line kept."""
+        spans = []
+        for line in range(self.line_of(start), self.line_of(max(start, stop - 1)) + 1):
+            begin = max(start, self.start_of(line))
+            end = min(stop, self.end_of(line))
+            if begin == self.start_of(line):
+                content = self.data[begin:end]
+                begin += len(content) - len(content.lstrip())
+            if end > begin:
+                spans.append((begin, end, marker))
+        return spans
+
+
+@functools.lru_cache(maxsize=1)
+def get_redactor() -> Redactor:
+    """The process-wide Redactor: compiling the rules costs more than most redactions."""
+    return Redactor()
