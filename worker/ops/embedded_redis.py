@@ -333,3 +333,14 @@ class HealingConnection(UnixDomainSocketConnection):
         except (FileNotFoundError, ConnectionRefusedError):
             heal(self.server)
             return super()._connect()  # type: ignore[misc]
+
+    def connect_check_health(self, *args: Any, **kwargs: Any) -> Any:
+        """A server killed a moment ago may still hold its socket while the kernel tears it
+        down: the connection is accepted, then reset during the handshake. Once more, then: by
+        now the socket refuses, and _connect heals."""
+        try:
+            return super().connect_check_health(*args, **kwargs)  # type: ignore[misc]
+        except redis.ConnectionError as exc:
+            if not isinstance(exc.__context__, ConnectionResetError):
+                raise
+        return super().connect_check_health(*args, **kwargs)  # type: ignore[misc]

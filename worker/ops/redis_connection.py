@@ -251,4 +251,3 @@ def stop_embedded_server(settings: Settings) -> bool:
 
 def server_pid(settings: Settings) -> int | None:
     return embedded(settings).pid()
-
