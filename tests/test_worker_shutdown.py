@@ -43,12 +43,14 @@ def test_sigterm_to_every_process_of_a_worker_lets_the_running_question_finish_o
         assert horse in everyone and worker.pid in everyone
         for pid in everyone:  # as systemd does: the parent, its workers, housekeeper and horses
             os.kill(pid, signal.SIGTERM)
-        assert worker.wait(timeout=60) == 0  # a warm shutdown: it waited for the question
+        exit_code = worker.wait(timeout=60)
     finally:
         stop_worker(worker)
+    log = (tmp_path / "worker.log").read_text()[-3000:]
+    assert exit_code == 0, log  # a warm shutdown: it waited for the question
     [reply] = rig.api.thread_texts("C1", ts)
-    assert reply.startswith("answer to: how does retry work?")
-    assert len(rig.model.requests) == 2  # one run: no retry was spent
+    assert reply.startswith("answer to: how does retry work?"), log
+    assert len(rig.model.requests) == 2, log  # one run: no retry was spent
     updates = [c.body.get("text", "") for c in rig.api.calls_to("chat.update")]
     assert not any("trying again" in str(update) for update in updates)
     wait_until(lambda: "white_check_mark" in rig.api.reactions("C1", ts))
