@@ -58,7 +58,7 @@ THREAD_META_PREFIX = "codebot:"
 HELP_WORDS = {"help", "?", "hi", "hello"}
 RECENT_MAX_ENTRIES = 10_000  # in-process memory of messages told "Redis is down"
 # Any failure of Redis, not only a lost connection: a server that refuses writes (OOM, MISCONF, a
-# read-only replica after a failover) must get the asker the same "try again" as a dead one.
+# read-only replica after a failover) gets the asker a "try again" too, saying which (texts.queue_trouble).
 REDIS_DOWN = (redis_lib.RedisError, RedisUnavailable, OSError)
 
 
@@ -153,7 +153,7 @@ class Intake:
         except REDIS_DOWN as exc:
             log.warning("Redis unavailable, question %s refused: %s", ask.job_id, exc)
             if self._told_unavailable.first(ask.job_id):
-                return Outcome("reply", texts.QUEUE_UNAVAILABLE)
+                return Outcome("reply", texts.queue_trouble(exc))
             return Outcome("duplicate")
 
     def _submit(self, ask: Ask) -> Outcome:

@@ -9,6 +9,8 @@ them to the horse, which would keep them until its question ends. It dies with i
   retried or their askers told (worker.jobs.reaper);
 - deliverer (every `delivery_check_seconds`): final messages a platform refused, on any
   machine, are tried again when due (worker.jobs.outbox);
+- orphans (every half `queue_orphan_grace_seconds`): questions taken from the queue but never
+  started are queued again (worker.jobs.orphans);
 - refresher (every `refresh_check_seconds`): scheduled refreshes this machine claims, then
   catching up to commits other machines fetched (worker.repos.refresh).
 
@@ -27,6 +29,7 @@ from types import FrameType
 from redis import Redis
 
 from worker.jobs import runtime as runtime_module
+from worker.jobs.orphans import rescue_orphans
 from worker.jobs.outbox import deliver_due
 from worker.jobs.queue import ADMIN_QUEUE, QUESTIONS_QUEUE
 from worker.jobs.reaper import die_with_parent, reap_abandoned
@@ -43,6 +46,10 @@ def reaper_pass(redis: Redis, _runtime: Runtime) -> None:
 
 def delivery_pass(redis: Redis, runtime: Runtime) -> None:
     deliver_due(redis, runtime)
+
+
+def orphan_pass(redis: Redis, runtime: Runtime) -> None:
+    rescue_orphans(redis, [ADMIN_QUEUE, QUESTIONS_QUEUE], runtime.settings.queue_orphan_grace_seconds)
 
 
 def refresher_pass(redis: Redis, runtime: Runtime) -> None:
@@ -69,7 +76,8 @@ def _connect_until_stopped(runtime: Runtime, stop: threading.Event) -> Redis | N
     """Redis restarting just as the worker starts must not leave this machine without a reaper."""
     while not stop.is_set():
         try:
-            return connect(runtime.settings)
+            # the worker started the embedded Redis; after `codebot redis stop`, wait, do not restart it
+            return connect(runtime.settings, start_embedded=False)
         except RedisUnavailable as exc:
             log.warning("housekeeping waits for Redis: %s", exc)
             stop.wait(runtime.settings.reaper_interval_seconds)
@@ -94,6 +102,7 @@ def run_housekeeper(runtime: Runtime) -> None:
     passes = [
         (settings.reaper_interval_seconds, reaper_pass),
         (settings.delivery_check_seconds, delivery_pass),
+        (settings.queue_orphan_grace_seconds / 2, orphan_pass),
         (settings.refresh_check_seconds, refresher_pass),
     ]
     threads = [
