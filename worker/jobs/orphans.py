@@ -19,6 +19,8 @@ from rq import Queue
 from rq.job import Job, JobStatus
 from rq.registry import StartedJobRegistry
 
+from worker.ops.claims import claim
+
 log = logging.getLogger("codebot.reaper")
 
 ORPHAN_MARK_PREFIX = "codebot:orphan:"  # job id -> when it was first found orphaned
@@ -75,7 +77,8 @@ def _orphaned_since(redis: Redis, job_id: str, grace_seconds: float) -> float:
     """Seconds since this job was first found orphaned (0 now, on the first sighting)."""
     now = time.time()
     key = ORPHAN_MARK_PREFIX + job_id
-    if redis.set(key, str(now), nx=True, ex=int(4 * grace_seconds) + 60):
+    # the sighting's own time is its token: a retried claim is this sighting, not an earlier one
+    if claim(redis, key, repr(now), int(4 * grace_seconds) + 60):
         return 0.0
     first = redis.get(key)
     return now - float(first) if first else 0.0
