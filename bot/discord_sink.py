@@ -54,6 +54,7 @@ TRANSIENT = (HTTPException, RateLimited, aiohttp.ClientError, asyncio.TimeoutErr
 UNKNOWN_CHANNEL = 10003  # Discord error code: the channel (or thread) is gone
 MESSAGES_KEY_PREFIX = "codebot:discord:messages:"  # + question id -> hash: slot -> message id
 PROGRESS_SLOT = "p"  # the progress message; the answer's first part replaces it
+DESTINATION_SLOT = "d"  # the channel or thread the question's messages went to
 # Records outlive the outbox's last attempt (delivery_give_up_seconds) by this much.
 RECORD_MARGIN_SECONDS = 24 * 3600
 T = TypeVar("T")
@@ -203,7 +204,10 @@ class DiscordSink:
         if self._destination is not None:
             return self._destination
         t = self.target
-        if t.is_dm or not t.thread or t.message is None:
+        recorded = self._recorded().get(DESTINATION_SLOT)
+        if recorded is not None:  # where an earlier attempt posted: the rest goes there too
+            self._destination = recorded
+        elif t.is_dm or not t.thread or t.message is None:
             self._destination = t.channel
             self._reference = (t.channel, t.message) if t.message else None
         elif t.thread != t.message:
@@ -220,6 +224,8 @@ class DiscordSink:
             minutes = self.settings.discord_thread_archive_minutes
             await self._rest.create_thread(t.channel, t.message, name, minutes)
         except HTTPException as exc:
+            if is_transient(exc):  # Discord failing for a while: try again later, not elsewhere
+                raise
             if exc.code != THREAD_ALREADY_EXISTS:  # e.g. no Create Public Threads permission
                 log.warning("no thread for question=%s (%s); replying in the channel", self.question.id, exc)
                 self._reference = (t.channel, t.message)
@@ -234,9 +240,11 @@ class DiscordSink:
     ) -> dict[str, Any]:
         destination = await self._ensure_destination()
         reference, self._reference = self._reference, None  # only the first reply quotes the question
-        return await self._rest.post(
+        message = await self._rest.post(
             destination, content, message_nonce(self.question.id, slot), reference=reference, embed=embed
         )
+        self._record(DESTINATION_SLOT, destination)
+        return message
 
     async def _show(self, content: str, embed: dict[str, Any] | None = None) -> None:
         """`content` in the progress message: the one recorded for the question (an earlier run,
