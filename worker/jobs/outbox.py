@@ -43,7 +43,7 @@ from worker.jobs.question import Question, reference_id
 from worker.jobs.queue import ANSWERED_KEY_PREFIX, ANSWERED_TTL_SECONDS
 from worker.jobs.runtime import Runtime
 from worker.jobs.sink import Answer, ConsoleSink, DeliveryFailed, ReplySink
-from worker.ops.claims import new_token
+from worker.ops.claims import new_token, run_script
 from worker.ops.metrics import count
 
 log = logging.getLogger("codebot.delivery")
@@ -197,20 +197,20 @@ def store(redis: Redis, settings: Settings, question: Question, final: Final, to
     ttl_ms = round((ANSWERED_TTL_SECONDS + settings.delivery_give_up_seconds) * 1000)
     kept = question.model_copy(update={"history": []})  # what a sink needs, not the thread's past
     return bool(
-        redis.eval(
+        run_script(
+            redis,
             _STORE,
-            3,
-            ANSWERED_KEY_PREFIX + question.id,
-            entry_key(question.id),
-            DUE_KEY,
-            token,
-            ttl_ms,
-            kept.model_dump_json(),
-            final.to_json(),
-            f"{now:.3f}",
-            f"{now + settings.delivery_lease_seconds:.3f}",
-            question.id,
-            question.target.platform,
+            [ANSWERED_KEY_PREFIX + question.id, entry_key(question.id), DUE_KEY],
+            [
+                token,
+                ttl_ms,
+                kept.model_dump_json(),
+                final.to_json(),
+                f"{now:.3f}",
+                f"{now + settings.delivery_lease_seconds:.3f}",
+                question.id,
+                question.target.platform,
+            ],
         )
     )
 
@@ -228,7 +228,9 @@ def deliver(
     now = time.time()
     key = entry_key(question_id)
     taken = int(
-        redis.eval(_TAKE, 2, key, DUE_KEY, token, now, now + settings.delivery_lease_seconds, question_id)
+        run_script(
+            redis, _TAKE, [key, DUE_KEY], [token, now, now + settings.delivery_lease_seconds, question_id]
+        )
     )
     if taken <= 0:
         return "busy" if taken == 0 else "none"
@@ -247,7 +249,7 @@ def deliver(
             log.exception("delivery of %s crashed", question_id, extra={"job_id": question_id})
         failure = DeliveryFailed(f"{type(exc).__name__}: {exc}")
         return _not_delivered(redis, settings, fields, question_id, token, failure)
-    redis.eval(_DONE, 2, key, DUE_KEY, question_id, f"{time.time():.3f}", DELIVERED_KEEP_SECONDS)
+    run_script(redis, _DONE, [key, DUE_KEY], [question_id, f"{time.time():.3f}", DELIVERED_KEEP_SECONDS])
     attempts = int(fields.get("attempts") or 0)
     if attempts:
         log.info(
@@ -276,17 +278,11 @@ def _not_delivered(
     extra = {"job_id": question_id, "ref": reference_id(question_id)}
     age = now - float(fields.get("stored_at") or now)
     if not retryable or age + _backoff(settings, attempts) > settings.delivery_give_up_seconds:
-        redis.eval(
+        run_script(
+            redis,
             _GIVE_UP,
-            3,
-            entry_key(question_id),
-            DUE_KEY,
-            GAVE_UP_KEY,
-            question_id,
-            f"{now:.3f}",
-            error,
-            attempts,
-            f"{now - GAVE_UP_SHOWN_SECONDS:.3f}",
+            [entry_key(question_id), DUE_KEY, GAVE_UP_KEY],
+            [question_id, f"{now:.3f}", error, attempts, f"{now - GAVE_UP_SHOWN_SECONDS:.3f}"],
         )
         log.error(
             "gave up delivering the final message of %s after %d attempt(s) over %.0f s: %s",
@@ -300,17 +296,11 @@ def _not_delivered(
         return "undeliverable"
     wait = _backoff(settings, attempts) * random.uniform(1 - JITTER, 1 + JITTER)
     wait = max(wait, failure.retry_after_seconds or 0.0)  # the platform's own Retry-After
-    redis.eval(
+    run_script(
+        redis,
         _AGAIN,
-        2,
-        entry_key(question_id),
-        DUE_KEY,
-        token,
-        question_id,
-        f"{now + wait:.3f}",
-        error,
-        attempts,
-        f"{now:.3f}",
+        [entry_key(question_id), DUE_KEY],
+        [token, question_id, f"{now + wait:.3f}", error, attempts, f"{now:.3f}"],
     )
     log.warning(
         "delivery of %s failed (attempt %d), trying again in %.1f s: %s",
@@ -332,7 +322,9 @@ def _backoff(settings: Settings, attempts: int) -> float:
 def hand_over(redis: Redis, question_id: str) -> bool:
     """The run that stored this question's final message died (the reaper says so): its
     delivery is due now, whoever tries next, instead of after the dead run's lease."""
-    return bool(redis.eval(_HAND_OVER, 2, entry_key(question_id), DUE_KEY, question_id, f"{time.time():.3f}"))
+    return bool(
+        run_script(redis, _HAND_OVER, [entry_key(question_id), DUE_KEY], [question_id, f"{time.time():.3f}"])
+    )
 
 
 def deliver_due(redis: Redis, runtime: Runtime) -> dict[str, Delivery]:
