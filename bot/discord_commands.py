@@ -146,8 +146,8 @@ class Commands:
             await asyncio.to_thread(  # connecting may block too: off the event loop
                 lambda: enqueue_refresh(self.intake.redis(), names, notify, str(interaction.user.id))
             )
-        except REDIS_DOWN:
-            await self._finish(interaction, texts.QUEUE_UNAVAILABLE)
+        except REDIS_DOWN as exc:
+            await self._finish(interaction, texts.queue_trouble(exc))
             return
         await self._finish(interaction, texts.REFRESH_QUEUED.format(names=", ".join(f"`{n}`" for n in names)))
 
@@ -157,8 +157,8 @@ class Commands:
         await interaction.response.defer(ephemeral=True, thinking=True)
         try:
             text = await asyncio.to_thread(lambda: status_report(self.intake.redis(), self.runtime))
-        except REDIS_DOWN:
-            text = texts.QUEUE_UNAVAILABLE
+        except REDIS_DOWN as exc:
+            text = texts.queue_trouble(exc)
         await self._finish(interaction, text)
 
     # --- helpers -------------------------------------------------------------------------------

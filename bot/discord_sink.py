@@ -12,10 +12,15 @@ Where a reply goes (ReplyTarget, as the adapter builds it):
 - no `message` but an interaction token (an admin command's notice): an ephemeral follow-up
   to the command, or a plain channel message once the 15-minute token has expired.
 
-Every message has a nonce derived from the question id and its slot (progress, answer part
-N), so a retried job gets Discord's earlier message back instead of a duplicate; the progress
-message it gets back is then edited, so "trying again" and a failure replace it as they would
-in the run that posted it.
+Every message the sink posts for a question is recorded in Redis under the question id
+(`codebot:discord:messages:<id>`: the progress message, which the first part of the answer
+replaces, and the answer's further parts) as soon as Discord returns it, so a retried job, the
+failure callback or the outbox delivering a stored answer hours later (a new sink, maybe on
+another machine) edits those messages instead of posting again. Each post also carries a nonce
+derived from the question id and its slot, so a post retried within Discord's few minutes gets
+the earlier message back. The final message counts as delivered only with its reactions: a
+transient failure of one (5xx, a rate limit longer than discord.py waits, no connection) fails
+the delivery, which the outbox completes later (worker/jobs/sink.py).
 """
 
 from __future__ import annotations
@@ -28,8 +33,9 @@ from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 import aiohttp
-from discord.errors import HTTPException, RateLimited
+from discord.errors import HTTPException, NotFound, RateLimited
 from redis import Redis
+from redis.exceptions import RedisError
 
 from bot import texts
 from bot.discord_format import message_nonce, one_message, render_answer, split_message, thread_name
@@ -45,7 +51,29 @@ EYES, DONE, WARNING = "👀", "✅", "⚠️"
 # Failures a cosmetic step survives: Discord said no, could not be reached, or asked for a longer
 # wait than CODEBOT_DISCORD_MAX_RATELIMIT_WAIT_SECONDS (RateLimited is not an HTTPException).
 TRANSIENT = (HTTPException, RateLimited, aiohttp.ClientError, asyncio.TimeoutError, OSError)
+UNKNOWN_CHANNEL = 10003  # Discord error code: the channel (or thread) is gone
+MESSAGES_KEY_PREFIX = "codebot:discord:messages:"  # + question id -> hash: slot -> message id
+PROGRESS_SLOT = "p"  # the progress message; the answer's first part replaces it
+DESTINATION_SLOT = "d"  # the channel or thread the question's messages went to
+# Records outlive the outbox's last attempt (delivery_give_up_seconds) by this much.
+RECORD_MARGIN_SECONDS = 24 * 3600
 T = TypeVar("T")
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Discord out of reach, failing or limiting us: trying again later will work."""
+    if isinstance(exc, HTTPException):
+        return exc.status >= 500 or exc.status == 429
+    return isinstance(exc, TRANSIENT)
+
+
+def delivery_failed(what: str, exc: BaseException) -> DeliveryFailed:
+    """The DeliveryFailed for a Discord failure: retried by the outbox unless the channel is gone."""
+    gone = isinstance(exc, NotFound) and exc.code == UNKNOWN_CHANNEL
+    wait = exc.retry_after if isinstance(exc, RateLimited) else None
+    return DeliveryFailed(
+        f"Discord did not take the {what}: {exc!r}", retryable=not gone, retry_after_seconds=wait
+    )
 
 
 def _shutdown(loop: asyncio.AbstractEventLoop, rest: DiscordRest) -> None:
@@ -73,6 +101,8 @@ class DiscordSink:
         self._reference: tuple[str, str] | None = None  # (channel, message) the first reply quotes
         self._progress_id: str | None = None
         self._last_progress = float("-inf")
+        self._messages_key = MESSAGES_KEY_PREFIX + question.id
+        self._record_seconds = int(settings.delivery_give_up_seconds) + RECORD_MARGIN_SECONDS
 
     # --- ReplySink ---------------------------------------------------------------------------
     def received(self) -> None:
@@ -95,7 +125,7 @@ class DiscordSink:
         try:
             self._run(self._answer(answer))
         except TRANSIENT as exc:
-            raise DeliveryFailed(f"Discord did not take the answer: {exc!r}") from exc
+            raise delivery_failed("answer", exc) from exc
         finally:
             self.close()
 
@@ -103,7 +133,7 @@ class DiscordSink:
         try:
             self._run(self._failed(one_message(message)))
         except TRANSIENT as exc:
-            raise DeliveryFailed(f"Discord did not take the apology: {exc!r}") from exc
+            raise delivery_failed("apology", exc) from exc
         finally:
             self.close()
 
@@ -139,20 +169,45 @@ class DiscordSink:
         return t.message is None and bool(t.interaction_token and t.application_id)
 
     async def _mark(self, emoji: str, remove: str | None = None) -> None:
+        """React to the asker's message. Discord failing for a while raises (the final
+        message's delivery is then tried again); a refusal that would never change (the message
+        deleted, no permission) is logged."""
         if self.target.message is None:
             return
         try:
             await self._rest.react(self._message_channel, self.target.message, emoji)
             if remove:
                 await self._rest.unreact(self._message_channel, self.target.message, remove)
-        except (HTTPException, RateLimited) as exc:  # the message may be gone; reactions are best effort
+        except (HTTPException, RateLimited) as exc:
+            if is_transient(exc):
+                raise
             log.info("reaction %s failed question=%s: %s", emoji, self.question.id, exc)
+
+    # --- what was posted, kept across attempts -------------------------------------------------
+    def _recorded(self) -> dict[str, str]:
+        try:
+            raw = self.redis.hgetall(self._messages_key)
+        except RedisError:
+            return {}
+        return {k.decode(): v.decode() for k, v in raw.items()}
+
+    def _record(self, slot: str, message_id: str) -> None:
+        try:
+            pipe = self.redis.pipeline()
+            pipe.hset(self._messages_key, slot, message_id)
+            pipe.expire(self._messages_key, self._record_seconds)
+            pipe.execute()
+        except RedisError:
+            log.warning("could not record message %s of question=%s", slot, self.question.id)
 
     async def _ensure_destination(self) -> str:
         if self._destination is not None:
             return self._destination
         t = self.target
-        if t.is_dm or not t.thread or t.message is None:
+        recorded = self._recorded().get(DESTINATION_SLOT)
+        if recorded is not None:  # where an earlier attempt posted: the rest goes there too
+            self._destination = recorded
+        elif t.is_dm or not t.thread or t.message is None:
             self._destination = t.channel
             self._reference = (t.channel, t.message) if t.message else None
         elif t.thread != t.message:
@@ -169,6 +224,8 @@ class DiscordSink:
             minutes = self.settings.discord_thread_archive_minutes
             await self._rest.create_thread(t.channel, t.message, name, minutes)
         except HTTPException as exc:
+            if is_transient(exc):  # Discord failing for a while: try again later, not elsewhere
+                raise
             if exc.code != THREAD_ALREADY_EXISTS:  # e.g. no Create Public Threads permission
                 log.warning("no thread for question=%s (%s); replying in the channel", self.question.id, exc)
                 self._reference = (t.channel, t.message)
@@ -183,20 +240,34 @@ class DiscordSink:
     ) -> dict[str, Any]:
         destination = await self._ensure_destination()
         reference, self._reference = self._reference, None  # only the first reply quotes the question
-        return await self._rest.post(
+        message = await self._rest.post(
             destination, content, message_nonce(self.question.id, slot), reference=reference, embed=embed
         )
+        self._record(DESTINATION_SLOT, destination)
+        return message
 
-    async def _show(self, content: str) -> None:
-        """`content` in the progress message. A sink that has none yet posts it under the progress
-        nonce; when an earlier run of the question posted one (a retried job, the failure
-        callback), Discord hands that message back unchanged, so it is edited."""
+    async def _show(self, content: str, embed: dict[str, Any] | None = None) -> None:
+        """`content` in the progress message: the one recorded for the question (an earlier run,
+        the failure callback, an earlier delivery attempt) is edited; without one it is posted
+        and recorded. A post that Discord answers with an earlier message of the same nonce
+        (unchanged) is edited too; a recorded message someone deleted is posted again."""
         if self._progress_id is None:
-            message = await self._post_message(content, "p")
-            self._progress_id = str(message["id"])
-            if message.get("content") == content:
+            self._progress_id = self._recorded().get(PROGRESS_SLOT)
+        destination = await self._ensure_destination()
+        if self._progress_id is not None:
+            try:
+                await self._rest.edit(destination, self._progress_id, content, embed)
                 return
-        await self._rest.edit(await self._ensure_destination(), self._progress_id, content)
+            except NotFound:
+                self._progress_id = None
+                slot = "p-again"
+        else:
+            slot = PROGRESS_SLOT
+        message = await self._post_message(content, slot, embed)
+        self._progress_id = str(message["id"])
+        self._record(PROGRESS_SLOT, self._progress_id)
+        if message.get("content") != content:
+            await self._rest.edit(destination, self._progress_id, content, embed)
 
     # --- the steps ---------------------------------------------------------------------------
     async def _received(self) -> None:
@@ -215,13 +286,27 @@ class DiscordSink:
         if self._notice_only and await self._notice("\n\n".join(rendered.chunks)):
             return
         last = len(rendered.chunks) - 1
+        recorded = self._recorded()
         for index, chunk in enumerate(rendered.chunks):
             embed = rendered.embed if index == last else None
-            if index == 0 and self._progress_id is not None:
-                await self._rest.edit(await self._ensure_destination(), self._progress_id, chunk, embed)
+            if index == 0:
+                await self._show(chunk, embed)  # the progress message becomes the answer
             else:
-                await self._post(chunk, f"a{index}", embed)
+                await self._show_part(f"a{index}", recorded.get(f"a{index}"), chunk, embed)
         await self._mark(DONE, remove=EYES)
+
+    async def _show_part(
+        self, slot: str, recorded: str | None, content: str, embed: dict[str, Any] | None
+    ) -> None:
+        """A further part of the answer: its recorded message edited, or posted and recorded."""
+        if recorded is not None:
+            try:
+                await self._rest.edit(await self._ensure_destination(), recorded, content, embed)
+                return
+            except NotFound:
+                slot += "-again"
+        message_id = await self._post(content, slot, embed)
+        self._record(slot.removesuffix("-again"), message_id)
 
     async def _failed(self, message: str) -> None:
         if self._notice_only and await self._notice(message):

@@ -5,7 +5,8 @@ into an `Ask` and render the `Outcome`; everything in between is here, the same 
 
 1. dedupe: one question per user message whatever the platform delivers (retries, the same
    message as two events, a gateway replay): the job id, derived from the message identity,
-   is claimed in Redis (`SET NX`) before anything else;
+   is claimed in Redis before anything else, with a token of this delivery's own so that
+   redis-py's retry after a stall is not mistaken for a duplicate (worker/ops/claims.py);
 2. the question's words: `repo:NAME` taken out, secrets redacted; an empty question or a
    help word (`help`, `?`, `hi`, `hello`) gets the help text instead;
 3. scope: the `repo:` names, else those the thread kept, checked against the channel's
@@ -40,10 +41,11 @@ from config.repos import Whitelist
 from config.settings import Settings
 from worker.jobs.limits import check_rate, depth_if_full
 from worker.jobs.question import Question, ReplyTarget, event_identity
-from worker.jobs.queue import QUESTION_RESULT_TTL_SECONDS, enqueue_question
+from worker.jobs.queue import QUESTION_RESULT_TTL_SECONDS, enqueue_question, is_pending
 from worker.jobs.scope import redact_and_extract_repos, resolve_scope
 from worker.jobs.threads import THREAD_TTL_SECONDS, load_turns
 from worker.ops.accounting import BUDGET_SPENT_MESSAGE, budget_spent
+from worker.ops.claims import claim, new_token
 from worker.ops.redis_connection import RedisUnavailable
 
 log = logging.getLogger("codebot.intake")
@@ -56,7 +58,7 @@ THREAD_META_PREFIX = "codebot:"
 HELP_WORDS = {"help", "?", "hi", "hello"}
 RECENT_MAX_ENTRIES = 10_000  # in-process memory of messages told "Redis is down"
 # Any failure of Redis, not only a lost connection: a server that refuses writes (OOM, MISCONF, a
-# read-only replica after a failover) must get the asker the same "try again" as a dead one.
+# read-only replica after a failover) gets the asker a "try again" too, saying which (texts.queue_trouble).
 REDIS_DOWN = (redis_lib.RedisError, RedisUnavailable, OSError)
 
 
@@ -151,12 +153,12 @@ class Intake:
         except REDIS_DOWN as exc:
             log.warning("Redis unavailable, question %s refused: %s", ask.job_id, exc)
             if self._told_unavailable.first(ask.job_id):
-                return Outcome("reply", texts.QUEUE_UNAVAILABLE)
+                return Outcome("reply", texts.queue_trouble(exc))
             return Outcome("duplicate")
 
     def _submit(self, ask: Ask) -> Outcome:
         redis, platform, job_id = self.redis(), ask.target.platform, ask.job_id
-        if not redis.set(SEEN_KEY_PREFIX + job_id, "1", nx=True, ex=SEEN_TTL_SECONDS):
+        if not claim(redis, SEEN_KEY_PREFIX + job_id, new_token(), SEEN_TTL_SECONDS):
             return Outcome("duplicate")  # a retry, or the other event of the same message
         text, requested = redact_and_extract_repos(ask.text)
         helped = help_reply(text, ask.target.is_dm)
@@ -182,7 +184,9 @@ class Intake:
         if meta is not None:  # before the enqueue: a follow-up is known before the first answer
             _remember(redis, meta, ask, requested)
         enqueued = enqueue_question(redis, question, self.settings)
-        if enqueued.duplicate:
+        # The message is ours (claimed above), so a job already there under its id and still
+        # waiting is our own enqueue, run by Redis before redis-py retried it after a stall.
+        if enqueued.duplicate and not is_pending(redis, job_id):
             return Outcome("duplicate")
         log.info(
             "question queued id=%s platform=%s channel=%s position=%s",

@@ -192,7 +192,7 @@ class SlackHandlers:
             markdown = self._command(sub, args, user, channel)
         except REDIS_DOWN as exc:
             log.warning("slack: Redis unavailable for /codebot %s: %s", sub, exc)
-            markdown = texts.QUEUE_UNAVAILABLE
+            markdown = texts.queue_trouble(exc)
         for chunk in format_for_slack(markdown):
             respond(text=chunk, response_type="ephemeral")
 

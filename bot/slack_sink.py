@@ -1,10 +1,16 @@
 """How a worker answers in Slack: 👀, a progress placeholder, the answer, then ✅ or ⚠️.
 
-The placeholder's ts is kept in Redis under the question id, so a retried job or the failure
-callback (a new SlackSink, maybe on another machine) updates the same message rather than
-posting a second one. Progress edits are throttled to one per
-`progress_min_interval_seconds` (chat.update is Tier 3). Every Web API call goes to
-`SLACK_API_URL` with a client that waits as long as Slack's `Retry-After` says on a 429.
+Every message the sink posts for a question is recorded in Redis under the question id the
+moment Slack returns its ts: the placeholder (`codebot:slack:placeholder:<id>`) and the
+answer's further chunks (`codebot:slack:chunks:<id>`). A retried job, the failure callback or
+the outbox delivering a stored answer again (a new SlackSink, maybe on another machine, hours
+later) updates those messages rather than posting second ones. The final message counts as
+delivered only with its reactions: a transient failure of one (5xx, `ratelimited`, 429, no
+connection) fails the delivery, which the outbox completes later (worker/jobs/sink.py).
+
+Progress edits are throttled to one per `progress_min_interval_seconds` (chat.update is
+Tier 3). Every Web API call goes to `SLACK_API_URL` with a client that waits as long as
+Slack's `Retry-After` says on a 429, a few times, before it gives the failure to the outbox.
 
 The Slack calls are small keyword-only functions taking the client, shared with the adapter.
 """
@@ -13,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Any
 
 from redis import Redis
 from redis.exceptions import RedisError
@@ -28,15 +35,56 @@ from worker.jobs.sink import Answer, DeliveryFailed
 
 log = logging.getLogger("codebot.slack")
 
-RATE_LIMIT_RETRIES = 5  # 429s in a row one call waits out (each as long as Retry-After says)
+# 429s in a row one call waits out (each as long as Retry-After says); after that the outbox
+# waits at least Retry-After itself, without holding a worker (worker/jobs/outbox.py)
+RATE_LIMIT_RETRIES = 2
 CONNECTION_RETRIES = 2
-PLACEHOLDER_KEY_PREFIX = "codebot:slack:placeholder:"
-PLACEHOLDER_TTL_SECONDS = 24 * 3600
+PLACEHOLDER_KEY_PREFIX = "codebot:slack:placeholder:"  # + question id -> the placeholder's ts
+CHUNKS_KEY_PREFIX = "codebot:slack:chunks:"  # + question id -> hash: chunk number (1, 2…) -> ts
+# Records outlive the outbox's last attempt (delivery_give_up_seconds) by this much.
+RECORD_MARGIN_SECONDS = 24 * 3600
 RECEIVED, ANSWERED, FAILED = "eyes", "white_check_mark", "warning"
 _HARMLESS_REACTION_ERRORS = {"already_reacted", "no_reaction", "message_not_found", "too_many_reactions"}
 # What "Slack could not be reached or said no" looks like, after the client's own retries.
 SLACK_FAILURES = (SlackClientError, OSError)
 _GONE_ERRORS = {"message_not_found", "cant_update_message", "edit_window_closed", "msg_too_long"}
+# Slack saying it never will take a message there: the outbox stops at once (listed in status).
+_NEVER_ERRORS = {"channel_not_found", "is_archived"}
+# Slack errors that pass: an outage, a rate limit, a server error (HTTP 200 with ok:false too).
+_TRANSIENT_ERRORS = {"ratelimited", "internal_error", "fatal_error", "service_unavailable", "request_timeout"}
+
+
+def is_transient(exc: Exception) -> bool:
+    """Slack out of reach, overloaded or limiting us: trying again later will work."""
+    if isinstance(exc, SlackApiError):
+        status = exc.response.status_code
+        return status >= 500 or status == 429 or exc.response.get("error") in _TRANSIENT_ERRORS
+    return True  # no answer at all (connection refused, timeout): SlackClientError or OSError
+
+
+def delivery_failed(what: str, exc: Exception) -> DeliveryFailed:
+    """The DeliveryFailed for a Slack failure: retried by the outbox unless Slack says never."""
+    if isinstance(exc, SlackApiError):
+        response = exc.response
+        error = response.get("error") or f"HTTP {response.status_code}"
+        detail = f"{error} (HTTP {response.status_code})"
+        return DeliveryFailed(
+            f"Slack did not take the {what}: {detail}",
+            retryable=error not in _NEVER_ERRORS,
+            retry_after_seconds=_retry_after(response.headers),
+        )
+    return DeliveryFailed(f"Slack did not take the {what}: {exc}")
+
+
+def _retry_after(headers: dict[str, Any]) -> float | None:
+    for name, value in headers.items():
+        if name.lower() == "retry-after":
+            raw = value[0] if isinstance(value, list) else value
+            try:
+                return float(raw)
+            except (TypeError, ValueError):
+                return None
+    return None
 
 
 def make_client(settings: Settings) -> WebClient:
@@ -76,7 +124,7 @@ def post_markdown(*, client: WebClient, channel: str, thread_ts: str | None, mar
 
 
 def add_reaction(*, client: WebClient, channel: str, ts: str | None, name: str) -> None:
-    """Best effort: a reaction that cannot be added never fails the answer."""
+    """Best effort (👀 as a question is taken up): a reaction that cannot be added is logged."""
     if not ts:
         return
     try:
@@ -86,18 +134,6 @@ def add_reaction(*, client: WebClient, channel: str, ts: str | None, name: str) 
             log.warning("reactions.add %s failed: %s", name, exc.response.get("error"))
     except SLACK_FAILURES as exc:  # Slack out of reach (after the client's retries)
         log.warning("reactions.add %s failed: %s", name, exc)
-
-
-def remove_reaction(*, client: WebClient, channel: str, ts: str | None, name: str) -> None:
-    if not ts:
-        return
-    try:
-        client.reactions_remove(channel=channel, timestamp=ts, name=name)
-    except SlackApiError as exc:
-        if exc.response.get("error") not in _HARMLESS_REACTION_ERRORS:
-            log.warning("reactions.remove %s failed: %s", name, exc.response.get("error"))
-    except SLACK_FAILURES as exc:  # Slack out of reach (after the client's retries)
-        log.warning("reactions.remove %s failed: %s", name, exc)
 
 
 def notify_admin(settings: Settings, target: ReplyTarget, user: str, markdown: str) -> None:
@@ -117,13 +153,15 @@ def notify_admin(settings: Settings, target: ReplyTarget, user: str, markdown: s
 
 class SlackSink:
     """worker.jobs.sink.ReplySink for Slack (the contract is documented there); built inside
-    the job (never before the fork)."""
+    the job (never before the fork) or by the outbox."""
 
     def __init__(self, settings: Settings, redis: Redis, question: Question) -> None:
         self.settings = settings
         self.redis = redis
         self.target = question.target
         self.key = PLACEHOLDER_KEY_PREFIX + question.id
+        self.chunks_key = CHUNKS_KEY_PREFIX + question.id
+        self.record_seconds = int(settings.delivery_give_up_seconds) + RECORD_MARGIN_SECONDS
         self.client = make_client(settings)
         self._last_progress = float("-inf")
         self._placeholder: str | None = None
@@ -152,24 +190,24 @@ class SlackSink:
         self._last_progress = now
         chunks = format_for_slack(texts.PROGRESS.format(step=text))
         try:
-            self._replace_placeholder(chunks[:1])
+            self._show(chunks[:1])
         except SLACK_FAILURES as exc:  # progress is a courtesy: it never fails the question
             log.warning("progress update failed: %s", exc)
 
     def answer(self, answer: Answer) -> None:
         chunks = format_for_slack(answer.markdown) or format_for_slack(texts.EMPTY_ANSWER)
         try:
-            self._replace_placeholder(chunks)
+            self._show(chunks)
+            self._finish(ANSWERED)
         except SLACK_FAILURES as exc:
-            raise DeliveryFailed(f"Slack did not take the answer: {exc}") from exc
-        self._finish(ANSWERED)
+            raise delivery_failed("answer", exc) from exc
 
     def failed(self, message: str) -> None:
         try:
-            self._replace_placeholder(format_for_slack(message))
+            self._show(format_for_slack(message))
+            self._finish(FAILED)
         except SLACK_FAILURES as exc:
-            raise DeliveryFailed(f"Slack did not take the apology: {exc}") from exc
-        self._finish(FAILED)
+            raise delivery_failed("apology", exc) from exc
 
     # --- internals --------------------------------------------------------------------------
 
@@ -185,30 +223,58 @@ class SlackSink:
     def _remember(self, ts: str) -> None:
         self._placeholder = ts
         try:
-            self.redis.set(self.key, ts, ex=PLACEHOLDER_TTL_SECONDS)
+            self.redis.set(self.key, ts, ex=self.record_seconds)
         except RedisError:
             log.warning("could not remember the Slack placeholder of %s", self.key)
 
-    def _replace_placeholder(self, chunks: list[str]) -> None:
-        """The first chunk replaces the placeholder (posted if there is none); the rest follow."""
-        channel, placeholder = self.target.channel, self._placeholder_ts()
-        rest = chunks[1:]
-        if placeholder is not None and chunks:
-            try:
-                update_message(client=self.client, channel=channel, ts=placeholder, text=chunks[0])
-            except SlackApiError as exc:
-                if exc.response.get("error") not in _GONE_ERRORS:
-                    raise
-                rest = chunks  # the placeholder was deleted: post everything anew
-        else:
-            rest = chunks
-        for index, chunk in enumerate(rest):
+    def _chunk_ts(self) -> dict[int, str]:
+        try:
+            raw = self.redis.hgetall(self.chunks_key)
+        except RedisError:
+            return {}
+        return {int(k): v.decode() for k, v in raw.items()}
+
+    def _remember_chunk(self, number: int, ts: str) -> None:
+        try:
+            pipe = self.redis.pipeline()
+            pipe.hset(self.chunks_key, str(number), ts)
+            pipe.expire(self.chunks_key, self.record_seconds)
+            pipe.execute()
+        except RedisError:
+            log.warning("could not remember chunk %d of %s", number, self.chunks_key)
+
+    def _show(self, chunks: list[str]) -> None:
+        """Each chunk in its recorded message (the first in the placeholder), updated; a chunk
+        with no message yet, or whose message was deleted, is posted and recorded at once."""
+        channel = self.target.channel
+        known = self._chunk_ts() if len(chunks) > 1 else {}
+        for number, chunk in enumerate(chunks):
+            ts = self._placeholder_ts() if number == 0 else known.get(number)
+            if ts is not None:
+                try:
+                    update_message(client=self.client, channel=channel, ts=ts, text=chunk)
+                    continue
+                except SlackApiError as exc:
+                    if exc.response.get("error") not in _GONE_ERRORS:
+                        raise
             ts = post_message(client=self.client, channel=channel, thread_ts=self.thread, text=chunk)
-            if placeholder is None and index == 0:
+            if number == 0:
                 self._remember(ts)
+            else:
+                self._remember_chunk(number, ts)
 
     def _finish(self, reaction: str) -> None:
-        remove_reaction(
-            client=self.client, channel=self.target.channel, ts=self.target.message, name=RECEIVED
-        )
-        add_reaction(client=self.client, channel=self.target.channel, ts=self.target.message, name=reaction)
+        """👀 off, ✅ or ⚠️ on. Slack failing for a while fails the delivery (tried again
+        later); a refusal that would never change (missing scope, message deleted) does not."""
+        channel, message = self.target.channel, self.target.message
+        if not message:
+            return
+        for call, name in ((self.client.reactions_remove, RECEIVED), (self.client.reactions_add, reaction)):
+            try:
+                call(channel=channel, timestamp=message, name=name)
+            except SLACK_FAILURES as exc:
+                if is_transient(exc):
+                    raise
+                if isinstance(exc, SlackApiError) and exc.response.get("error") in _HARMLESS_REACTION_ERRORS:
+                    continue
+                log.warning("reaction %s on the question failed: %s", name, exc)

@@ -1,5 +1,7 @@
 """Every user-facing text of the chat adapters, in one place (both platforms say the same)."""
 
+from worker.ops.redis_errors import RedisFailure, redis_failure
+
 HELP = (
     "Ask me about the code: mention me with a question, e.g. `@codebot how does retry work in repo:payments-api?`\n"
     "• `repo:NAME` anywhere in the question limits it to that repo.\n"
@@ -13,6 +15,17 @@ QUEUE_UNAVAILABLE = (
     "Sorry, I can't take questions right now: my queue (Redis) is unreachable. "
     "Please try again in a minute; an admin can check the Redis server."
 )
+QUEUE_REFUSES_WRITES = (
+    "Sorry, I can't take questions right now: my queue (Redis) is up but refuses to store anything "
+    "(it may be out of disk space or memory). Please try again later; an admin can check the Redis server."
+)
+
+
+def queue_trouble(exc: BaseException) -> str:
+    """What to tell an asker when Redis failed with `exc` (worker/ops/redis_errors.py)."""
+    return QUEUE_REFUSES_WRITES if redis_failure(exc) is RedisFailure.REFUSES_WRITES else QUEUE_UNAVAILABLE
+
+
 RATE_LIMITED = "You're asking faster than I can answer. Please try again in {seconds} s."
 QUEUE_FULL = "I'm busy with {depth} questions right now. Please try again in a few minutes."
 NOT_ADMIN = "Sorry, only codebot admins can run `/codebot {command}`."

@@ -17,6 +17,7 @@ from config.errors import ConfigError
 from config.settings import Settings, load_settings
 
 EXIT_USAGE = 2
+EXIT_FAILED = 1
 
 
 def _port(text: str) -> int:
@@ -79,7 +80,12 @@ def _parser() -> argparse.ArgumentParser:
 
     redis_cmd = sub.add_parser("redis", help="the embedded Redis server")
     redis_sub = redis_cmd.add_subparsers(dest="redis_command", required=True, metavar="ACTION")
-    redis_sub.add_parser("stop", help="stop the embedded server (its data is kept)")
+    stop = redis_sub.add_parser("stop", help="stop the embedded server (its data is kept)")
+    stop.add_argument(
+        "--nosave",
+        action="store_true",
+        help="skip the final snapshot (when the disk is full): the append-only file keeps what it holds",
+    )
     return parser
 
 
@@ -173,10 +179,14 @@ def _cmd_status(settings: Settings, args: argparse.Namespace, out: Console) -> i
     from worker.jobs.admin import status_report
     from worker.jobs.runtime import build_runtime
     from worker.ops.accounting import usage_of_day
-    from worker.ops.redis_connection import connect, describe
+    from worker.ops.redis_connection import connect, describe, failure_line, write_trouble
 
-    redis = connect(settings)
-    out.print(f"queue: {describe(settings)}", markup=False)
+    redis = connect(settings, check_writes=False)
+    refused = write_trouble(redis)
+    if refused is not None:  # reading the queue's state writes too (RQ cleans its registries as it reads)
+        out.print(f"queue: {failure_line(describe(settings), refused)}", markup=False, soft_wrap=True)
+        return EXIT_FAILED
+    out.print(f"queue: {describe(settings)}", markup=False, soft_wrap=True)
     out.print(status_report(redis, build_runtime(settings)), markup=False)
     usage = usage_of_day(redis)
     budget = f" of {settings.daily_token_budget} budget" if settings.daily_token_budget else ""
@@ -188,17 +198,29 @@ def _cmd_status(settings: Settings, args: argparse.Namespace, out: Console) -> i
 
 
 def _cmd_redis(settings: Settings, args: argparse.Namespace, out: Console) -> int:
-    from worker.ops.redis_connection import describe, stop_embedded_server
+    from worker.ops.redis_connection import RedisUnavailable, StopOutcome, describe, embedded
 
-    if settings.redis_url:
-        out.print("REDIS_URL is set: codebot does not manage that server.")
+    if settings.redis_url or settings.redis_sentinels:
+        out.print("REDIS_URL or REDIS_SENTINELS is set: codebot does not manage that server.")
         return EXIT_USAGE
-    out.print(
-        f"stopped {describe(settings)}"
-        if stop_embedded_server(settings)
-        else "the embedded Redis was not running"
+    server = embedded(settings)
+    outcome = server.stop(save=not args.nosave)
+    if outcome is StopOutcome.STOPPED:
+        out.print(f"stopped {describe(settings)}", markup=False, soft_wrap=True)
+        return 0
+    if outcome is StopOutcome.NOT_RUNNING:
+        out.print("the embedded Redis was not running")
+        return 0
+    if outcome is StopOutcome.NOT_ANSWERING:
+        raise RedisUnavailable(
+            f"{describe(settings)} (pid {server.pid() or '?'}) is running but not answering, so it was "
+            f"not stopped: it may be hung or stopped (SIGSTOP), or still loading; see {server.logfile}"
+        )
+    raise RedisUnavailable(
+        f"{describe(settings)} could not write its final snapshot and is still running (is the disk "
+        f"full? see {server.logfile}): free space and run `codebot redis stop` again, or "
+        "`codebot redis stop --nosave` (the append-only file keeps what it holds)"
     )
-    return 0
 
 
 def _writes_data_dir(args: argparse.Namespace) -> bool:
@@ -236,9 +258,12 @@ COMMANDS: dict[str, Callable[[Settings, argparse.Namespace, Console], int]] = {
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     out = Console(highlight=False)
-    from worker.ops.logs import configure_logging
-    from worker.ops.redis_connection import RedisUnavailable
+    from redis.exceptions import RedisError
 
+    from worker.ops.logs import configure_logging
+    from worker.ops.redis_connection import RedisUnavailable, describe, failure_line
+
+    settings: Settings | None = None
     try:
         settings = load_settings()
         configure_logging(settings)
@@ -248,6 +273,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ConfigError, RedisUnavailable) as exc:
         print(f"codebot: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except RedisError as exc:  # Redis failing after the start: unreachable, or refusing writes
+        where = describe(settings) if settings else "Redis"
+        print(f"codebot: {failure_line(where, exc)}", file=sys.stderr)
+        return EXIT_FAILED
     except KeyboardInterrupt:
         return 130
 

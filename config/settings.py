@@ -28,6 +28,8 @@ SECRET_FIELDS = (
     "slack_app_token",
     "discord_bot_token",
     "mcp_token",
+    "redis_sentinel_password",
+    "redis_password",
 )
 DEFAULT_SECRET_FILE_GLOBS = (
     ".env",
@@ -80,6 +82,17 @@ class Settings(BaseSettings):
     # --- where things live -------------------------------------------------------------------
     # The queue; unset: an embedded Redis under the data dir.
     redis_url: str | None = Field(default=None, validation_alias=_env("REDIS_URL"))
+    # Instead of REDIS_URL, for a Redis whose failover is Sentinel: the sentinels as
+    # host:port,host:port (docs/operations.md, "Redis Sentinel").
+    redis_sentinels: str = Field(default="", validation_alias=_env("REDIS_SENTINELS"))
+    # The name the sentinels monitor the primary under (`sentinel monitor <name> ...`).
+    redis_sentinel_master: str = Field(default="mymaster", validation_alias=_env("REDIS_SENTINEL_MASTER"))
+    # The sentinels' own password, if they require one.
+    redis_sentinel_password: SecretStr | None = Field(
+        default=None, validation_alias=_env("REDIS_SENTINEL_PASSWORD")
+    )
+    # The primary's (and replicas') password with REDIS_SENTINELS; also used for a REDIS_URL without one.
+    redis_password: SecretStr | None = Field(default=None, validation_alias=_env("REDIS_PASSWORD"))
     data_dir: Path = Path("data")  # mirrors, snapshots, the embedded Redis
     # The repository whitelist (config/repos.toml when it exists, else the packaged example).
     repos_file: Path = DEFAULT_REPOS_FILE
@@ -140,6 +153,9 @@ class Settings(BaseSettings):
     worker_heartbeat_grace_seconds: int = Field(default=15, ge=1)
     # How often each worker machine looks for abandoned questions.
     reaper_interval_seconds: float = Field(default=5.0, gt=0)
+    # A question taken from the queue by a worker that died before starting it (or lost in a
+    # Redis failover between the two) is queued again once found so for this long.
+    queue_orphan_grace_seconds: float = Field(default=60.0, gt=0)
     # Many machines (worker/repos/refresh.py): each machine checks this often for scheduled
     # refreshes (`refresh_minutes` in repos.toml) and for a newer commit another machine fetched.
     refresh_check_seconds: float = Field(default=30.0, gt=0)
@@ -158,6 +174,20 @@ class Settings(BaseSettings):
     daily_token_budget: int = Field(default=0, ge=0)  # tokens per UTC day for everyone; 0: no limit
     model_input_usd_per_million_tokens: float = Field(default=0.0, ge=0)  # for cost reports; 0: unknown
     model_output_usd_per_million_tokens: float = Field(default=0.0, ge=0)  # for cost reports; 0: unknown
+
+    # --- delivery: answers are stored, then posted until the platform takes them ------------
+    # An answer Slack or Discord refused is tried again after this long, doubling ...
+    delivery_retry_initial_seconds: float = Field(default=2.0, gt=0)
+    # ... up to this long between two attempts.
+    delivery_retry_max_seconds: float = Field(default=60.0, gt=0)
+    # An answer still refused after this long is given up: logged as an error, in `codebot status`.
+    delivery_give_up_seconds: float = Field(default=86400.0, gt=0)
+    # How often each worker machine looks for answers due for another attempt.
+    delivery_check_seconds: float = Field(default=1.0, gt=0)
+    # One delivery attempt holds its question this long before another machine may take over.
+    delivery_lease_seconds: float = Field(default=120.0, gt=0)
+    # Answers one machine tries to deliver at once (an attempt may wait out a rate limit).
+    delivery_max_parallel: int = Field(default=8, ge=1, le=64)
 
     # --- chat platforms ----------------------------------------------------------------------
     # Slack's Bot User OAuth Token, xoxb-… (docs/slack.md).
@@ -296,6 +326,19 @@ class Settings(BaseSettings):
             raise ValueError("must start with redis://, rediss:// or unix://")
         return value
 
+    @field_validator("redis_sentinels", mode="after")
+    @classmethod
+    def _sentinel_addresses(cls, value: str, info: ValidationInfo) -> str:
+        if not value.strip():
+            return ""
+        if info.data.get("redis_url"):
+            raise ValueError("set REDIS_URL or REDIS_SENTINELS, not both")
+        for address in value.split(","):
+            host, _, port = address.strip().rpartition(":")
+            if not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise ValueError(f"{address.strip()!r} is not host:port (e.g. 10.0.0.5:26379,10.0.0.6:26379)")
+        return ",".join(address.strip() for address in value.split(","))
+
     @field_validator("discord_command_guild", mode="before")
     @classmethod
     def _blank_guild_is_unset(cls, value: object) -> object:
@@ -319,6 +362,12 @@ class Settings(BaseSettings):
     @classmethod
     def _blank_secret_is_unset(cls, value: object) -> object:
         return None if isinstance(value, str) and not value.strip() else value
+
+    @property
+    def sentinel_addresses(self) -> list[tuple[str, int]]:
+        """REDIS_SENTINELS as (host, port) pairs; empty when Sentinel is not used."""
+        pairs = [address.rpartition(":") for address in self.redis_sentinels.split(",") if address]
+        return [(host.strip("[]"), int(port)) for host, _, port in pairs]
 
     @property
     def resolved_repos_file(self) -> Path:
@@ -357,7 +406,7 @@ def load_settings(env_file: str | Path | None = ".env", **overrides: Any) -> Set
         variable = _variable_name(field)
         got = error.get("input")
         # never echo a value that may carry a credential (a password in REDIS_URL, a token)
-        secret = variable == "REDIS_URL" or variable.endswith(("TOKEN", "SECRET", "KEY"))
+        secret = variable == "REDIS_URL" or variable.endswith(("TOKEN", "SECRET", "KEY", "PASSWORD"))
         shown = (
             f" (got {got!r})"
             if isinstance(got, str | int | float) and len(str(got)) < 80 and not secret

@@ -71,10 +71,10 @@ def test_a_model_failing_midway_still_gives_the_best_answer_from_what_was_found(
 
 def test_a_reply_slower_than_the_deadline_ends_the_question_in_bounded_time(tmp_path: Path) -> None:
     for rig in build_rig(tmp_path, question_deadline_seconds=4, model_timeout_seconds=30):
-        rig.model.enqueue(slow(20, text("too late")))
+        rig.model.enqueue(slow(60, text("too late")))
         started = time.monotonic()
         _, events = rig.ask("how does retry work?")
-        assert time.monotonic() - started < 10
+        assert time.monotonic() - started < 30  # the 4 s deadline, not the 60 s reply
         kind, failure = rig.final(events)
         assert kind == "failed" and "did not answer in time" in failure["text"]
 

@@ -93,7 +93,8 @@ def test_the_shipped_golden_set_runs_end_to_end_and_every_citation_verifies(tmp_
         (r["status"], r["keyword_hit_rate"], r["expected_files_cited"], r["verified_rate"]) for r in rows
     } == {("answered", "1.0", "1.0", "1.0")}
     # search, read, answer; 4 where the first 50 hits were all in other files and it narrowed with a
-    # glob (which questions need that depends on what the repo holds at this commit)
+    # glob (which questions need that depends on what the repo holds at this commit, and on which
+    # 50 hits ripgrep's threads report first: a busy machine can change it)
     hops = [int(r["hops"]) for r in rows]
     assert set(hops) <= {3, 4}
     summary = f"keyword hit rate 100% · verified citation rate 100% · unverified 0 · hops {sum(hops) / len(hops):.1f}"

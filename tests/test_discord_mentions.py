@@ -8,9 +8,8 @@ import pytest
 from bot import texts
 from tests.support.discord_payloads import snowflake, user
 from tests.support.discord_rig import DiscordRig
-from tests.support.redis_outage import kill_embedded_server
 from worker.jobs.queue import questions_queue, queue_depth
-from worker.ops.redis_connection import ensure_embedded_server
+from worker.ops.redis_connection import ensure_embedded_server, stop_embedded_server
 
 
 def test_a_mention_gets_eyes_a_thread_the_answer_and_a_check_mark(drig: DiscordRig) -> None:
@@ -124,7 +123,7 @@ def test_the_same_message_delivered_twice_is_answered_once(drig: DiscordRig) -> 
 
 def test_with_redis_down_the_asker_is_told_and_the_adapter_recovers(drig: DiscordRig) -> None:
     fake = drig.fake
-    kill_embedded_server(drig.settings)
+    stop_embedded_server(drig.settings)  # an operator's stop: not undone by the adapter's healing
     lost = drig.mention("how does retry work?")
     [reply] = fake.wait_for(lambda: fake.posted(fake.channel_id))
     assert reply["content"] == texts.QUEUE_UNAVAILABLE
@@ -136,7 +135,7 @@ def test_with_redis_down_the_asker_is_told_and_the_adapter_recovers(drig: Discor
     assert drig.bot.client.is_ready() and not drig.bot.client.is_closed()
 
 
-def test_with_redis_refusing_writes_the_asker_is_told_as_when_it_is_down(drig: DiscordRig) -> None:
+def test_with_redis_refusing_writes_the_asker_is_told_so(drig: DiscordRig) -> None:
     fake, redis = drig.fake, drig.rig.redis
     redis.config_set("maxmemory-policy", "noeviction")
     redis.config_set("maxmemory", "1")  # every write now fails: OOM command not allowed
@@ -145,7 +144,7 @@ def test_with_redis_refusing_writes_the_asker_is_told_as_when_it_is_down(drig: D
         [reply] = fake.wait_for(lambda: fake.posted(fake.channel_id))
     finally:
         redis.config_set("maxmemory", "0")
-    assert reply["content"] == texts.QUEUE_UNAVAILABLE
+    assert reply["content"] == texts.QUEUE_REFUSES_WRITES
     assert str(reply["message_reference"]["message_id"]) == refused["id"]
     drig.mention("how does retry work, now?")
     drig.queued()

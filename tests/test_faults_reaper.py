@@ -17,10 +17,12 @@ from rq.registry import StartedJobRegistry
 from tests.support.e2e import Rig
 from tests.support.model_server import Reply, error
 from worker.jobs.housekeeping import run_housekeeper
-from worker.jobs.job import QuestionRun, on_question_failed
+from worker.jobs.job import QuestionOutcome, QuestionRun, on_question_failed
+from worker.jobs.outbox import Final
 from worker.jobs.question import Question
-from worker.jobs.queue import ADMIN_QUEUE, ANSWERED_KEY_PREFIX, QUESTIONS_QUEUE, claim_answer
+from worker.jobs.queue import ADMIN_QUEUE, ANSWERED_KEY_PREFIX, QUESTIONS_QUEUE
 from worker.jobs.reaper import reap_abandoned
+from worker.jobs.sink import Answer
 from worker.ops.redis_connection import connect, socket_path, stop_embedded_server
 
 
@@ -31,6 +33,13 @@ def abandon(rig: Rig, question: Question, seconds_ago: float = 1.0) -> None:
     assert job.id == question.id
     registry = StartedJobRegistry(queue=queue)
     rig.redis.zadd(registry.key, {f"{job.id}:dead-worker-execution": time.time() - seconds_ago})
+
+
+def late_answer(rig: Rig, question: Question) -> QuestionOutcome:
+    """A run taken for dead that finishes its answer only now."""
+    run = QuestionRun(rig.runtime, rig.redis, question)
+    answer = Answer(markdown="late", sources=[], unverified=0, ref=run.ref)
+    return run.conclude(QuestionOutcome(status="answered", ref=run.ref), Final(answer=answer))
 
 
 def test_an_abandoned_question_is_retried_first_in_line_and_its_asker_told(rig: Rig) -> None:
@@ -81,7 +90,8 @@ def test_a_failure_is_the_one_final_message_so_a_late_answer_is_not_posted_after
     question = rig.question("how does retry work?")
     rig.model.set_handler(lambda _body: error(401))
     assert QuestionRun(rig.runtime, rig.redis, question).run().status == "failed"
-    assert not claim_answer(rig.redis, question.id)  # a run taken for dead finishing now stays quiet
+    assert late_answer(rig, question).status == "already_answered"  # a run taken for dead, finishing now
+    assert [kind for kind, _ in rig.events(question, timeout=0.5) if kind != "received"] == ["failed"]
 
 
 def test_the_last_apology_for_a_dead_worker_is_posted_once_and_blocks_a_late_answer(rig: Rig) -> None:
@@ -92,7 +102,8 @@ def test_the_last_apology_for_a_dead_worker_is_posted_once_and_blocks_a_late_ans
     on_question_failed(job, rig.redis)
     on_question_failed(job, rig.redis)  # reaped again, or by another machine
     assert [kind for kind, _ in rig.events(question, timeout=0.5)] == ["failed"]
-    assert not claim_answer(rig.redis, question.id)
+    assert late_answer(rig, question).status == "already_answered"
+    assert [kind for kind, _ in rig.events(question, timeout=0.5)] == ["failed"]
 
 
 def test_a_housekeeper_started_while_redis_is_down_reaps_once_it_is_back(rig: Rig) -> None:

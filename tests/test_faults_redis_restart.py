@@ -1,8 +1,10 @@
-"""Redis killed and restarted under a running Slack adapter and a running `codebot worker`.
+"""Redis gone from under a running Slack adapter and a running `codebot worker`.
 
-The adapter answers "try again" while Redis is down and stays up; the worker reconnects by
-itself; every question queued before the crash is answered exactly once afterwards (the
-embedded server runs with appendonly + appendfsync everysec; docs/operations.md, "Many machines").
+Stopped for a while by an operator: the adapter answers "try again" and stays up, the worker
+waits and reconnects by itself. Killed: the worker starts the embedded server again by itself
+(nobody else touches Redis). Either way every question queued before is answered exactly
+once afterwards (the embedded server runs with appendonly + appendfsync everysec;
+docs/operations.md, "Many machines").
 """
 
 from __future__ import annotations
@@ -17,10 +19,11 @@ import pytest
 from bot import texts
 from bot.slack_format import format_for_slack
 from tests.support.model_server import Reply, last_user_text, slow, text, tool_calls
-from tests.support.redis_outage import is_reachable, kill_embedded_server
+from tests.support.redis_outage import kill_embedded_server
+from tests.support.redis_servers import persist_now
 from tests.support.slack_rig import SlackRig, wait_until
-from tests.support.worker_procs import start_worker, stop_worker
-from worker.ops.redis_connection import connect
+from tests.support.worker_procs import start_worker, stop_worker, wait_dead
+from worker.ops.redis_connection import connect, server_pid, stop_embedded_server
 
 TURN_SECONDS = 0.3
 
@@ -45,10 +48,27 @@ def settled(rig: SlackRig, ts: str) -> bool:
     return any(r in rig.api.reactions("C1", ts) for r in ("white_check_mark", "warning"))
 
 
+def ask_while_busy(rig: SlackRig, count: int) -> list[str]:
+    """`count` mentions queued, the worker busy with the first one; their message ts."""
+    queued = [rig.mention(f"question {n}?", user=f"U{n}") for n in range(count)]
+    rig.settle()
+    rig.model.wait_for_requests(1, timeout=30)
+    return queued
+
+
+def assert_each_answered_once(rig: SlackRig, queued: list[str]) -> None:
+    """One message per thread, never two; the answer, or for the one in flight at the crash at
+    worst an apology with a reference."""
+    replies = {ts: rig.api.thread_texts("C1", ts) for ts in queued}
+    assert all(posts_in_thread(rig, ts) == 1 and len(replies[ts]) == 1 for ts in queued), replies
+    answered = [n for n, ts in enumerate(queued) if f"answer to: question {n}?" in replies[ts][0]]
+    assert len(answered) >= len(queued) - 1, replies
+    assert all("Reference: `" in replies[ts][0] for n, ts in enumerate(queued) if n not in answered)
+
+
 def redis_down_for_a_while(rig: SlackRig) -> None:
-    """Kill Redis; a mention meanwhile gets "try again" and the adapter stays up; restart it."""
-    kill_embedded_server(rig.settings)
-    wait_until(lambda: not is_reachable(rig.redis))
+    """Stop Redis; a mention meanwhile gets "try again" and the adapter stays up; restart it."""
+    assert stop_embedded_server(rig.settings)
     during = rig.mention("asked while Redis is down", user="U90")
     rig.settle()
     assert rig.api.thread_texts("C1", during) == format_for_slack(texts.QUEUE_UNAVAILABLE)
@@ -65,9 +85,7 @@ def test_redis_restarting_under_the_adapter_and_a_worker_loses_no_queued_questio
     rig.model.set_handler(answer_slowly)
     worker = start_worker(rig.settings, log=tmp_path / "worker.log")
     try:
-        queued = [rig.mention(f"question {n}?", user=f"U{n}") for n in range(6)]
-        rig.settle()
-        rig.model.wait_for_requests(1, timeout=30)  # the worker is busy with the first one
+        queued = ask_while_busy(rig, 6)
         time.sleep(1.1)  # appendfsync everysec: what was queued is on disk
         redis_down_for_a_while(rig)
         after = rig.mention("asked after the restart", user="U91")
@@ -77,10 +95,28 @@ def test_redis_restarting_under_the_adapter_and_a_worker_loses_no_queued_questio
         time.sleep(1.0)  # a duplicate answer, if any, would arrive now
     finally:
         stop_worker(worker)
-    replies = {ts: rig.api.thread_texts("C1", ts) for ts in [*queued, after]}
-    assert all(posts_in_thread(rig, ts) == 1 and len(replies[ts]) == 1 for ts in replies)  # never two
-    answered = [n for n, ts in enumerate(queued) if f"answer to: question {n}?" in replies[ts][0]]
-    # every question queued is answered; the one in flight at the crash at worst gets an apology
-    assert len(answered) >= len(queued) - 1, replies
-    assert all("Reference: `" in replies[ts][0] for n, ts in enumerate(queued) if n not in answered)
-    assert "answer to: asked after the restart" in replies[after][0]
+    assert_each_answered_once(rig, queued)
+    [reply] = rig.api.thread_texts("C1", after)
+    assert "answer to: asked after the restart" in reply
+
+
+@pytest.mark.slow
+def test_a_worker_starts_a_killed_embedded_redis_again_and_answers_every_queued_question(
+    rig: SlackRig, tmp_path: Path
+) -> None:
+    rig.model.set_handler(answer_slowly)
+    worker = start_worker(rig.settings, log=tmp_path / "worker.log")
+    try:
+        queued = ask_while_busy(rig, 4)
+        persist_now(rig.redis)  # what was queued is in the append-only file
+        crashed = server_pid(rig.settings)
+        assert crashed
+        kill_embedded_server(rig.settings)  # and the adapter stays idle: the worker heals it
+        wait_dead(crashed)
+        for ts in queued:
+            wait_until(lambda ts=ts: settled(rig, ts), timeout=60)
+        time.sleep(1.0)  # a duplicate answer, if any, would arrive now
+    finally:
+        stop_worker(worker)
+    assert server_pid(rig.settings) != crashed
+    assert_each_answered_once(rig, queued)

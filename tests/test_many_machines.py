@@ -165,5 +165,5 @@ def test_a_machine_that_cannot_fetch_answers_from_its_last_good_snapshot_within_
             assert kind == "answer" and f"blob/{rig.sha}/payments/retry.py#L3" in answer["markdown"]
             seconds.append(seconds_in_job(rig, question.id))
     bound = rig.settings.catch_up_timeout_seconds
-    assert bound <= seconds[0] < 2 * bound + 3  # waited for git (ls-remote), at most its bound
-    assert seconds[1] < 1.5  # and the next question does not wait for git again
+    assert bound <= seconds[0] < 2 * bound + 10  # waited for git (ls-remote), about its bound
+    assert seconds[1] < seconds[0] - bound / 2  # and the next question does not wait for git again

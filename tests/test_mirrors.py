@@ -138,7 +138,7 @@ def test_a_remote_that_never_answers_fails_after_the_git_timeout_and_keeps_servi
         started = time.monotonic()
         result = hung.sync("app")
 
-    assert time.monotonic() - started < 10
+    assert time.monotonic() - started < 20  # the 1 s git timeout fired: without it, this hangs
     assert not result.ok and result.sha == good
     assert result.error == "fetch failed: git fetch timed out after 1 s"
 

@@ -196,7 +196,7 @@ def test_429_then_success_is_retried_by_the_sdk(model: ScriptedModel, make_clien
     assert len(model.requests) == 2
     # `retry-after: 0` is not "retry now": the SDK only honours 0 < delay <= 120 s and otherwise
     # falls back to its 0.5 s (minus <=25% jitter) backoff. Use retry-after-ms for faster tests.
-    assert 0.3 < time.monotonic() - started < 3
+    assert 0.3 < time.monotonic() - started < 20  # a lower bound holds on any machine
 
 
 def test_retry_after_ms_makes_retries_fast(model: ScriptedModel, make_client: MakeClient) -> None:
@@ -205,7 +205,8 @@ def test_retry_after_ms_makes_retries_fast(model: ScriptedModel, make_client: Ma
     )
     started = time.monotonic()
     assert ask(make_client(max_retries=2), "hi").choices[0].message.content == "ok"
-    assert time.monotonic() - started < 0.3
+    # honoured: without it the SDK's fallback backoff alone takes >= 0.375 + 0.75 s for two retries
+    assert time.monotonic() - started < 1.0
     assert [h["x-stainless-retry-count"] for h in model.headers] == ["0", "1", "2"]
 
 
@@ -241,11 +242,11 @@ def test_error_with_a_string_body_becomes_the_message(model: ScriptedModel, make
 
 
 def test_slow_reply_times_out(model: ScriptedModel, make_client: MakeClient) -> None:
-    model.enqueue(slow(2, text("too late")))
+    model.enqueue(slow(30, text("too late")))
     started = time.monotonic()
     with pytest.raises(openai.APITimeoutError):
         ask(make_client(timeout=0.5, max_retries=0), "hi")
-    assert time.monotonic() - started < 1.5
+    assert time.monotonic() - started < 15  # the 0.5 s timeout, not the 30 s reply
     assert len(model.requests) == 1  # recorded on arrival, before the delay
 
 
@@ -262,12 +263,10 @@ def test_slow_reply_does_not_block_other_requests(model: ScriptedModel, make_cli
     worker = threading.Thread(target=ask_slowly)
     worker.start()
     model.wait_for_requests(1)
-    started = time.monotonic()
     assert ask(client, "quick").choices[0].message.content == "fast"
-    assert time.monotonic() - started < 0.5
     finished.append("fast")
-    worker.join(timeout=5)
-    assert finished == ["fast", "late"]
+    worker.join(timeout=30)
+    assert finished == ["fast", "late"]  # the quick one did not wait behind the slow one
 
 
 # -- malformed replies: what the SDK actually does ----------------------------------------
@@ -479,12 +478,11 @@ def test_close_is_idempotent_and_interrupts_slow_replies(make_client: MakeClient
     thread = threading.Thread(target=call)
     thread.start()
     server.wait_for_requests(1)
-    started = time.monotonic()
     server.close()
     server.close()
-    thread.join(timeout=5)
-    assert time.monotonic() - started < 2
-    assert len(errors) == 1 and isinstance(errors[0], openai.APIConnectionError)
+    thread.join(timeout=30)
+    # the connection was cut (not the client's 10 s timeout, not the 30 s reply)
+    assert len(errors) == 1 and type(errors[0]) is openai.APIConnectionError
 
 
 def test_reply_constructors_validate() -> None:

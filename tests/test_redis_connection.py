@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +11,7 @@ import pytest
 
 from config.settings import load_settings
 from tests.support.redis_outage import kill_embedded_server
+from tests.support.redis_servers import redis_server
 from worker.ops.redis_connection import (
     RedisUnavailable,
     connect,
@@ -96,3 +98,36 @@ def test_a_redis_that_wants_another_password_is_named_as_such_not_as_unreachable
     finally:
         server.kill()
         server.wait()
+
+
+def test_a_redis_url_server_that_can_lose_questions_is_named_in_one_warning_line(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    volatile = ("--appendonly", "no", "--save", "", "--maxmemory-policy", "allkeys-lru")
+    with redis_server(tmp_path, *volatile) as server, caplog.at_level(logging.WARNING, "codebot.redis"):
+        connect(load_settings(env_file=None, redis_url=server.url))
+        connect(load_settings(env_file=None, redis_url=server.url))  # once per process, not per call
+    [warning] = [r.getMessage() for r in caplog.records]
+    assert warning.startswith(f"Redis at 127.0.0.1:{server.port} can lose questions: it has no persistence")
+    assert "set appendonly yes" in warning
+    assert "its maxmemory-policy is allkeys-lru" in warning and "set maxmemory-policy noeviction" in warning
+
+
+@pytest.mark.parametrize("persistence", [("--appendonly", "yes"), ("--save", "60", "1")])
+def test_a_redis_url_server_that_persists_and_never_evicts_gets_no_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, persistence: tuple[str, ...]
+) -> None:
+    with redis_server(tmp_path, *persistence) as server, caplog.at_level(logging.WARNING, "codebot.redis"):
+        connect(load_settings(env_file=None, redis_url=server.url))
+    assert caplog.records == []
+
+
+def test_a_read_only_replica_in_redis_url_is_refused_at_start_in_one_line(tmp_path: Path) -> None:
+    with (
+        redis_server(tmp_path) as primary,
+        redis_server(tmp_path, "--replicaof", "127.0.0.1", str(primary.port)) as replica,
+        pytest.raises(RedisUnavailable) as caught,
+    ):
+        connect(load_settings(env_file=None, redis_url=replica.url))
+    assert str(caught.value).startswith(f"Redis at 127.0.0.1:{replica.port} refuses writes (READONLY")
+    assert "point REDIS_URL at the primary" in str(caught.value)

@@ -38,7 +38,7 @@ def test_a_mention_is_acked_at_once_enqueued_and_marked_received(rig: SlackRig) 
         rig.events_url, event_body(mention("C1", ts, "how does retry work?")), SECRET
     )
     rig.settle()
-    assert status == 200 and seconds < 1.0
+    assert status == 200 and seconds < 3.0  # Slack's own limit; it takes milliseconds
     assert rig.question_jobs() == [f"q-slack-C1-{ts.replace('.', '_')}"]
     assert rig.api.reactions("C1", ts) == ["eyes"]
 

@@ -82,10 +82,12 @@ def test_search_for_a_piece_of_a_key_body_finds_nothing_because_the_snapshot_nev
         assert outcome.data["total"] == 0
 
 
-def test_redacting_a_megabyte_of_code_takes_well_under_a_second() -> None:
+def test_redacting_a_megabyte_of_code_takes_seconds_at_most() -> None:
     chunk = "def handler(event, context):\n    key = event['key']\n    return {'status': 200, 'body': key}\n"
     text = chunk * (1_000_000 // len(chunk))
     get_redactor().redact(text)  # warm
     started = time.perf_counter()
     assert get_redactor().redact(text) == text
-    assert time.perf_counter() - started < 0.5
+    # ~0.12 s on a quiet machine; a per-line secret scan would take tens of seconds. The bound is
+    # 40x the expectation so that a busy machine never fails it (bench/ measures speed).
+    assert time.perf_counter() - started < 5

@@ -9,7 +9,10 @@ The real discord.py client (adapter) and the worker's REST sink talk to it over 
 REST: every call is recorded (`calls`, `find`) and answered with `Content-Type:
 application/json` exactly (discord.py parses nothing else, docs/platform-notes.md, pitfall 17);
 `rate_limit(K, s)` answers the next K matching calls with 429 and `retry_after` s (with a
-`Via` header, or discord.py takes the 429 for a Cloudflare ban). Messages honour `nonce` +
+`Via` header, or discord.py takes the 429 for a Cloudflare ban); `outage(503)` fails every
+matching call with that status until `outage(None)` (discord.py itself retries 500, 502, 504
+and 524 five times, 16 s in all, and raises at once on the other 5xx; `outage(429,
+retry_after=s)` rate-limits every call). Messages honour `nonce` +
 `enforce_nonce` like Discord: the same nonce in a channel returns the earlier message. A
 thread started from a message gets the message's id; a second one fails with code 160004.
 
@@ -78,6 +81,8 @@ class FakeDiscord:
         self._limits: list[_RateLimit] = []
         self._refusals: list[_RateLimit] = []  # calls answered with an error (refuse())
         self._refusal_status = 403
+        self._outage: _RateLimit | None = None  # every matching call fails with `status` while set
+        self._outage_status = 500
         self._sockets: list[web.WebSocketResponse] = []
         self._sequence = 0
         self._pending: set[asyncio.Future[None]] = set()
@@ -143,6 +148,20 @@ class FakeDiscord:
         with self._lock:
             self._refusals = [_RateLimit(calls, 0.0, method, path)]  # refuse(0) stops refusing
             self._refusal_status = status
+
+    def outage(
+        self, status: int | None, method: str | None = None, path: str | None = None, retry_after: float = 1.0
+    ) -> None:
+        """From now on every matching REST call fails with `status` until `outage(None)`: a 5xx
+        (Discord's API down), or 429 with `retry_after` (rate limited on every bucket)."""
+        with self._lock:
+            self._outage = None if status is None else _RateLimit(1, retry_after, method, path)
+            self._outage_status = status or 500
+
+    @property
+    def gateway_sessions(self) -> int:
+        """Gateway connections open now (an adapter that identified counts one)."""
+        return sum(1 for ws in self._sockets if not ws.closed)
 
     def find(self, method: str, path: str) -> list[Call]:
         """Recorded calls with this method whose path matches the regex, in order."""
@@ -262,6 +281,11 @@ class FakeDiscord:
             body=body, status=status, headers={"Content-Type": "application/json", **(headers or {})}
         )
 
+    def _too_many(self, retry_after: float) -> web.Response:
+        data = {"message": "You are being rate limited.", "retry_after": retry_after, "global": False}
+        headers = {"Via": "1.1 google", "Retry-After": str(retry_after), "X-RateLimit-Scope": "user"}
+        return self._respond(429, data, headers)
+
     def _limited(self, method: str, path: str, limits: list[_RateLimit] | None = None) -> _RateLimit | None:
         with self._lock:
             for limit in self._limits if limits is None else limits:
@@ -280,23 +304,25 @@ class FakeDiscord:
         call = Call(request.method, path, dict(request.query), body)
         with self._lock:
             self.calls.append(call)
+        with self._lock:
+            down = self._outage
+            down_now = (
+                down is not None
+                and down.method in (None, request.method)
+                and re.search(down.path or "", path)
+            )
+        if down is not None and down_now:
+            call.status = self._outage_status
+            if call.status == 429:
+                return self._too_many(down.retry_after)
+            return self._respond(call.status, {"message": f"{call.status}: Internal Server Error", "code": 0})
         if self._limited(request.method, path, self._refusals) is not None:
             call.status = self._refusal_status
             return self._respond(call.status, {"message": "Missing Permissions", "code": 50013})
         limit = self._limited(request.method, path)
         if limit is not None:
             call.status = 429
-            data = {
-                "message": "You are being rate limited.",
-                "retry_after": limit.retry_after,
-                "global": False,
-            }
-            headers = {
-                "Via": "1.1 google",
-                "Retry-After": str(limit.retry_after),
-                "X-RateLimit-Scope": "user",
-            }
-            return self._respond(429, data, headers)
+            return self._too_many(limit.retry_after)
         with self._lock:
             call.status, data = self._route(request.method, path, body if body is not None else {})
         return self._respond(call.status, data)

@@ -24,5 +24,7 @@ def is_reachable(client: Redis) -> bool:
     """Does the server answer a PING now?"""
     try:
         return bool(client.ping())
+    except redis.ResponseError:  # an error reply (MISCONF refuses even PING) is an answer
+        return True
     except (redis.ConnectionError, redis.TimeoutError, OSError):
         return False

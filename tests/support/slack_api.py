@@ -7,10 +7,16 @@ As in slack-bolt's own tests, the real clients talk HTTP to a real server on loo
         client.chat_postMessage(channel="C1", text="hi")
         assert slack.calls_to("chat.postMessage")[0].body["text"] == "hi"
         slack.rate_limit("chat.update", count=1, retry_after=1)  # the next call gets a 429
+        slack.outage("http500")                  # every Web API call fails until outage(None)
+        slack.hang("chat.update", 30, containing="answer")  # the next such call answers 30 s late
 
 Every call is recorded (method, body parsed from JSON or form, headers, arrival time).
 Messages posted and updated are kept per channel so tests can read a thread as a user sees
 it (`thread_texts`). Requests without `Authorization: Bearer xoxb-…` get `invalid_auth`.
+Outages, as Slack has them: `outage("http500")` (HTTP 500, an HTML page), `outage("ratelimited")`
+(HTTP 200 `{"ok": false, "error": "ratelimited"}`) or `outage("429")` (HTTP 429, Retry-After)
+on every Web API method, or on some, until `outage(None)`. `hang` holds one call (then
+handles it as usual: Slack was slow, not down), as when a worker is killed mid-post.
 Slash commands' `response_url` points here too (`response_url(n)`), recorded as "response_url".
 With `socket_url` set (a `SlackSocket`'s URL), `apps.connections.open` with an app-level token
 (`Bearer xapp-…`) answers `{"ok": true, "url": socket_url}`; otherwise it gets `invalid_auth`.
@@ -27,11 +33,12 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import parse_qsl, urlencode
 
 from slack_sdk.signature import SignatureVerifier
 
+Outage = Literal["http500", "ratelimited", "429"]
 BOT_USER_ID = "UBOT"
 BOT_ID = "BBOT"
 TEAM_ID = "T0001"
@@ -74,14 +81,18 @@ class _Handler(BaseHTTPRequestHandler):
         path = self.path.partition("?")[0]
         method = "response_url" if path.startswith("/response/") else path.rsplit("/", 1)[-1]
         status, payload, headers = self.server.api._handle(method, body, dict(self.headers.items()))
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json; charset=utf-8")
-        for name, value in headers.items():
-            self.send_header(name, value)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        html = isinstance(payload, str)  # a 5xx page from Slack's edge, not JSON
+        data = payload.encode() if html else json.dumps(payload).encode()
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "text/html" if html else "application/json; charset=utf-8")
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+        except OSError:  # the caller is gone (a killed worker whose call was held by hang())
+            pass
 
     do_GET = do_POST
 
@@ -94,6 +105,8 @@ class SlackAPI:
         self._ts = itertools.count(1)
         self._limits: dict[str | None, list[int]] = {}  # method (None: any) -> [count left, retry_after]
         self._failures: dict[str, list[Any]] = {}  # method -> [count left, error]
+        self._outage: tuple[Outage, frozenset[str] | None, int] | None = None  # kind, methods, retry_after
+        self._hangs: list[tuple[str, float, str | None]] = []  # (method, seconds, text it contains)
         self.socket_url: str | None = None  # what apps.connections.open answers (Socket Mode)
         self._server = _Server(("127.0.0.1", 0), _Handler)
         self._server.api = self
@@ -136,6 +149,21 @@ class SlackAPI:
         with self._lock:
             self._failures[method] = [count, error]
 
+    def outage(self, kind: Outage | None, methods: list[str] | None = None, retry_after: int = 1) -> None:
+        """From now on every Web API call (of `methods`, or all) fails as in one of Slack's outages,
+        until `outage(None)`: "http500" (HTTP 500, an HTML page), "ratelimited" (HTTP 200,
+        `ok: false`), "429" (HTTP 429 with `Retry-After: retry_after`)."""
+        with self._lock:
+            self._outage = (
+                None if kind is None else (kind, frozenset(methods) if methods else None, retry_after)
+            )
+
+    def hang(self, method: str, seconds: float, containing: str | None = None) -> None:
+        """Hold the next call of `method` (whose body contains `containing`: a text, a reaction
+        name) `seconds` before handling it as usual."""
+        with self._lock:
+            self._hangs.append((method, seconds, containing))
+
     def calls_to(self, method: str) -> list[Call]:
         with self._lock:
             return [c for c in self.calls if c.method == method]
@@ -175,6 +203,18 @@ class SlackAPI:
     ) -> tuple[int, Any, dict[str, str]]:
         with self._lock:
             self.calls.append(Call(method, body, headers))
+            held = self._held(method, body)
+        if held:
+            time.sleep(held)
+        with self._lock:
+            if self._outage is not None and method != "response_url":
+                kind, methods, retry_after = self._outage
+                if methods is None or method in methods:
+                    if kind == "http500":
+                        return 500, "<html><body>500 Internal Server Error</body></html>", {}
+                    if kind == "429":
+                        return 429, {"ok": False, "error": "ratelimited"}, {"Retry-After": str(retry_after)}
+                    return 200, {"ok": False, "error": "ratelimited"}, {}
             for key in (method, None):
                 limit = self._limits.get(key)
                 if limit and limit[0] > 0:
@@ -192,6 +232,13 @@ class SlackAPI:
             if not auth.startswith("Bearer xoxb-"):
                 return 200, {"ok": False, "error": "invalid_auth"}, {}
             return 200, self._answer(method, body), {}
+
+    def _held(self, method: str, body: dict[str, Any]) -> float:
+        for index, (hung, seconds, containing) in enumerate(self._hangs):
+            if hung == method and (containing is None or containing in json.dumps(body)):
+                del self._hangs[index]
+                return seconds
+        return 0.0
 
     def _answer(self, method: str, body: dict[str, Any]) -> dict[str, Any]:
         if method == "auth.test":

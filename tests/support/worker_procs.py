@@ -35,6 +35,8 @@ def settings_env(settings: Settings, **extra: Any) -> dict[str, str]:
         value = getattr(settings, field)
         if value == info.default or value is None:
             continue
+        if isinstance(value, SecretStr):
+            value = value.get_secret_value()
         alias = info.validation_alias
         name = alias.choices[0] if isinstance(alias, AliasChoices) else f"CODEBOT_{field.upper()}"
         if isinstance(value, SecretStr):
@@ -66,6 +68,18 @@ def start_worker(
     finally:
         if log:
             out.close()  # type: ignore[union-attr]
+
+
+def session_pids(session: int) -> list[int]:
+    """Every live process of a session (what systemd's KillMode=control-group signals, for a
+    service whose processes stay in its session; RQ's horses leave only the process group)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with suppress(OSError):
+                if os.getsid(int(entry.name)) == session and alive(int(entry.name)):
+                    pids.append(int(entry.name))
+    return pids
 
 
 def children(pid: int) -> list[int]:

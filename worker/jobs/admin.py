@@ -37,6 +37,7 @@ from worker.agent.endpoint_memory import (
 )
 from worker.jobs import runtime as runtime_module
 from worker.jobs import texts
+from worker.jobs.outbox import Undelivered, backlog
 from worker.jobs.question import ReplyTarget, reference_id
 from worker.jobs.queue import ADMIN_QUEUE, questions_queue, queue_depth
 from worker.jobs.runtime import Runtime
@@ -265,8 +266,30 @@ def failed_questions(redis: Redis, since: float) -> list[str]:
     return found
 
 
+def delivery_status_lines(redis: Redis, settings: Settings) -> list[str]:
+    """Answers stored but not yet taken by their platform (worker/jobs/outbox.py), and those
+    given up after `delivery_give_up_seconds`."""
+    found = backlog(redis)
+
+    def line(entry: Undelivered) -> str:
+        return texts.STATUS_DELIVERY_LINE.format(
+            ref=reference_id(entry.question_id),
+            platform=entry.platform,
+            attempts=entry.attempts,
+            age=short_duration(entry.age_seconds),
+            error=entry.error or "?",
+        )
+
+    bound = short_duration(settings.delivery_give_up_seconds)
+    lines = [texts.STATUS_DELIVERY_RETRYING.format(count=found.retrying, bound=bound)]
+    lines.extend(line(entry) for entry in found.retrying_shown)
+    lines.append(texts.STATUS_DELIVERY_GIVEN_UP.format(count=found.given_up))
+    lines.extend(line(entry) for entry in found.given_up_shown)
+    return lines
+
+
 def status_report(redis: Redis, runtime: Runtime) -> str:
-    """Markdown for `/codebot status`: queue, workers, recent failures, last refresh per repo."""
+    """Markdown for `/codebot status`: queue, workers, recent failures, delivery, last refresh per repo."""
     now = time.time()
     admin_waiting = Queue(ADMIN_QUEUE, connection=redis).count
     lines = [texts.STATUS_TITLE, texts.STATUS_QUEUE.format(questions=queue_depth(redis), admin=admin_waiting)]
@@ -284,6 +307,7 @@ def status_report(redis: Redis, runtime: Runtime) -> str:
     if failed:
         refs = ", ".join(f"`{reference_id(job_id)}`" for job_id in failed[-SHOWN_REFS:])
         lines.append(texts.STATUS_FAILED_REFS.format(refs=refs))
+    lines.extend(delivery_status_lines(redis, runtime.settings))
     lines.append(texts.STATUS_REPOS)
     for fact in repo_facts(redis, runtime, runtime.whitelist.names()):
         if fact.sha and fact.host:

@@ -1,4 +1,4 @@
-"""One housekeeper process per `codebot worker`: the reaper and the refresher.
+"""One housekeeper process per `codebot worker`: the reaper, the deliverer and the refresher.
 
 It is a process of its own, not a thread of the RQ worker, because RQ forks a work horse per
 question: a fork taken while a thread holds a git pipe or a repo's refresh lock would hand
@@ -7,6 +7,10 @@ them to the horse, which would keep them until its question ends. It dies with i
 
 - reaper (every `reaper_interval_seconds`): questions of dead workers, on any machine, are
   retried or their askers told (worker.jobs.reaper);
+- deliverer (every `delivery_check_seconds`): final messages a platform refused, on any
+  machine, are tried again when due (worker.jobs.outbox);
+- orphans (every half `queue_orphan_grace_seconds`): questions taken from the queue but never
+  started are queued again (worker.jobs.orphans);
 - refresher (every `refresh_check_seconds`): scheduled refreshes this machine claims, then
   catching up to commits other machines fetched (worker.repos.refresh).
 
@@ -25,6 +29,8 @@ from types import FrameType
 from redis import Redis
 
 from worker.jobs import runtime as runtime_module
+from worker.jobs.orphans import rescue_orphans
+from worker.jobs.outbox import deliver_due
 from worker.jobs.queue import ADMIN_QUEUE, QUESTIONS_QUEUE
 from worker.jobs.reaper import die_with_parent, reap_abandoned
 from worker.jobs.runtime import Runtime
@@ -36,6 +42,14 @@ log = logging.getLogger("codebot.housekeeping")
 
 def reaper_pass(redis: Redis, _runtime: Runtime) -> None:
     reap_abandoned(redis, [ADMIN_QUEUE, QUESTIONS_QUEUE])
+
+
+def delivery_pass(redis: Redis, runtime: Runtime) -> None:
+    deliver_due(redis, runtime)
+
+
+def orphan_pass(redis: Redis, runtime: Runtime) -> None:
+    rescue_orphans(redis, [ADMIN_QUEUE, QUESTIONS_QUEUE], runtime.settings.queue_orphan_grace_seconds)
 
 
 def refresher_pass(redis: Redis, runtime: Runtime) -> None:
@@ -62,7 +76,8 @@ def _connect_until_stopped(runtime: Runtime, stop: threading.Event) -> Redis | N
     """Redis restarting just as the worker starts must not leave this machine without a reaper."""
     while not stop.is_set():
         try:
-            return connect(runtime.settings)
+            # the worker started the embedded Redis; after `codebot redis stop`, wait, do not restart it
+            return connect(runtime.settings, start_embedded=False)
         except RedisUnavailable as exc:
             log.warning("housekeeping waits for Redis: %s", exc)
             stop.wait(runtime.settings.reaper_interval_seconds)
@@ -86,6 +101,8 @@ def run_housekeeper(runtime: Runtime) -> None:
         return
     passes = [
         (settings.reaper_interval_seconds, reaper_pass),
+        (settings.delivery_check_seconds, delivery_pass),
+        (settings.queue_orphan_grace_seconds / 2, orphan_pass),
         (settings.refresh_check_seconds, refresher_pass),
     ]
     threads = [

@@ -1,12 +1,14 @@
 """The question job on RQ: a thin entry point, and the whole lifecycle in QuestionRun.run().
 
 A failure of any kind ends in a clear message to the asker with a short reference id (the
-details go to the log under the same id). A retried job never posts a second answer or apology.
+details go to the log under the same id). Answering and delivering are two steps: the run's
+final message (the answer or an apology) is stored first, under the question id, and only
+then posted; a platform that refuses it gets it again later from the outbox
+(worker/jobs/outbox.py). A retried job never stores or posts a second answer or apology.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -23,13 +25,16 @@ from worker.agent.citations import check_answer
 from worker.agent.endpoint_memory import base_url_of, display_url, record_model_error
 from worker.agent.loop import Agent, ModelFailure
 from worker.agent.model import make_openai_client
+from worker.jobs import outbox
 from worker.jobs import runtime as runtime_module
+from worker.jobs.outbox import Final, make_sink
 from worker.jobs.question import Question, ReplyTarget, Turn, reference_id
-from worker.jobs.queue import ANSWERED_KEY_PREFIX, claim_answer, was_answered
+from worker.jobs.queue import was_answered
 from worker.jobs.runtime import Runtime
-from worker.jobs.sink import Answer, ConsoleSink, DeliveryFailed, ReplySink
+from worker.jobs.sink import Answer, DeliveryFailed, ReplySink
 from worker.jobs.threads import record_turn
 from worker.ops.accounting import BUDGET_SPENT_MESSAGE, budget_spent, record_usage
+from worker.ops.claims import new_token
 from worker.ops.logs import log_context
 from worker.ops.metrics import count, observe_question
 from worker.repos.refresh import catch_up
@@ -42,13 +47,21 @@ NO_SNAPSHOT_MESSAGE = (
     "None of the repositories for this question has been synced on this worker yet. "
     "An admin can run `codebot repos sync` (or `/codebot refresh all`)."
 )
+WORKER_STOPPED_MESSAGE = (
+    "Sorry, the worker answering this stopped before it finished. Please ask again. Reference: `{ref}`"
+)
+TRYING_AGAIN = "the worker answering this stopped; trying again…"
 
 
-# An answer ready while Redis restarts waits this long to be claimed before the asker gets an apology.
+# A final message ready while Redis restarts waits this long to be stored; after that it is
+# posted without being stored (it might then repeat, which beats silence).
 CLAIM_WAIT_SECONDS = 15.0
 
 
 Status = Literal["answered", "already_answered", "failed", "budget_spent", "no_snapshot"]
+# What became of the final message this run stored (worker.jobs.outbox.Delivery), or "direct":
+# posted without being stored (Redis was down), "lost": not even that; "" when it stored none.
+DeliveryState = Literal["", "delivered", "pending", "undeliverable", "busy", "none", "direct", "lost"]
 
 
 @dataclass
@@ -59,6 +72,7 @@ class QuestionOutcome:
     status: Status
     ref: str
     reason: str | None = None  # why it failed: the model's failure, or "crash" (a bug of ours)
+    delivery: DeliveryState = ""
     answer: str = ""
     hops: int = 0
     tool_calls: int = 0
@@ -76,17 +90,6 @@ class QuestionOutcome:
 
     def as_record(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def make_sink(runtime: Runtime, redis: Redis, question: Question) -> ReplySink:
-    """The platform's sink from the runtime's registry (the console needs none)."""
-    platform = question.target.platform
-    if platform == "console":
-        return ConsoleSink(redis, question)
-    factory = runtime.sinks.get(platform)
-    if factory is None:
-        raise LookupError(f"no reply sink for {platform!r} in this worker's runtime (codebot/wiring.py)")
-    return factory(runtime.settings, redis, question)
 
 
 def make_model_client(runtime: Runtime) -> openai.OpenAI:
@@ -110,7 +113,8 @@ class QuestionRun:
         self.redis = redis
         self.question = question
         self.ref = reference_id(question.id)
-        self.claimed = False  # this run holds the question's one final message (worker.jobs.queue)
+        self.token = new_token()  # this run's claim on the question's one final message
+        self.sink: ReplySink | None = None
 
     def _outcome(self, status: Status, **facts: Any) -> QuestionOutcome:
         return QuestionOutcome(status=status, ref=self.ref, **facts)
@@ -122,29 +126,56 @@ class QuestionRun:
 
     def _run(self) -> QuestionOutcome:
         question = self.question
-        if was_answered(self.redis, question.id):
-            return self._outcome("already_answered")
-        sink = make_sink(self.runtime, self.redis, question)
+        if was_answered(self.redis, question.id):  # stored by an earlier run: never answer twice,
+            return self._outcome("already_answered", delivery=self._deliver_stored())  # but deliver it
         started = time.monotonic()
-        sink.received()
-        if budget_spent(self.redis, self.runtime.settings):
-            status: Status = "budget_spent" if self._fail(sink, BUDGET_SPENT_MESSAGE) else "already_answered"
-            return self._finish(self._outcome(status), started)
-        try:
-            outcome = self._answer(sink)
+        try:  # everything, the sink and its 👀 included: whatever fails, the asker hears of it
+            self.sink = make_sink(self.runtime, self.redis, question)
+            self.sink.received()
+            if budget_spent(self.redis, self.runtime.settings):
+                outcome, final = self._outcome("budget_spent"), Final(apology=BUDGET_SPENT_MESSAGE)
+            else:
+                outcome, final = self._answer(self.sink)
         except ModelFailure as exc:
             self._record_model_failure(exc)
-            if not self._fail(sink, f"Sorry, I could not answer: {exc}. Reference: `{self.ref}`"):
-                return self._finish(self._outcome("already_answered"), started)
-            return self._finish(self._outcome("failed", reason=str(exc), **exc.accounting()), started)
-        except DeliveryFailed:
-            raise  # nothing reached the asker and the question is unclaimed: RQ retries it
+            final = Final(apology=f"Sorry, I could not answer: {exc}. Reference: `{self.ref}`")
+            outcome = self._outcome("failed", reason=str(exc), **exc.accounting())
         except Exception:
             log.exception("question crashed", extra={"job_id": question.id, "ref": self.ref})
-            if not self._fail(sink, f"Sorry, something went wrong while answering. Reference: `{self.ref}`"):
-                return self._finish(self._outcome("already_answered"), started)
-            return self._finish(self._outcome("failed", reason="crash"), started)
-        return self._finish(outcome, started)
+            final = Final(apology=f"Sorry, something went wrong while answering. Reference: `{self.ref}`")
+            outcome = self._outcome("failed", reason="crash")
+        return self._finish(self.conclude(outcome, final), started)
+
+    def conclude(self, outcome: QuestionOutcome, final: Final) -> QuestionOutcome:
+        """Store the final message as the question's one, then try to deliver it now; the
+        outbox tries again later if the platform refuses it. A run that finds another final
+        message stored (it was taken for dead and retried meanwhile) posts nothing."""
+        try:
+            stored = self._store(final)
+        except RedisError as exc:
+            log.error(
+                "could not store the final message (%s); posting it unstored",
+                exc,
+                extra={"job_id": self.question.id, "ref": self.ref},
+            )
+            outcome.delivery = self._post_unstored(final)
+            return outcome
+        if not stored:
+            return self._outcome("already_answered")
+        if final.answer is not None:
+            try:
+                turn = Turn(question=self.question.text, answer=final.answer.markdown)
+                record_turn(self.redis, self.question.target, turn)
+            except RedisError:  # only a follow-up's context is lost
+                log.warning("could not record the thread turn", extra={"job_id": self.question.id})
+        try:
+            outcome.delivery = outbox.deliver(
+                self.redis, self.runtime, self.question.id, self.token, self.sink
+            )
+        except RedisError as exc:  # stored and pending: the outbox delivers it once Redis answers
+            log.warning("delivery left to the outbox: %s", exc, extra={"job_id": self.question.id})
+            outcome.delivery = "pending"
+        return outcome
 
     def _finish(self, outcome: QuestionOutcome, started: float) -> QuestionOutcome:
         """Log, count and account one question: the same facts everywhere, never its code."""
@@ -160,6 +191,7 @@ class QuestionRun:
             "user": question.asker,
             "repos": ",".join(question.repos),
             "status": outcome.status,
+            "delivery": outcome.delivery,
             "hops": outcome.hops,
             "tool_calls": outcome.tool_calls,
             "tools": outcome.tools,
@@ -214,44 +246,33 @@ class QuestionRun:
         endpoint = display_url(base_url_of(settings))
         record_model_error(self.redis, {**entry, "model": settings.model, "endpoint": endpoint})
 
-    def _claim(self) -> bool:
-        """claim_answer, waiting out a Redis restart: an answer that is ready is not thrown away."""
+    def _store(self, final: Final) -> bool:
+        """outbox.store, waiting out a Redis restart: a final message that is ready is not thrown away."""
         deadline = time.monotonic() + CLAIM_WAIT_SECONDS
         while True:
             try:
-                self.claimed = claim_answer(self.redis, self.question.id)
-                return self.claimed
+                return outbox.store(self.redis, self.runtime.settings, self.question, final, self.token)
             except RedisError:
-                if time.monotonic() > deadline:
+                if time.monotonic() >= deadline:
                     raise
                 time.sleep(0.5)
 
-    def _release_claim(self) -> None:
-        """Nothing reached the asker: leave the question's final message to the retry."""
-        with contextlib.suppress(RedisError):
-            self.redis.delete(ANSWERED_KEY_PREFIX + self.question.id)
-        self.claimed = False
-
-    def _fail(self, sink: ReplySink, message: str) -> bool:
-        """sink.failed as the question's one final message, like an answer: not posted when a
-        retry of this question (this run was taken for dead) already answered it. True if posted;
-        an apology that could not be posted raises DeliveryFailed (worker.jobs.sink) and leaves
-        the question unclaimed, so RQ's retry tries again."""
-        claimed_here = False
-        if not self.claimed:
-            try:
-                if not self._claim():
-                    return False
-                claimed_here = True
-            except RedisError:
-                pass  # Redis is down: an apology that might repeat beats silence
+    def _post_unstored(self, final: Final) -> DeliveryState:
+        """Redis is down: post without storing (a retry might post again, which beats silence)."""
         try:
-            sink.failed(message)
-        except DeliveryFailed:
-            if claimed_here:
-                self._release_claim()
-            raise
-        return True
+            final.send(self.sink or make_sink(self.runtime, self.redis, self.question))
+        except DeliveryFailed as exc:
+            log.error("final message lost: %s", exc, extra={"job_id": self.question.id, "ref": self.ref})
+            return "lost"
+        return "direct"
+
+    def _deliver_stored(self) -> DeliveryState:
+        """An attempt at the stored final message, if it is due (a retried job whose first run died)."""
+        try:
+            return outbox.deliver(self.redis, self.runtime, self.question.id, new_token())
+        except RedisError as exc:
+            log.warning("stored final message not attempted: %s", exc, extra={"job_id": self.question.id})
+            return "pending"
 
     def _progress(self, sink: ReplySink) -> Callable[[str], None]:
         """sink.progress, silent once the question is answered: a run whose worker was taken for
@@ -268,15 +289,14 @@ class QuestionRun:
 
         return report
 
-    def _answer(self, sink: ReplySink) -> QuestionOutcome:
+    def _answer(self, sink: ReplySink) -> tuple[QuestionOutcome, Final]:
         runtime = self.runtime
         # another machine may have refreshed a repo: fetch that commit first, bounded (worker/repos/refresh.py)
         progress = self._progress(sink)
         catch_up(runtime.mirrors, self.redis, self.question.repos, progress=progress)
         with runtime.mirrors.lease(self.question.repos) as snapshots:
             if not snapshots:
-                posted = self._fail(sink, NO_SNAPSHOT_MESSAGE)
-                return self._outcome("no_snapshot" if posted else "already_answered")
+                return self._outcome("no_snapshot"), Final(apology=NO_SNAPSHOT_MESSAGE)
             ctx = make_context(runtime.settings, snapshots)
             client = make_model_client(runtime)
             agent = Agent(
@@ -298,20 +318,7 @@ class QuestionRun:
             ref=self.ref,
             partial=result.partial,
         )
-        if not self._claim():
-            return self._outcome("already_answered")
-        try:
-            sink.answer(answer)
-        except DeliveryFailed:
-            self._release_claim()
-            raise
-        try:
-            record_turn(
-                self.redis, self.question.target, Turn(question=self.question.text, answer=checked.markdown)
-            )
-        except RedisError:  # the answer is posted; only a follow-up's context is lost
-            log.warning("could not record the thread turn", extra={"job_id": self.question.id})
-        return self._outcome(
+        outcome = self._outcome(
             "answered",
             answer=checked.markdown,
             hops=result.hops,
@@ -326,30 +333,38 @@ class QuestionRun:
             snapshots={name: snap.sha for name, snap in snapshots.items()},
             trace=result.trace,
         )
+        return outcome, Final(answer=answer)
+
+
+def question_of(job: Job) -> Question:
+    """The question a job answers: its argument, else (a job whose data cannot be read) what its
+    meta keeps, enough to reach the asker."""
+    try:
+        return Question.model_validate_json(job.args[0])
+    except Exception:
+        target = ReplyTarget.model_validate(job.meta["target"])
+        return Question(id=job.id, asker=str(job.meta.get("asker", "")), target=target, text="", repos=[])
 
 
 def on_question_failed(job: Job, connection: Redis, *exc_info: Any) -> None:
     """RQ failure callback: a timeout, or a worker that died mid-question (abandoned job).
 
-    RQ retries once when retries are left; the asker hears of it only when none is.
+    RQ retries once when retries are left; the asker hears of it only when none is. A final
+    message the dead run stored is handed over: delivered by whoever tries next, at once.
     """
     if "target" not in job.meta or not job.id.startswith("q-"):
         return  # not a question (e.g. an admin job): nobody is waiting in a thread
     try:
-        target = ReplyTarget.model_validate(job.meta["target"])
-        question = Question(id=job.id, asker=str(job.meta.get("asker", "")), target=target, text="", repos=[])
+        question = question_of(job)
         runtime = runtime_module.current()
-        sink = make_sink(runtime, connection, question)
-        ref = reference_id(job.id)
         if was_answered(connection, job.id):
+            outbox.hand_over(connection, job.id)
             return
         if job.retries_left:
-            sink.progress("the worker answering this stopped; trying again…")
+            make_sink(runtime, connection, question).progress(TRYING_AGAIN)
             return
-        if not claim_answer(connection, job.id):
-            return  # a run taken for dead answered after all
-        sink.failed(
-            f"Sorry, the worker answering this stopped before it finished. Please ask again. Reference: `{ref}`"
-        )
+        run = QuestionRun(runtime, connection, question)
+        final = Final(apology=WORKER_STOPPED_MESSAGE.format(ref=run.ref))
+        run.conclude(run._outcome("failed", reason="worker stopped"), final)
     except Exception:
         log.exception("failure callback could not tell the asker job=%s", job.id)

@@ -28,10 +28,11 @@ from worker.jobs.queue import ADMIN_QUEUE, QUESTIONS_QUEUE, queue_depth
 from worker.jobs.reaper import die_with_parent, make_codebot_worker
 from worker.jobs.runtime import Runtime
 from worker.ops.metrics import serve_metrics
-from worker.ops.redis_connection import RedisUnavailable, connect, describe
+from worker.ops.redis_connection import RedisUnavailable, connect, describe, failure_line
 
 log = logging.getLogger("codebot.worker")
 RESTART_PAUSE_SECONDS = 2.0  # a worker that lost Redis tries again this often
+TROUBLE_LOG_SECONDS = 60.0  # ... and logs the same trouble again at most this often
 _top_pid = 0  # the `codebot worker` process itself
 
 
@@ -50,22 +51,45 @@ def make_worker(runtime: Runtime, name: str | None = None, start_embedded: bool 
     )
 
 
+class _Trouble:
+    """Logs a worker's Redis trouble once, then once a minute while it lasts: a Redis that
+    refuses writes for an hour must not write 1,800 identical lines."""
+
+    def __init__(self) -> None:
+        self.last: tuple[str, float] | None = None
+
+    def report(self, name: str, trouble: str) -> None:
+        if (
+            self.last is None
+            or self.last[0] != trouble
+            or time.monotonic() - self.last[1] > TROUBLE_LOG_SECONDS
+        ):
+            log.warning("worker %s: %s; starting again every %g s", name, trouble, RESTART_PAUSE_SECONDS)
+            self.last = (trouble, time.monotonic())
+
+
 def _work(runtime: Runtime, burst: bool, index: int) -> None:
     """One RQ worker; started again when Redis went away under it (RQ then quits its loop)."""
     runtime_module.install(runtime)
     if _top_pid and os.getpid() != _top_pid:
         die_with_parent(signal.SIGTERM)  # a child of `codebot worker --concurrency N`: warm stop
     stopping = False
+    trouble = _Trouble()
     for generation in itertools.count():
         name = f"codebot-{os.uname().nodename}-{os.getpid()}-{index}" + (
             f".{generation}" if generation else ""
         )
         rq_worker = None
         try:
+            # generation 0 may start the embedded Redis; later ones heal it unless an operator
+            # stopped it (`codebot redis stop`)
             rq_worker = make_worker(runtime, name=name, start_embedded=generation == 0)
             rq_worker.work(burst=burst, logging_level="WARNING", with_scheduler=False)
         except (RedisError, RedisUnavailable) as exc:
-            log.warning("worker %s lost Redis (%s)", name, exc)
+            trouble.report(name, failure_line(describe(runtime.settings), exc))
+        else:
+            if not (burst or rq_worker._shutdown_requested_date is not None):
+                trouble.report(name, "RQ's loop stopped on an error (logged above)")
         if burst or stopping or (rq_worker is not None and rq_worker._shutdown_requested_date is not None):
             return
 
@@ -75,7 +99,6 @@ def _work(runtime: Runtime, burst: bool, index: int) -> None:
 
         signal.signal(signal.SIGTERM, stop)
         signal.signal(signal.SIGINT, stop)
-        log.warning("worker %s stopped on an error; starting again in %g s", name, RESTART_PAUSE_SECONDS)
         deadline = time.monotonic() + RESTART_PAUSE_SECONDS
         while not stopping and time.monotonic() < deadline:
             time.sleep(0.1)

@@ -12,12 +12,14 @@ from dataclasses import dataclass
 from redis import Redis
 from rq import Callback, Queue, Retry
 from rq.exceptions import DuplicateJobError
+from rq.job import Job, JobStatus
 
 from config.settings import Settings
 from worker.jobs.question import Question
 
 QUESTIONS_QUEUE = "codebot-questions"
 ADMIN_QUEUE = "codebot-admin"
+# + question id -> the token of the run that stored its final message (worker/jobs/outbox.py)
 ANSWERED_KEY_PREFIX = "codebot:answered:"
 ANSWERED_TTL_SECONDS = 7 * 24 * 3600
 QUESTION_RESULT_TTL_SECONDS = 24 * 3600  # a finished job id keeps blocking duplicates this long
@@ -71,14 +73,16 @@ def enqueue_question(redis: Redis, question: Question, settings: Settings) -> En
     return Enqueued(question.id, duplicate=False, position=max(queue.count - 1, 0))
 
 
+def is_pending(redis: Redis, job_id: str) -> bool:
+    """Is this job waiting in a queue or running now (not finished, failed or gone)?"""
+    job = Job.fetch_many([job_id], connection=redis)[0]
+    return job is not None and job.get_status(refresh=False) in (JobStatus.QUEUED, JobStatus.STARTED)
+
+
 def queue_depth(redis: Redis) -> int:
     return questions_queue(redis).count
 
 
-def claim_answer(redis: Redis, question_id: str) -> bool:
-    """True for the first caller only: a retried job must never post a second answer."""
-    return bool(redis.set(ANSWERED_KEY_PREFIX + question_id, "1", nx=True, ex=ANSWERED_TTL_SECONDS))
-
-
 def was_answered(redis: Redis, question_id: str) -> bool:
+    """Is the question's final message stored (worker/jobs/outbox.py), delivered or not?"""
     return bool(redis.exists(ANSWERED_KEY_PREFIX + question_id))

@@ -11,6 +11,10 @@ retry the job. Here:
 - a work horse dies with its worker (PR_SET_PDEATHSIG): a horse orphaned by a killed parent
   would keep answering with nobody renewing its entry, then race its own retry;
 - a missed heartbeat (Redis restarting) is logged, not fatal: RQ would end the worker;
+- a job taken from the queue but not yet registered as started lives only in its worker's
+  memory: Redis failing in that window (a restart, a failover, a stall) is waited out
+  (`hold_on`) instead of dropping the job, as RQ would (worker.jobs.orphans is the safety net
+  for a worker that dies there);
 - `reap_abandoned` (run by every machine's housekeeper every `reaper_interval_seconds`, 5)
   hands expired entries to RQ's own cleanup, under RQ's own maintenance lock so that two
   machines never retry one job twice.
@@ -26,7 +30,10 @@ import logging
 import os
 import signal
 import sys
-from typing import Any
+import time
+from collections.abc import Callable, Iterable
+from types import FrameType
+from typing import Any, TypeVar
 
 from redis import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -35,9 +42,10 @@ from rq import Queue, Worker
 from rq.job import Job
 from rq.registry import StartedJobRegistry
 from rq.timeouts import TimerDeathPenalty
-from rq.utils import current_timestamp
+from rq.utils import current_timestamp, now
 
 from config.settings import Settings
+from worker.ops.claims import claim, new_token, release
 
 log = logging.getLogger("codebot.reaper")
 
@@ -47,8 +55,58 @@ _PR_SET_PDEATHSIG = 1
 # RQ's lives 899 s, so one still held 60 s after RQ took it was left by a worker that died
 # mid-pass (a pass takes milliseconds) and is broken rather than waited out for 15 minutes.
 REAPER_LOCK_SECONDS = 30
+# Two stop signals closer than this are one stop request delivered twice (see request_force_stop).
+DUPLICATE_SIGNAL_SECONDS = 3.0
 RQ_MAINTENANCE_LOCK_SECONDS = 899
 STALE_RQ_LOCK_SECONDS = 60
+# A worker holding a job it took from the queue tries Redis this often, this long (see hold_on).
+HOLD_RETRY_SECONDS = 0.5
+HOLD_MAX_SECONDS = 300.0
+REDIS_TROUBLE = (RedisConnectionError, RedisTimeoutError)
+
+T = TypeVar("T")
+
+
+def hold_on(what: str, action: Callable[[], T]) -> T:
+    """`action` (a Redis call about a job this worker took from the queue), tried until Redis
+    answers: nothing else knows where the job is until it is registered as started."""
+    deadline = time.monotonic() + HOLD_MAX_SECONDS
+    told = False
+    while True:
+        try:
+            return action()
+        except REDIS_TROUBLE as exc:
+            if time.monotonic() > deadline:
+                log.error(
+                    "%s: Redis unreachable for %g s (%s); left to the orphan check",
+                    what,
+                    HOLD_MAX_SECONDS,
+                    exc,
+                )
+                raise
+            if not told:
+                log.warning("%s: Redis unreachable (%s); holding on to it until Redis is back", what, exc)
+                told = True
+            time.sleep(HOLD_RETRY_SECONDS)
+
+
+class CodebotQueue(Queue):
+    """RQ's Queue, except that a job taken from the queue is not dropped when fetching it fails."""
+
+    @classmethod
+    def dequeue_any(  # type: ignore[override]  # RQ passes the rest by keyword
+        cls, queues: Iterable[Queue], timeout: int | None, connection: Redis, **kwargs: Any
+    ) -> tuple[Job, Queue] | None:
+        try:
+            return super().dequeue_any(queues, timeout, connection=connection, **kwargs)
+        except REDIS_TROUBLE as exc:
+            job_id, queue = getattr(exc, "job_id", None), getattr(exc, "queue", None)
+            if job_id is None or queue is None:
+                raise  # nothing was taken from the queue: RQ waits and dequeues again
+            job = hold_on(f"job {job_id} taken from {queue.name}", lambda: queue.fetch_job(job_id))
+            if job is None:  # deleted meanwhile
+                return cls.dequeue_any(queues, timeout, connection=connection, **kwargs)
+            return job, queue
 
 
 def die_with_parent(sig: signal.Signals) -> None:
@@ -78,9 +136,23 @@ def abandoned_bound_seconds(settings: Settings) -> float:
 
 class CodebotWorker(Worker):
     """RQ's forking Worker with short heartbeats, horses that die with it, and a Redis blip
-    that costs a heartbeat instead of the worker."""
+    that costs a heartbeat instead of the worker (or the job it just took)."""
 
     heartbeat_grace_seconds = 15
+    queue_class = CodebotQueue
+
+    def heartbeat(self, timeout: int | None = None, pipeline: Any = None) -> None:
+        if pipeline is not None:  # part of a pipeline: its caller meets any failure
+            super().heartbeat(timeout, pipeline=pipeline)
+            return
+        try:
+            super().heartbeat(timeout)
+        except REDIS_TROUBLE as exc:  # RQ beats right after taking a job: do not drop the job for it
+            log.warning("worker %s: heartbeat missed (%s)", self.name, exc)
+
+    def prepare_execution(self, job: Job) -> Any:
+        """Registers the job as started: until then, only this process knows it was taken."""
+        return hold_on(f"job {job.id}", lambda: super(CodebotWorker, self).prepare_execution(job))
 
     def get_heartbeat_ttl(self, job: Job) -> int:
         return int(self.job_monitoring_interval) + self.heartbeat_grace_seconds
@@ -103,12 +175,37 @@ class CodebotWorker(Worker):
         die_with_parent(signal.SIGKILL)
         super().main_work_horse(job, queue)
 
+    def setup_work_horse_signals(self) -> None:
+        """A horse rides out SIGTERM: its worker's warm shutdown waits for the question to finish.
+
+        systemd's default KillMode=control-group (and `kill` of a whole process tree) sends
+        SIGTERM to every process, horses included; RQ's horse would die at once and spend the
+        question's one retry. The horse still ends with its question, on the job timeout, on a
+        cold shutdown (SIGKILL from its worker) or with its worker (PR_SET_PDEATHSIG). Ignored,
+        not handled, so the horse's git and rg children ride it out too."""
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+    def request_force_stop(self, signum: int, frame: FrameType | None) -> None:
+        """A second signal is a cold shutdown, unless it is the first one arriving by another
+        route: systemd signals every process of the group and `codebot worker --concurrency N`
+        forwards the same SIGTERM to its workers (RQ itself allows only 1 s between the two)."""
+        first = self._shutdown_requested_date
+        if first is not None and (now() - first).total_seconds() < DUPLICATE_SIGNAL_SECONDS:
+            log.info(
+                "worker %s: signal %s is the same stop request again; still a warm shutdown",
+                self.name,
+                signum,
+            )
+            return
+        super().request_force_stop(signum, frame)
+
 
 def make_codebot_worker(
     settings: Settings, queues: list[Queue], redis: Redis, **kwargs: object
 ) -> CodebotWorker:
     worker = CodebotWorker(
-        queues,
+        [CodebotQueue(queue.name, connection=redis) for queue in queues],
         connection=redis,
         job_monitoring_interval=settings.worker_heartbeat_seconds,
         # an idle worker blocks in dequeue for worker_ttl - 15 s; it runs RQ's maintenance
@@ -134,25 +231,29 @@ def reap_abandoned(redis: Redis, queue_names: list[str]) -> list[str]:
         now = current_timestamp()
         if not registry.get_expired_job_ids(now):
             continue
-        if not _lock(redis, queue.registry_cleaning_key):
+        token = _lock(redis, queue.registry_cleaning_key)
+        if token is None:
             continue  # another machine (or RQ's own pass) is cleaning this queue right now
         try:
             expired = registry.get_expired_job_ids(now)  # again, under the lock
             registry.cleanup(now)
         finally:
-            redis.delete(queue.registry_cleaning_key)
+            release(redis, queue.registry_cleaning_key, token)
         for job_id in expired:
             log.warning("reaper: %s on %s was abandoned by its worker; retried or failed", job_id, name)
         reaped.extend(expired)
     return reaped
 
 
-def _lock(redis: Redis, key: str) -> bool:
-    if redis.set(key, "reaper", nx=True, ex=REAPER_LOCK_SECONDS):
-        return True
+def _lock(redis: Redis, key: str) -> str | None:
+    """The maintenance lock, held with a token of this pass (None: someone else holds it). A
+    token, not a plain `SET NX`: a retried claim must not lock out the pass that took it."""
+    token = new_token("reaper")
+    if claim(redis, key, token, REAPER_LOCK_SECONDS):
+        return token
     ttl = int(redis.ttl(key))
     if REAPER_LOCK_SECONDS < ttl < RQ_MAINTENANCE_LOCK_SECONDS - STALE_RQ_LOCK_SECONDS:
         log.warning("reaper: breaking %s, left by a worker that died during RQ's maintenance pass", key)
         redis.delete(key)
-        return bool(redis.set(key, "reaper", nx=True, ex=REAPER_LOCK_SECONDS))
-    return False
+        return token if claim(redis, key, token, REAPER_LOCK_SECONDS) else None
+    return None

@@ -3,19 +3,28 @@
 The ReplySink contract, the same on every platform (Slack and Discord implement it in bot/,
 the console one lives here; tests/test_reply_sinks.py holds every platform to it):
 
-- A sink is built inside the job (after the fork) for one question by the platform's
-  SinkFactory, which the composition root registers in the Runtime (codebot/wiring.py).
+- A sink is made for one question by the platform's SinkFactory, which the composition root
+  registers in the Runtime (codebot/wiring.py): inside the job (after the fork) while the
+  question is answered, and by the outbox (worker/jobs/outbox.py) whenever a stored final
+  message is delivered again, maybe hours later, on another machine, after the process that
+  answered died.
 - `received()` and `progress(text)` are courtesies: they never raise. A failure to post is
   logged and the question goes on; progress is throttled by the sink.
-- `answer(answer)` and `failed(message)` are the question's one final message. They return
-  only once it is posted. When it could not be posted they raise DeliveryFailed (the
-  platform's error as its cause), so the job never counts an unposted message as posted: it
-  releases the question's claim and RQ's retry tries again.
-- Both are idempotent per question id: called again for the same question (a retried job,
-  another machine, a later delivery attempt) they replace the message an earlier call
-  posted instead of posting a second one (Slack: the placeholder's ts kept in Redis; Discord:
-  a nonce derived from the question id and the message's slot). So delivering a stored answer
-  again later is safe.
+- `answer(answer)` and `failed(message)` deliver the question's one final message, which the
+  outbox stored before calling them. They return only once all of it is in place: the
+  message(s), 👀 taken off, ✅ or ⚠️ put on. Otherwise they raise DeliveryFailed (the
+  platform's error as its cause); the outbox tries again later with backoff, unless
+  `retryable` is False (the platform says it never will take it: the channel is gone).
+- Both are idempotent per question id, across processes and machines: every message a sink
+  posts for a question is recorded in Redis under the question id as soon as the platform
+  returns it (Slack: ts; Discord: message id, plus a nonce derived from the question id and
+  the message's slot), and a later call edits what is recorded instead of posting again. So
+  an attempt after a partial one (some chunks posted, a reaction refused) completes it, and
+  an answer is never posted twice. The one window left is a platform that took a post whose
+  reply never arrived (Slack has no idempotency key; Discord's nonce covers a few minutes).
+- The stored final message is the truth: a sink that shows the answer as it is written
+  (streaming, progressive edits) must make `answer()` replace whatever such a stream left,
+  also a stream broken midway, with the stored answer.
 - A sink needs nothing but its settings, Redis and the Question (its ReplyTarget): anything
   else it needs across attempts it keeps in Redis under the question id.
 """
@@ -52,7 +61,19 @@ class Answer:
 
 
 class DeliveryFailed(Exception):
-    """The final message (an answer or an apology) did not reach the asker; the cause says why."""
+    """The final message (an answer or an apology) did not reach the asker; the cause says why.
+
+    `retryable` False: the platform says it never will (e.g. the channel was deleted), so the
+    outbox gives up at once instead of trying for `delivery_give_up_seconds`.
+    `retry_after_seconds`: the platform asked to wait this long (a 429's Retry-After); the
+    outbox's next attempt waits at least that."""
+
+    def __init__(
+        self, message: str, retryable: bool = True, retry_after_seconds: float | None = None
+    ) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+        self.retry_after_seconds = retry_after_seconds
 
 
 class ReplySink(Protocol):
@@ -63,12 +84,12 @@ class ReplySink(Protocol):
         """What the agent is doing now; implementations throttle their updates. Never raises."""
 
     def answer(self, answer: Answer) -> None:
-        """The final, cited answer (replacing any progress message), then ✅.
-        Raises DeliveryFailed when it was not posted."""
+        """The final, cited answer (replacing any progress message), then ✅. Idempotent per
+        question. Raises DeliveryFailed when it is not all in place."""
 
     def failed(self, message: str) -> None:
-        """A clear apology with the reference id, then ⚠️. Raises DeliveryFailed when it was
-        not posted."""
+        """A clear apology with the reference id, then ⚠️. Idempotent per question. Raises
+        DeliveryFailed when it is not all in place."""
 
 
 # How the composition root registers a platform: SlackSink and DiscordSink are such factories.

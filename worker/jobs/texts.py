@@ -23,6 +23,11 @@ STATUS_WORKERS = "• Workers alive: {count}"
 STATUS_WORKER_LINE = "  ◦ `{name}` on `{host}`: {state}"
 STATUS_FAILED = "• Failed questions in the last hour: {count}"
 STATUS_FAILED_REFS = "  ◦ references: {refs}"
+STATUS_DELIVERY_RETRYING = (
+    "• Answers the platform refused so far, tried again with backoff: {count} (given up after {bound})"
+)
+STATUS_DELIVERY_GIVEN_UP = "• Answers never delivered (given up) in the last 7 days: {count}"
+STATUS_DELIVERY_LINE = "  ◦ `{ref}` on {platform}: {attempts} attempt(s) in {age}; last error: {error}"
 STATUS_REPOS = "• Last refresh per repo:"
 STATUS_REPO_LINE = "  ◦ `{name}`: {detail}"
 STATUS_REPO_REFRESHED = "commit `{sha}`, refreshed {age} ago on `{host}`"

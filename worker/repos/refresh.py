@@ -14,8 +14,9 @@ follows it:
 - in the background (worker.jobs.housekeeping, every `refresh_check_seconds`): the same for every
   repo, so that questions rarely wait;
 - on a schedule: a repo with `refresh_minutes = N` is fetched once per N-minute period, by
-  whichever machine first claims the period in Redis (`SET NX`); the others catch up to what
-  it found. Each repo's periods are offset by a hash of its name, so repos with the same
+  whichever machine first claims the period in Redis (a claim with a token of its own, so a
+  retried claim is never lost to its own first try: worker/ops/claims.py); the others catch
+  up to what it found. Each repo's periods are offset by a hash of its name, so repos with the same
   period do not all fetch at the same second.
 """
 
@@ -31,6 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from redis import Redis
 from redis.exceptions import RedisError
 
+from worker.ops.claims import claim, new_token
 from worker.repos.mirrors import Mirrors, SyncResult
 
 log = logging.getLogger("codebot.refresh")
@@ -143,7 +145,7 @@ def period_offset_seconds(name: str, period_seconds: int) -> int:
 def claim_due_refreshes(redis: Redis, mirrors: Mirrors, now: float | None = None) -> list[str]:
     """The scheduled repos whose current period nobody has claimed yet, claimed for this machine."""
     now = time.time() if now is None else now
-    host = socket.gethostname()
+    token = new_token(socket.gethostname())  # the host shows who holds a period
     claimed: list[str] = []
     for spec in mirrors.whitelist.repos:
         if not spec.refresh_minutes:
@@ -151,7 +153,7 @@ def claim_due_refreshes(redis: Redis, mirrors: Mirrors, now: float | None = None
         period = spec.refresh_minutes * 60
         index = int((now + period_offset_seconds(spec.name, period)) // period)
         key = f"{SCHEDULE_KEY_PREFIX}{spec.name}:{index}"
-        if redis.set(key, host, nx=True, ex=2 * period):
+        if claim(redis, key, token, 2 * period):
             claimed.append(spec.name)
     return claimed
 
