@@ -11,18 +11,29 @@ git's line numbers hold. Secret file names (worker/repos/visible.py) are the cal
 
 from __future__ import annotations
 
+import functools
+import logging
+import os
 import re
 import threading
 from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from config.settings import Settings
 from worker.repos.blob_process import process_blob
-from worker.repos.git_read import GitReadError, ObjectReader
-from worker.repos.placeholders import OVERSIZED, TEXT
+from worker.repos.git_read import GitProcess, GitReadError, ObjectReader
+from worker.repos.placeholders import OVERSIZED, TEXT, WITHHELD
 from worker.repos.redaction import get_redactor
+from worker.repos.visible import secret_path
+
+log = logging.getLogger(__name__)
 
 ZERO_SHA = "0" * 40
+# In each mirror: every blob stored under a secret file name anywhere in its history (kept by
+# the mirrors at each sync). Such a blob is never shown, whatever name it has in another commit.
+SECRET_BLOBS_FILE = "codebot-secret-blobs"
 SYMLINK, GITLINK = "120000", "160000"
 _SHA = re.compile(r"^[0-9a-f]{40}$")
 _IDENT = re.compile(rb"^(?P<name>.*?) <(?P<email>[^<>]*)> (?P<time>\d{1,12}) (?P<tz>[+-]\d{4})$")
@@ -390,9 +401,13 @@ _cache_bytes = [0]
 
 
 def processed_version(reader: ObjectReader, sha: str, settings: Settings) -> Version:
-    """The blob `sha` processed as for a snapshot (worker/repos/blob_process.py); cached by sha."""
+    """The blob `sha` processed as for a snapshot (worker/repos/blob_process.py); cached by sha.
+
+    A blob that was a secret file in any commit of the mirror is withheld in every commit."""
     if sha == ZERO_SHA:
         return _EMPTY
+    if sha in secret_blobs(reader.git_dir):
+        return Version(WITHHELD, 0, reason="it is a secret file (by its name) in another commit")
     with _cache_lock:
         if (cached := _cache.get(sha)) is not None:
             _cache.move_to_end(sha)
@@ -467,3 +482,82 @@ def parse_blame(data: bytes) -> Blame:
 
 def blame_args(sha: str, path: str, start: int, end: int) -> list[str]:
     return ["blame", "--porcelain", "-L", f"{start},{end}", sha, "--", path]
+
+
+# --- blobs that were secret files --------------------------------------------------------------
+
+
+def secret_blobs(git_dir: Path) -> frozenset[str]:
+    """The blobs recorded in the mirror's SECRET_BLOBS_FILE (empty when there is none)."""
+    try:
+        stamp = (git_dir / SECRET_BLOBS_FILE).stat().st_mtime_ns
+    except OSError:
+        return frozenset()
+    return _read_secret_blobs(git_dir, stamp)[1]
+
+
+@functools.lru_cache(maxsize=16)
+def _read_secret_blobs(git_dir: Path, stamp: int) -> tuple[str, frozenset[str]]:
+    """(what was scanned: "<tip> <depth>", the blob shas), read once per version of the file."""
+    try:
+        lines = (git_dir / SECRET_BLOBS_FILE).read_text(encoding="ascii").split("\n")
+    except (OSError, UnicodeDecodeError):
+        return "", frozenset()
+    return lines[0], frozenset(line for line in lines[1:] if _SHA.match(line))
+
+
+def record_secret_blobs(git_dir: Path, tip: str, depth: str, timeout: float, settings: Settings) -> int:
+    """Update SECRET_BLOBS_FILE for a mirror whose branch is now at `tip`, fetched to `depth`.
+
+    Only the new commits are scanned when the last scan was of an ancestor of `tip` at the same
+    depth; otherwise the whole history is. Runs under the mirror's refresh lock."""
+    path = git_dir / SECRET_BLOBS_FILE
+    try:
+        stamp = path.stat().st_mtime_ns
+    except OSError:
+        stamp = 0
+    scanned, known = _read_secret_blobs(git_dir, stamp) if stamp else ("", frozenset())
+    old_tip, _, old_depth = scanned.partition(" ")
+    if old_tip == tip and old_depth == depth:
+        return len(known)
+    incremental = bool(old_tip) and old_depth == depth and _is_ancestor(git_dir, old_tip, tip, timeout)
+    revs = [tip, f"^{old_tip}"] if incremental else ["--all"]
+    found = set(known) if incremental else set()
+    args = ["log", "--raw", "--no-renames", "--no-abbrev", "-m", "-z", "--format=%x1e", *revs]
+    with GitProcess(git_dir, args, timeout, 1 << 40) as proc:
+        found.update(_secret_entries(proc.chunks(), settings))
+        proc.finish()
+    tmp = path.with_name(f".{SECRET_BLOBS_FILE}.{os.getpid()}.tmp")
+    tmp.write_text("\n".join([f"{tip} {depth}", *sorted(found)]) + "\n", encoding="ascii")
+    os.replace(tmp, path)
+    return len(found)
+
+
+def _is_ancestor(git_dir: Path, old: str, new: str, timeout: float) -> bool:
+    if not _SHA.match(old):
+        return False
+    try:
+        with GitProcess(git_dir, ["merge-base", "--is-ancestor", old, new], timeout, 1000) as proc:
+            list(proc.chunks())
+            proc.finish()
+    except GitReadError:
+        return False  # not an ancestor (exit 1), or gone (a force push, a trim): scan it all
+    return True
+
+
+def _secret_entries(chunks: Iterable[bytes], settings: Settings) -> set[str]:
+    """Blob shas of the raw entries (`--raw --no-renames -z`) whose path is a secret file name."""
+    found: set[str] = set()
+    pending = b""
+    head: list[bytes] | None = None
+    for chunk in chunks:
+        tokens = (pending + chunk).split(b"\0")
+        pending = tokens.pop()
+        for token in tokens:
+            if head is not None:  # the path of the entry whose head came before
+                if secret_path(os.fsdecode(token), settings) is not None:
+                    found.update(sha.decode() for sha in head[2:4] if sha.decode() != ZERO_SHA)
+                head = None
+            elif token.lstrip(b"\n").startswith(b":"):
+                head = token.lstrip(b"\n")[1:].split()
+    return found

@@ -50,6 +50,8 @@ from config.settings import Settings
 from worker.repos.assemble import SnapshotRefused, build_snapshot
 from worker.repos.blobstore import BlobStore
 from worker.repos.disk import DiskFull, Watchdog, check_room, free_bytes, remove_partial_fetch, under_reserve
+from worker.repos.git_read import GitReadError
+from worker.repos.history import record_secret_blobs
 from worker.repos.locks import LockTimeout, SnapshotFolder, exclusive_lock, is_sha
 from worker.repos.snapshot import SNAPSHOT_FORMAT, Snapshot, meta_format, read_meta, write_meta
 from worker.repos.symbols import index_path, prune_indexes
@@ -218,6 +220,7 @@ class Mirrors:
                     branch = self._fetch(spec, paths, report)
                     state["branch"] = branch
                     sha = self._git(spec, paths, ["rev-parse", "--verify", f"refs/heads/{branch}^{{commit}}"])
+                    self._record_secret_blobs(spec, paths, sha)
                     changed = self._serve(spec, paths, sha, branch, report)
                 except (GitError, OSError, ValueError, SnapshotRefused, DiskFull) as exc:
                     error = scrub(str(exc), spec)
@@ -410,6 +413,16 @@ class Mirrors:
                 raise GitError(scrub(_reason([line for line in lines if line]), spec))
             out.seek(0)
             return out.read().decode("utf-8", "replace").strip()
+
+    def _record_secret_blobs(self, spec: RepoSpec, paths: _Paths, tip: str) -> None:
+        """Note every blob that is a secret file somewhere in the fetched history, so that the
+        history tools never show it under another name (worker/repos/history.py)."""
+        depth = history_depth(spec, self.settings)
+        try:
+            record_secret_blobs(paths.mirror, tip, str(depth or "all"), self.settings.git_timeout_seconds,
+                                self.settings)  # fmt: skip
+        except (GitReadError, OSError) as exc:
+            log.warning("listing the secret files in the history of %s failed: %s", spec.name, exc)
 
     def _trim(self, spec: RepoSpec, paths: _Paths) -> None:
         """Delete the history a shorter `history_depth` left beyond the mirror's shallow edge.

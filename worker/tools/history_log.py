@@ -208,8 +208,11 @@ class _QueryCheck:
             try:
                 self._pattern: Any = re2.compile(query, options=options)
             except re2.error as exc:
+                reason = exc.args[0] if exc.args else exc
+                if isinstance(reason, bytes):
+                    reason = reason.decode("utf-8", "replace")
                 raise ToolError(
-                    f"invalid regex {query!r} ({exc}); or pass regex=false to look for plain text"
+                    f"invalid regex {query!r} ({reason}); or pass regex=false to look for plain text"
                 ) from None
 
     def message_args(self) -> list[str]:
