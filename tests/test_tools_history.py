@@ -166,3 +166,10 @@ def test_a_diff_over_the_output_cap_and_the_reply_cap_is_cut_with_a_notice(tmp_p
     assert outcome.ok and len(outcome.text) <= settings.tool_output_max_chars
     assert "git's output was cut (history_output_max_bytes)" in outcome.text
     assert "  A  +5000 -0  big.txt" in outcome.text and "line 10" in outcome.text
+
+
+def test_show_of_the_first_commit_lists_every_file_it_added(app: Mirrored) -> None:
+    shown = call(app, "show", sha="v1.0")
+
+    assert "3 file(s) changed" in shown and "  A  +12 -0  src/retry.py" in shown
+    assert "\n    1 │+ import random\n" in shown and "   12 │+     raise RuntimeError('gave up')" in shown

@@ -376,7 +376,7 @@ def diff_args(base: str | None, target: str, path: str | None) -> list[str]:
     """`git diff-tree` arguments for the changes from `base` (None: the empty tree) to `target`."""
     args = ["diff-tree", "-r", "-z", "--raw", "--numstat", "-p", "--full-index", "--no-abbrev", "-M",
             "--no-color", "--no-ext-diff", "--no-textconv", "-U3"]  # fmt: skip
-    args += ["--root", target] if base is None else [base, target]
+    args += ["--root", "--no-commit-id", target] if base is None else [base, target]
     return [*args, "--", path] if path else args
 
 
