@@ -64,6 +64,58 @@ def _kill_group(proc: subprocess.Popen[Any]) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
 
 
+class _Deadlines:
+    """One thread that kills each registered git process whose deadline passes.
+
+    A thread per command (threading.Timer) costs more than a small git command itself, and so
+    does waking a thread for each one: this one looks every WATCH_SECONDS while any deadline is
+    registered, and ends after IDLE_SECONDS without one."""
+
+    WATCH_SECONDS = 0.1
+    IDLE_SECONDS = 10.0
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._due: dict[int, tuple[float, subprocess.Popen[Any]]] = {}
+        self._next = 0
+        self._thread: threading.Thread | None = None
+        self._pid = 0
+
+    def add(self, proc: subprocess.Popen[Any], seconds: float) -> int:
+        with self._lock:
+            if self._thread is None or self._pid != os.getpid():
+                self._pid = os.getpid()  # after a fork the parent's thread is gone: start ours
+                self._due.clear()
+                self._thread = threading.Thread(target=self._watch, name="git-deadlines", daemon=True)
+                self._thread.start()
+            self._next += 1
+            self._due[self._next] = (time.monotonic() + seconds, proc)
+            return self._next
+
+    def remove(self, token: int) -> None:
+        with self._lock:
+            self._due.pop(token, None)
+
+    def _watch(self) -> None:
+        idle_since = time.monotonic()
+        while True:
+            time.sleep(self.WATCH_SECONDS)
+            now = time.monotonic()
+            with self._lock:
+                expired = [token for token, (due, _) in self._due.items() if due <= now]
+                victims = [self._due.pop(token)[1] for token in expired]
+                if self._due or victims:
+                    idle_since = now
+                elif now - idle_since > self.IDLE_SECONDS:
+                    self._thread = None
+                    return
+            for proc in victims:
+                _kill_group(proc)
+
+
+_deadlines = _Deadlines()
+
+
 def _complaint(stderr: bytes) -> str:
     lines = [line.strip() for line in stderr.decode("utf-8", "replace").splitlines() if line.strip()]
     picked = [line for line in lines if line.startswith(("fatal:", "error:"))] or lines[-1:]
@@ -97,15 +149,13 @@ class GitProcess:
             self._stderr.close()
             raise GitReadError("git is not installed (not found on PATH)") from None
         self.started = time.monotonic()
-        self._timer = threading.Timer(timeout, _kill_group, [self.proc])
-        self._timer.daemon = True
-        self._timer.start()
+        self._deadline = _deadlines.add(self.proc, timeout)
 
     def __enter__(self) -> GitProcess:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._timer.cancel()
+        _deadlines.remove(self._deadline)
         if self.proc.poll() is None:
             _kill_group(self.proc)
         assert self.proc.stdout is not None
@@ -132,7 +182,6 @@ class GitProcess:
 
     def finish(self) -> None:
         """After reading: raise GitReadError if git timed out or failed (a cut is not a failure)."""
-        self._timer.cancel()
         if self.proc.poll() is None:
             if self.cut:
                 _kill_group(self.proc)
@@ -169,63 +218,21 @@ class GitObject:
     data: bytes | None  # None when it was larger than asked for
 
 
-class ObjectReader:
-    """A long-lived `git cat-file --batch` on one mirror; thread-safe, one request at a time."""
+class _CatFile:
+    """One long-lived `git cat-file --batch` (or `--batch-check`) process."""
 
-    def __init__(self, git_dir: Path, timeout: float) -> None:
+    def __init__(self, git_dir: Path, mode: str) -> None:
         self.git_dir = git_dir
-        self.timeout = timeout
-        self.pid = os.getpid()
-        self.packs = _packs_stamp(git_dir)
-        self.used = time.monotonic()
-        self.lock = threading.Lock()
+        self.mode = mode
         self.proc: subprocess.Popen[bytes] | None = None
 
-    def lookup(self, rev: str, max_bytes: int) -> GitObject | None:
-        """The object `rev` names (a sha, a ref, `ref^{commit}`, `sha:path` is the caller's to
-        refuse), or None when the mirror has no such object or the name is ambiguous.
-
-        An object larger than max_bytes comes back without its data."""
-        if "\n" in rev or "\0" in rev:
-            raise GitReadError("an object name cannot hold a newline")
-        with self.lock:
-            self.used = time.monotonic()
-            proc = self._process()
-            assert proc.stdin is not None and proc.stdout is not None
-            timer = threading.Timer(self.timeout, _kill_group, [proc])
-            timer.daemon = True
-            timer.start()
-            try:
-                proc.stdin.write(rev.encode("utf-8", "surrogateescape") + b"\n")
-                proc.stdin.flush()
-                header = proc.stdout.readline()
-                fields = header.split()
-                if len(fields) == 2 and fields[1] in (b"missing", b"ambiguous"):
-                    return None
-                if len(fields) != 3 or not fields[2].isdigit():
-                    raise OSError(f"unexpected reply {header[:80]!r}")
-                sha, kind, size = fields[0].decode(), fields[1].decode(), int(fields[2])
-                if size > max_bytes:
-                    # Reading it only to throw it away could take long: start afresh next time.
-                    self._stop()
-                    return GitObject(sha, kind, size, None)
-                data = _read_exactly(proc.stdout, size + 1)[:size]
-                return GitObject(sha, kind, size, data)
-            except (OSError, ValueError) as exc:
-                self._stop()
-                raise GitReadError(f"reading git objects failed ({exc})") from None
-            finally:
-                timer.cancel()
-
-    def _process(self) -> subprocess.Popen[bytes]:
-        stamp = _packs_stamp(self.git_dir)
-        if self.proc is not None and (self.proc.poll() is not None or stamp != self.packs):
-            self._stop()  # it died, or the packs changed: never pin a deleted pack file
-        self.packs = stamp
+    def start(self) -> subprocess.Popen[bytes]:
+        if self.proc is not None and self.proc.poll() is not None:
+            self.stop()
         if self.proc is None:
             try:
                 self.proc = subprocess.Popen(
-                    ["git", "--git-dir", str(self.git_dir), "cat-file", "--batch"],
+                    ["git", "--git-dir", str(self.git_dir), "cat-file", self.mode],
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
                     stderr=subprocess.DEVNULL,
@@ -236,7 +243,7 @@ class ObjectReader:
                 raise GitReadError("git is not installed (not found on PATH)") from None
         return self.proc
 
-    def _stop(self) -> None:
+    def stop(self) -> None:
         proc, self.proc = self.proc, None
         if proc is None:
             return
@@ -246,9 +253,109 @@ class ObjectReader:
                 stream.close()  # type: ignore[union-attr]
         proc.wait()
 
+
+def _header(line: bytes) -> tuple[str, str, int] | None:
+    """(sha, type, size) of a cat-file reply, or None for a missing or ambiguous name."""
+    fields = line.split()
+    if len(fields) == 2 and fields[1] in (b"missing", b"ambiguous"):
+        return None
+    if len(fields) != 3 or not fields[2].isdigit():
+        raise OSError(f"unexpected reply {line[:80]!r}")
+    return fields[0].decode(), fields[1].decode(), int(fields[2])
+
+
+_PIPELINE = 500  # requests written before their replies are read (well within a pipe's buffer)
+
+
+class ObjectReader:
+    """Long-lived `git cat-file` processes on one mirror; thread-safe, one request at a time.
+
+    `lookup` reads one object by any name in one round trip; `lookup_many` reads many blobs in
+    two (their sizes, then the ones small enough), however many there are."""
+
+    def __init__(self, git_dir: Path, timeout: float) -> None:
+        self.git_dir = git_dir
+        self.timeout = timeout
+        self.pid = os.getpid()
+        self.packs = _packs_stamp(git_dir)
+        self.used = time.monotonic()
+        self.lock = threading.Lock()
+        self._batch = _CatFile(git_dir, "--batch")
+        self._check = _CatFile(git_dir, "--batch-check")
+
+    def lookup(self, rev: str, max_bytes: int) -> GitObject | None:
+        """The object `rev` names (a sha, a ref, `ref^{commit}`; `sha:path` is the caller's to
+        refuse), or None when the mirror has no such object or the name is ambiguous.
+
+        An object larger than max_bytes comes back without its data."""
+        if any(c in rev for c in "\n\0"):
+            raise GitReadError("an object name cannot hold a newline")
+        with self._using() as (batch, _check):
+            assert batch.stdin is not None and batch.stdout is not None
+            batch.stdin.write(rev.encode("utf-8", "surrogateescape") + b"\n")
+            batch.stdin.flush()
+            found = _header(batch.stdout.readline())
+            if found is None:
+                return None
+            sha, kind, size = found
+            if size > max_bytes:
+                self._batch.stop()  # reading it only to throw it away could take long: start afresh
+                return GitObject(sha, kind, size, None)
+            return GitObject(sha, kind, size, _read_exactly(batch.stdout, size + 1)[:size])
+
+    def lookup_many(self, shas: list[str], max_bytes: int) -> dict[str, GitObject | None]:
+        """The objects of `shas` (full shas); those larger than max_bytes without their data."""
+        if any(not re.fullmatch(r"[0-9a-f]{40}", sha) for sha in shas):
+            raise GitReadError("lookup_many takes full shas only")
+        found: dict[str, GitObject | None] = {}
+        with self._using() as (batch, check):
+            assert batch.stdin and batch.stdout and check.stdin and check.stdout
+            for start in range(0, len(shas), _PIPELINE):
+                chunk = shas[start : start + _PIPELINE]
+                check.stdin.write(b"".join(sha.encode() + b"\n" for sha in chunk))
+                check.stdin.flush()
+                sizes = {sha: _header(check.stdout.readline()) for sha in chunk}
+                wanted = [sha for sha, head in sizes.items() if head is not None and head[2] <= max_bytes]
+                for sha, head in sizes.items():
+                    found[sha] = None if head is None else GitObject(head[0], head[1], head[2], None)
+                batch.stdin.write(b"".join(sha.encode() + b"\n" for sha in wanted))
+                batch.stdin.flush()
+                for sha in wanted:
+                    head = _header(batch.stdout.readline())
+                    if head is None:
+                        found[sha] = None
+                        continue
+                    found[sha] = GitObject(
+                        head[0], head[1], head[2], _read_exactly(batch.stdout, head[2] + 1)[: head[2]]
+                    )
+        return found
+
+    @contextlib.contextmanager
+    def _using(self) -> Iterator[tuple[subprocess.Popen[bytes], subprocess.Popen[bytes]]]:
+        """Both processes, started if needed, under the lock and a deadline; a failure stops them."""
+        with self.lock:
+            self.used = time.monotonic()
+            stamp = _packs_stamp(self.git_dir)
+            if stamp != self.packs:  # a fetch or gc changed the packs: never pin a deleted pack file
+                self._batch.stop()
+                self._check.stop()
+                self.packs = stamp
+            batch, check = self._batch.start(), self._check.start()
+            deadlines = [_deadlines.add(batch, self.timeout), _deadlines.add(check, self.timeout)]
+            try:
+                yield batch, check
+            except (OSError, ValueError) as exc:
+                self._batch.stop()
+                self._check.stop()
+                raise GitReadError(f"reading git objects failed ({exc})") from None
+            finally:
+                for deadline in deadlines:
+                    _deadlines.remove(deadline)
+
     def close(self) -> None:
         with self.lock:
-            self._stop()
+            self._batch.stop()
+            self._check.stop()
 
 
 def _read_exactly(stream: IO[bytes], size: int) -> bytes:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from config.settings import Settings
 from worker.repos.blob_process import process_blob
-from worker.repos.git_read import GitProcess, GitReadError, ObjectReader
+from worker.repos.git_read import GitObject, GitProcess, GitReadError, ObjectReader
 from worker.repos.placeholders import OVERSIZED, TEXT, WITHHELD
 from worker.repos.redaction import get_redactor
 from worker.repos.visible import secret_path
@@ -400,40 +400,52 @@ _CACHE_MAX_BYTES = 32 << 20
 _cache_bytes = [0]
 
 
-def processed_version(reader: ObjectReader, sha: str, settings: Settings) -> Version:
-    """The blob `sha` processed as for a snapshot (worker/repos/blob_process.py); cached by sha.
+def processed_versions(reader: ObjectReader, shas: Iterable[str], settings: Settings) -> dict[str, Version]:
+    """Blobs (full shas) processed as for a snapshot, read from the mirror together; cached by sha.
 
     A blob that was a secret file in any commit of the mirror is withheld in every commit."""
-    if sha == ZERO_SHA:
-        return _EMPTY
-    if sha in secret_blobs(reader.git_dir):
-        return Version(WITHHELD, 0, reason="it is a secret file (by its name) in another commit")
-    with _cache_lock:
-        if (cached := _cache.get(sha)) is not None:
-            _cache.move_to_end(sha)
-            return cached
-    found = reader.lookup(sha, settings.history_diff_max_file_bytes)
-    if found is None or found.kind != "blob":
-        version = Version("missing", 0)
-    elif found.data is None:
-        version = Version(OVERSIZED, found.size, reason="larger than history_diff_max_file_bytes")
-    else:
-        processed = process_blob(found.data, get_redactor())
-        if processed.kind == TEXT:
-            text = processed.data.decode("utf-8", "replace")
-            lines = text.split("\n")
-            if lines and lines[-1] == "":
-                lines.pop()
-            version = Version(TEXT, found.size, tuple(line.removesuffix("\r") for line in lines))
+    versions: dict[str, Version] = {}
+    secret = secret_blobs(reader.git_dir)
+    unread: list[str] = []
+    for sha in dict.fromkeys(shas):
+        if sha == ZERO_SHA:
+            versions[sha] = _EMPTY
+        elif sha in secret:
+            versions[sha] = Version(WITHHELD, 0, reason="it is a secret file (by its name) in another commit")
         else:
-            version = Version(processed.kind, found.size, reason=processed.reason)
-    with _cache_lock:
-        _cache[sha] = version
-        _cache_bytes[0] += version.size
-        while _cache_bytes[0] > _CACHE_MAX_BYTES and len(_cache) > 1:
-            _, dropped = _cache.popitem(last=False)
-            _cache_bytes[0] -= dropped.size
-    return version
+            with _cache_lock:
+                cached = _cache.get(sha)
+                if cached is not None:
+                    _cache.move_to_end(sha)
+                    versions[sha] = cached
+                else:
+                    unread.append(sha)
+    if not unread:
+        return versions
+    for sha, found in reader.lookup_many(unread, settings.history_diff_max_file_bytes).items():
+        version = _processed(found)
+        versions[sha] = version
+        with _cache_lock:
+            _cache[sha] = version
+            _cache_bytes[0] += version.size
+            while _cache_bytes[0] > _CACHE_MAX_BYTES and len(_cache) > 1:
+                _, dropped = _cache.popitem(last=False)
+                _cache_bytes[0] -= dropped.size
+    return versions
+
+
+def _processed(found: GitObject | None) -> Version:
+    if found is None or found.kind != "blob":
+        return Version("missing", 0)
+    if found.data is None:
+        return Version(OVERSIZED, found.size, reason="larger than history_diff_max_file_bytes")
+    processed = process_blob(found.data, get_redactor())
+    if processed.kind != TEXT:
+        return Version(processed.kind, found.size, reason=processed.reason)
+    lines = processed.data.decode("utf-8", "replace").split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return Version(TEXT, found.size, tuple(line.removesuffix("\r") for line in lines))
 
 
 def link_target(reader: ObjectReader, sha: str) -> str | None:

@@ -1,7 +1,7 @@
 """How `show` and `diff` present a change: the stat first, then each file's hunks, within a budget.
 
 Every line shown comes from the file version processed as a snapshot's file is
-(worker/repos/history.py `processed_version`): redacted as a whole, with its own line numbers;
+(worker/repos/history.py `processed_versions`): redacted as a whole, with its own line numbers;
 git contributes only which lines were added, removed or kept. Secret file names (either side of
 a rename) are counted, never named; a version withheld by content, binary, too large, or a
 symlink naming a secret file is described, never shown. Lines shown are recorded, per commit,
@@ -24,7 +24,7 @@ from worker.repos.history import (
     Section,
     Version,
     link_target,
-    processed_version,
+    processed_versions,
 )
 from worker.repos.placeholders import BINARY, OVERSIZED, TEXT, WITHHELD
 from worker.repos.visible import is_git_dir, secret_path, shown_name
@@ -151,8 +151,14 @@ def render_changes(
         return out
     out.lines += ["", f"Changes {LINE_LEGEND}:"]
     used = sum(len(line) + 1 for line in out.lines)
+    regular = [
+        e
+        for e in entries
+        if SYMLINK not in (e.old_mode, e.new_mode) and GITLINK not in (e.old_mode, e.new_mode)
+    ]
+    versions = processed_versions(reader, [sha for e in regular for sha in (e.old_sha, e.new_sha)], settings)
     for number, (entry, section) in enumerate(visible):
-        block, record = _file_block(ctx, reader, entry, section, parsed.cut)
+        block, record = _file_block(ctx, reader, entry, section, parsed.cut, versions)
         size = sum(len(text) + 1 for text, _, _ in block)
         if used + size > budget:
             if number > 0:
@@ -186,19 +192,20 @@ def render_changes(
 
 
 def _file_block(
-    ctx: ToolContext, reader: ObjectReader, entry: RawEntry, section: Section | None, cut: bool
+    ctx: ToolContext,
+    reader: ObjectReader,
+    entry: RawEntry,
+    section: Section | None,
+    cut: bool,
+    versions: dict[str, Version],
 ) -> tuple[list[Line], dict[str, Any]]:
     settings = ctx.settings
     kind = _STATUS.get(entry.status[:1], entry.status)
     title: Line = (f"── {_name(entry)} ({kind})", None, None)
-    record: dict[str, Any] = {
-        "path": entry.new_path,
-        "old_path": entry.old_path,
-        "status": kind,
-        "added": entry.added,
-        "deleted": entry.deleted,
-        "shown": False,
-    }
+    record: dict[str, Any] = {"path": entry.new_path, "status": kind, "added": entry.added, "deleted": entry.deleted,
+                              "shown": False}  # fmt: skip
+    if entry.old_path != entry.new_path:
+        record["old_path"] = entry.old_path
 
     def note(text: str) -> tuple[list[Line], dict[str, Any]]:
         return [title, (text, None, None)], record
@@ -211,8 +218,7 @@ def _file_block(
         return note(
             f"symlink: {shown_name(before) if before else '(none)'} → {shown_name(after) if after else '(none)'}"
         )
-    old = processed_version(reader, entry.old_sha, settings)
-    new = processed_version(reader, entry.new_sha, settings)
+    old, new = versions[entry.old_sha], versions[entry.new_sha]
     for version in (old, new):
         if (why := _why_not_shown(version)) is not None:
             record["reason"] = why

@@ -17,7 +17,7 @@ from typing import Any
 import re2
 
 from worker.repos.git_read import GitProcess, GitReadError, ObjectReader
-from worker.repos.history import GITLINK, LOG_FORMAT, SYMLINK, LogParser, LogRecord, processed_version
+from worker.repos.history import GITLINK, LOG_FORMAT, SYMLINK, LogParser, LogRecord, processed_versions
 from worker.repos.placeholders import TEXT
 from worker.repos.snapshot import Snapshot
 from worker.repos.visible import secret_path, shown_name
@@ -237,13 +237,19 @@ def partial_diff(
     """Whether a candidate's changes match in the processed (redacted) versions of its files."""
 
     def matches(ctx: ToolContext, record: LogRecord) -> bool:
-        for entry in record.entries:
-            if SYMLINK in (entry.old_mode, entry.new_mode) or GITLINK in (entry.old_mode, entry.new_mode):
-                continue
-            if secret_path(entry.old_path, ctx.settings) or secret_path(entry.new_path, ctx.settings):
-                continue
-            old = processed_version(reader, entry.old_sha, ctx.settings)
-            new = processed_version(reader, entry.new_sha, ctx.settings)
+        entries = [
+            entry
+            for entry in record.entries
+            if SYMLINK not in (entry.old_mode, entry.new_mode)
+            and GITLINK not in (entry.old_mode, entry.new_mode)
+            and not secret_path(entry.old_path, ctx.settings)
+            and not secret_path(entry.new_path, ctx.settings)
+        ]
+        versions = processed_versions(
+            reader, [sha for e in entries for sha in (e.old_sha, e.new_sha)], ctx.settings
+        )
+        for entry in entries:
+            old, new = versions[entry.old_sha], versions[entry.new_sha]
             if old.kind != TEXT or new.kind != TEXT:
                 continue
             if checker.regex:
