@@ -8,7 +8,12 @@ the same message), as Slack does when both are subscribed. Reports ack latency p
 as the sender measures it (TCP connect to response), and checks that every message became
 exactly one job and got exactly one 👀.
 
-    .venv/bin/python bench/slack_ack.py [--mentions 200] [--concurrency 20] [--twins]
+    .venv/bin/python bench/slack_ack.py [--mentions 200] [--concurrency 20] [--twins] [--idle 3000]
+
+`--idle N` first opens N idle connections to the adapter (connected, nothing sent: idle
+keep-alive clients, or a slowloris) and reports the adapter's threads and memory before and
+while they are held, sends the deliveries while they are held, and then counts how many of
+them the adapter closed within `--idle-wait` seconds.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -59,6 +65,40 @@ def wait_healthy(url: str, timeout: float = 30.0) -> None:
     raise SystemExit(f"the adapter did not come up at {url}")
 
 
+def process_facts(pid: int) -> dict[str, float]:
+    """Threads, resident memory (MiB) and open descriptors of a process, from /proc."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+    return {
+        "threads": int(fields["Threads"].strip()),
+        "rss_mib": round(int(fields["VmRSS"].split()[0]) / 1024, 1),
+        "fds": len(os.listdir(f"/proc/{pid}/fd")),
+    }
+
+
+def open_idle(port: int, count: int) -> list[socket.socket]:
+    idle = []
+    for _ in range(count):
+        sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        sock.setblocking(False)
+        idle.append(sock)
+    return idle
+
+
+def closed_by_server(idle: list[socket.socket]) -> int:
+    """How many of these connections the server has closed (EOF or reset on read)."""
+    closed = 0
+    for sock in idle:
+        try:
+            if sock.recv(1) == b"":
+                closed += 1
+        except BlockingIOError:
+            continue
+        except OSError:
+            closed += 1
+    return closed
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
@@ -69,6 +109,10 @@ def main() -> int:
     parser.add_argument("--mentions", type=int, default=200)
     parser.add_argument("--concurrency", type=int, default=20)
     parser.add_argument("--twins", action="store_true", help="also deliver each as a message.channels event")
+    parser.add_argument("--idle", type=int, default=0, help="idle connections held open meanwhile")
+    parser.add_argument(
+        "--idle-wait", type=float, default=15.0, help="seconds to wait for the server to drop them"
+    )
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="codebot-bench-"))
@@ -100,6 +144,13 @@ def main() -> int:
         wait_healthy(f"http://127.0.0.1:{port}/health")
         warm = {"type": "reaction_added", "user": "U0", "reaction": "x", "item": {}, "event_ts": "1.0"}
         signed_post(url, event_body(warm), SECRET)  # bolt's first request calls auth.test once
+        idle: list[socket.socket] = []
+        idle_report: dict[str, object] = {}
+        if args.idle:
+            idle_report["before"] = process_facts(adapter.pid)
+            idle = open_idle(port, args.idle)
+            time.sleep(2.0)  # let the server accept them all
+            idle_report["holding"] = process_facts(adapter.pid)
 
         deliveries: list[str] = []
         for n in range(args.mentions):
@@ -121,9 +172,17 @@ def main() -> int:
             time.sleep(0.05)
         time.sleep(0.5)  # let any duplicate that would slip through show up
         job_ids = queue.job_ids
+        if idle:
+            waited = time.monotonic() - started
+            time.sleep(max(0.0, args.idle_wait - waited))
+            idle_report["closed_by_server"] = closed_by_server(idle)
+            idle_report["after_seconds"] = round(time.monotonic() - started, 1)
+            idle_report["after"] = process_facts(adapter.pid)
+            for sock in idle:
+                sock.close()
         expected = {f"q-slack-CBENCH-1720000000_{n:06d}" for n in range(args.mentions)}
         reacted = [c.body["timestamp"] for c in api.calls_to("reactions.add")]
-        report = {
+        report: dict[str, Any] = {
             "deliveries": len(deliveries),
             "concurrency": args.concurrency,
             "http_statuses": sorted(statuses),
@@ -137,6 +196,8 @@ def main() -> int:
             "eyes_reactions": len(reacted),
             "eyes_unique": len(set(reacted)),
         }
+        if idle_report:
+            report["idle"] = {"connections": args.idle, **idle_report}
         print(json.dumps(report, indent=2))
         ok = (
             statuses == {200}

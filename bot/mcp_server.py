@@ -22,8 +22,10 @@ from typing import Any
 import anyio
 import anyio.to_thread
 import mcp.types as types
+from mcp import MCPError
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
+from mcp.server.transport_security import TransportSecuritySettings
 
 from config.errors import ConfigError
 from worker.agent.citations import check_answer
@@ -167,8 +169,10 @@ class CodebotTools:
             try:
                 result = agent.run(question)
             except ModelFailure as exc:
-                log.warning("mcp ask failed: %s", exc)
+                log.warning("mcp ask failed kind=%s: %s (server said: %s)", exc.kind, exc, exc.detail or "-")
                 return _text_result(f"Error: codebot could not answer: {exc}", error=True)
+            if result.failure is not None:
+                log.warning("mcp ask: the model failed midway, server said: %s", result.failure.detail or "-")
             checked = check_answer(ctx, ctx.redact(result.text))
             commits = {name: snapshot.sha for name, snapshot in snapshots.items()}
         log.info(
@@ -193,7 +197,14 @@ def build_server(tools: CodebotTools) -> Server[Any]:
     async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         return types.ListToolsResult(tools=tools.tools())
 
+    known = {tool.name for tool in tools.tools()}
+
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        if params.name not in known:  # a protocol error, as the MCP spec has it, not a tool result
+            raise MCPError(
+                code=types.INVALID_PARAMS,
+                message=f"Unknown tool: {params.name}; the tools are: {', '.join(sorted(known))}",
+            )
         meta = ctx.meta or {}
         token = meta.get("progress_token", meta.get("progressToken"))
         steps = itertools.count(1)
@@ -243,16 +254,21 @@ def serve_stdio(runtime: Runtime) -> int:
 
 
 class BearerAuth:
-    """ASGI middleware: every HTTP request must carry `Authorization: Bearer <token>`."""
+    """ASGI middleware: every HTTP request must carry `Authorization: Bearer <token>` (the
+    scheme in any case, as RFC 9110 has it: some proxies and clients send `bearer`)."""
 
     def __init__(self, app: Any, token: str) -> None:
         self.app = app
-        self.expected = f"Bearer {token}".encode()
+        self.expected = token.encode()
+
+    def _authorized(self, header: bytes) -> bool:
+        scheme, _, credentials = header.strip().partition(b" ")
+        return scheme.lower() == b"bearer" and hmac.compare_digest(credentials.strip(), self.expected)
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "http":
             sent = dict(scope.get("headers") or []).get(b"authorization", b"")
-            if not hmac.compare_digest(sent, self.expected):
+            if not self._authorized(sent):
                 body = b'{"error": "unauthorized: send Authorization: Bearer <CODEBOT_MCP_TOKEN>"}'
                 headers = [
                     (b"content-type", b"application/json"),
@@ -263,6 +279,30 @@ class BearerAuth:
                 await send({"type": "http.response.body", "body": body})
                 return
         await self.app(scope, receive, send)
+
+
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+
+
+def transport_security(allowed: tuple[str, ...], bind_host: str) -> TransportSecuritySettings | None:
+    """The MCP SDK's DNS-rebinding protection: the Host (and any Origin) header must name us.
+
+    Without `mcp_allowed_hosts`, the SDK's default: local names only when bound to a local
+    address (a reverse proxy's public name gets `421 Invalid Host header`), no check otherwise.
+    With it, those hosts (any port) are allowed too; `["*"]` turns the check off (the bearer
+    token is still required)."""
+    if "*" in allowed:
+        return TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    if not allowed:
+        return None
+    hosts = [*LOCAL_HOSTS, *(h.strip().lower() for h in allowed if h.strip())]
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[pattern for h in hosts for pattern in (h, f"{h}:*")],
+        allowed_origins=[
+            f"{scheme}://{h}{port}" for h in hosts for scheme in ("http", "https") for port in ("", ":*")
+        ],
+    )
 
 
 def serve_http(runtime: Runtime, host: str, port: int) -> int:
@@ -281,7 +321,8 @@ def serve_http(runtime: Runtime, host: str, port: int) -> int:
         )
     repos = mcp_scope(runtime, http=True)
     server = build_server(CodebotTools(runtime, repos))
-    app = BearerAuth(server.streamable_http_app(host=host), token)
+    security = transport_security(runtime.settings.mcp_allowed_hosts, host)
+    app = BearerAuth(server.streamable_http_app(host=host, transport_security=security), token)
     sync_missing_in_background(runtime, repos)
     log.info("codebot mcp: %d repo(s) at http://%s:%d/mcp (bearer token required)", len(repos), host, port)
     uvicorn.run(app, host=host, port=port, log_level="warning")

@@ -1,12 +1,10 @@
 """`codebot slack`: the bolt App, its wiring table, and the two ways Slack reaches it.
 
 - Socket Mode when SLACK_APP_TOKEN is set: an outbound WebSocket, no public URL needed.
-- HTTP otherwise: `POST /slack/events` (events, slash commands) on `--port`, served by a
-  small stdlib ThreadingHTTPServer that hands each request to bolt (`App.dispatch`). Bolt's
-  own `app.start()` uses a single-threaded http.server, which would make concurrent
-  deliveries wait on each other's acks; this one answers each on its own thread. Bolt checks
-  the signature and timestamp (401 otherwise) and answers `url_verification` itself.
-  `GET /health` answers 200 for load balancers.
+- HTTP otherwise: `POST /slack/events` (events, slash commands) on `--port`, served by uvicorn
+  with connections, request time, body size and dispatch threads bounded (bot/slack_http.py).
+  Bolt checks the signature and timestamp (401 otherwise) and answers `url_verification`
+  itself. `GET /health` answers 200 for load balancers.
 
 Every Web API client (the App's, and bolt's per-request copies) uses SLACK_API_URL and waits
 out 429s as Slack's Retry-After says.
@@ -14,34 +12,28 @@ out 429s as Slack's Retry-After says.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import signal
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
-from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import FrameType
 from typing import Any
 
-from slack_bolt import App, BoltRequest, BoltResponse
+from slack_bolt import App, BoltResponse
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
 from bot.slack_handlers import SlackDeps, SlackHandlers
+from bot.slack_http import EVENTS_PATH, SlackHTTPServer
 from bot.slack_sink import make_client
 from config.errors import ConfigError
 from config.settings import Settings
 
 log = logging.getLogger("codebot.slack")
 
-EVENTS_PATH = "/slack/events"
-HEALTH_PATH = "/health"
-MAX_BODY_BYTES = 1_000_000  # Slack payloads are a few KB; anything bigger is not from Slack
-REQUEST_TIMEOUT_SECONDS = 30  # Slack sends a request at once; a connection idle this long is closed
-_DIGITS = re.compile(r"[0-9]{1,12}")  # a Content-Length, an X-Slack-Request-Timestamp
+__all__ = ["EVENTS_PATH", "SlackHTTPServer", "build_app", "register", "serve"]
 
 
 def register(app: App, deps: SlackDeps) -> SlackHandlers:
@@ -55,8 +47,24 @@ def register(app: App, deps: SlackDeps) -> SlackHandlers:
     app.event("message")(handlers.on_message)  # message.im: DMs; message.channels/groups: follow-ups
     app.command("/codebot")(handlers.on_command)  # repos | help | refresh NAME|all | status
     app.event(re.compile(".*"))(handlers.ignore)  # anything else subscribed: ack, drop
+    app.use(_app_rate_limited)  # not an event_callback: no listener would match it (a 404)
     app.error(_log_error)
     return handlers
+
+
+def _app_rate_limited(body: dict[str, Any], next: Callable[[], BoltResponse]) -> BoltResponse | None:
+    """Slack stops delivering events for a minute when an app gets more than 30,000 an hour
+    (docs/platform-notes.md §1a). It says so once, with a top-level `app_rate_limited` payload, after
+    the signature check (bolt's own middleware runs first): acknowledge it and say it loudly."""
+    if body.get("type") != "app_rate_limited":
+        return next()
+    log.warning(
+        "slack: Slack is rate-limiting this app's events (app_rate_limited) for team %s since minute %s: "
+        "events of that minute are dropped by Slack, not delivered",
+        body.get("team_id"),
+        body.get("minute_rate_limited"),
+    )
+    return BoltResponse(status=200, body="")
 
 
 def _log_error(error: Exception, body: dict[str, Any]) -> None:
@@ -89,93 +97,6 @@ def build_app(settings: Settings, client: WebClient | None = None, executor: Exe
         listener_executor=executor
         or ThreadPoolExecutor(settings.slack_listener_threads, thread_name_prefix="slack-listener"),
     )
-
-
-class _Handler(BaseHTTPRequestHandler):
-    # Headers and body go out in separate writes; with Nagle on, each answer waits ~40 ms
-    # for a delayed ACK.
-    disable_nagle_algorithm = True
-    server: SlackHTTPServer
-    protocol_version = "HTTP/1.1"
-    timeout = REQUEST_TIMEOUT_SECONDS  # a client that stalls mid-request loses its connection
-
-    def log_message(self, format: str, *args: Any) -> None:
-        log.debug("http %s", format % args)
-
-    def do_GET(self) -> None:
-        if self.path.partition("?")[0] == HEALTH_PATH:
-            self._send(BoltResponse(status=200, body="ok"))
-        else:
-            self._send(BoltResponse(status=404, body="not found"))
-
-    def do_POST(self) -> None:
-        path, _, query = self.path.partition("?")
-        if path != EVENTS_PATH:
-            self._refuse(404)
-            return
-        declared = (self.headers.get("Content-Length") or "").strip()
-        if not _DIGITS.fullmatch(declared):
-            self._refuse(411 if not declared else 400)  # no framing we can trust: never read on
-            return
-        if int(declared) > MAX_BODY_BYTES:
-            self._refuse(413)
-            return
-        try:
-            raw = self.rfile.read(int(declared))
-        except TimeoutError:
-            self.close_connection = True  # a body that never came
-            return
-        # Bolt verifies the signature, but only after parsing the body, and it reads the timestamp
-        # with int(): junk in either would end in a 500 or a dropped connection, not a refusal.
-        if not _DIGITS.fullmatch(self.headers.get("X-Slack-Request-Timestamp") or ""):
-            self._refuse(401)
-            return
-        headers: dict[str, str | Sequence[str]] = {
-            k.lower(): self.headers.get_all(k) or [] for k in self.headers
-        }
-        try:
-            request = BoltRequest(body=raw.decode("utf-8"), query=query, headers=headers)
-        except (ValueError, RecursionError):  # not UTF-8, not JSON, not a form
-            self._refuse(400)
-            return
-        self._send(self.server.app.dispatch(request))
-
-    def _refuse(self, status: int) -> None:
-        """An error answer; the connection is closed since its body may not have been read."""
-        self.close_connection = True
-        self._send(BoltResponse(status=status, body={"error": HTTPStatus(status).phrase.lower()}))
-
-    def _send(self, response: BoltResponse) -> None:
-        body = response.body if isinstance(response.body, str) else json.dumps(response.body)
-        data = body.encode("utf-8")
-        self.send_response(response.status)
-        for name, values in response.headers.items():
-            if name.lower() != "content-length":
-                for value in values:
-                    self.send_header(name, value)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-
-class SlackHTTPServer(ThreadingHTTPServer):
-    """`POST /slack/events` -> bolt; one thread per connection."""
-
-    daemon_threads = True
-    allow_reuse_address = True
-    request_queue_size = 128
-
-    def __init__(self, app: App, host: str = "0.0.0.0", port: int = 3000) -> None:
-        self.app = app
-        super().__init__((host, port), _Handler)
-
-    @property
-    def port(self) -> int:
-        return int(self.server_address[1])
-
-    def close(self) -> None:
-        self.shutdown()
-        self.server_close()
 
 
 def _check(settings: Settings) -> None:
@@ -252,17 +173,16 @@ def serve(settings: Settings, port: int = 3000) -> int:
         finally:
             handler.close()
         return 0
-    server = SlackHTTPServer(app, port=port)
+    server = SlackHTTPServer(app, settings, port=port)
 
-    def stop(signum: int, _frame: FrameType | None) -> None:
-        log.info("slack adapter: signal %s, stopping", signum)
-        threading.Thread(target=server.shutdown, daemon=True).start()
+    def stopped(signum: int, _frame: FrameType | None) -> None:
+        # uvicorn handles the signal (stop accepting, finish the requests in flight) and then
+        # raises it again for the handler it found: this one, so the process ends by returning
+        # and the listeners already acked finish (the executor is joined at exit).
+        log.info("slack adapter: signal %s, stopped", signum)
 
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stopped)
+    signal.signal(signal.SIGINT, stopped)
     log.info("slack adapter: HTTP on :%d%s, queue on %s", server.port, EVENTS_PATH, describe(settings))
-    try:
-        server.serve_forever(poll_interval=0.1)
-    finally:
-        server.server_close()
+    server.serve_forever()
     return 0

@@ -90,20 +90,43 @@ class Settings(BaseSettings):
     # The endpoint (docs/models.md); unset: OpenAI.
     openai_base_url: str | None = Field(default=None, validation_alias=_env("OPENAI_BASE_URL"))
     model: str = "gpt-5-mini"  # the chat model
-    # Some OpenAI-compatible backends (older vLLM, some OpenRouter models) reject "required".
+    # The first model turn must call a tool. An endpoint that refuses "required" (llama.cpp
+    # servers, older vLLM, some OpenRouter routes) is detected and sent "auto" instead
+    # (worker/agent/model.py); false sends "auto" from the start.
     tool_choice_required: bool = True
-    model_timeout_seconds: float = 60.0  # one model call (each attempt gets its share of the time left)
+    # Ask for streamed replies (text as it is written); an endpoint that refuses is detected
+    # and asked without streaming from then on.
+    model_stream: bool = True
+    # The whole of one model attempt, first byte to last: a reply still trickling in after
+    # this long is cut (each attempt also gets only its share of the question's time left).
+    model_timeout_seconds: float = Field(default=60.0, gt=0)
     # Retries of a failed model call, within the question's deadline.
     model_max_retries: int = Field(default=2, ge=0, le=10)
+    # The endpoint's context window in tokens. 0: ask the server (Ollama /api/ps and /api/show,
+    # vLLM max_model_len, llama-server /props, OpenRouter and LM Studio model lists) or learn it
+    # from its "maximum context length" error; unknown, only context_budget_chars applies.
+    model_context_tokens: int = Field(default=0, ge=0)
+    # Tokens kept free for the model's reply: at most a quarter of the window.
+    model_answer_reserve_tokens: int = Field(default=2048, ge=0)
+    # Asking the server for its window (/api/show, /v1/models, ...) takes at most this long, once
+    # per endpoint per model_memory_seconds.
+    model_discovery_timeout_seconds: float = Field(default=5.0, gt=0)
+    # What an endpoint refused or accepts, and its window, are remembered this long (Redis and
+    # each process), then tried again: an upgraded server gets a fresh look.
+    model_memory_seconds: float = Field(default=86400.0, gt=0)
     # --- the agent's budgets -------------------------------------------------------------------
     max_hops: int = Field(default=12, ge=1, le=100)  # model turns that may call tools
     budget_warning_hops: int = Field(default=3, ge=0)  # notes start this many hops before the end
     # One question, all model calls and retries included.
     question_deadline_seconds: float = Field(default=150.0, gt=0)
-    # Everything sent to the model is kept under this many characters (~4 chars a token);
-    # the oldest tool output is trimmed first.
+    # Everything sent to the model, tool schemas included (~6,000), is kept under this many
+    # characters, and under the endpoint's window when known (docs/models.md); the oldest tool
+    # output is trimmed first.
     context_budget_chars: int = Field(default=120_000, ge=4000)
     history_max_turns: int = Field(default=6, ge=0)  # earlier turns of a thread sent as context
+    # Tool calls run per model turn; more in one turn get an error result the model can read
+    # (1 also asks the endpoint for parallel_tool_calls=false).
+    max_tool_calls_per_turn: int = Field(default=8, ge=1, le=128)
     # chat.update is Tier 3 (~50/min per workspace): one edit per 1.5 s per question (docs/platform-notes.md, pitfall 21)
     progress_min_interval_seconds: float = Field(default=1.5, ge=0)
     # RQ's own worker maintenance pass (RQ's default is 10 min).
@@ -162,6 +185,15 @@ class Settings(BaseSettings):
     queue_max_depth: int = Field(default=200, ge=1)
     # Threads the Slack adapter runs its listeners on (check, dedupe, enqueue: never the model).
     slack_listener_threads: int = Field(default=16, ge=1, le=256)
+    # Slack HTTP mode (bot/slack_http.py): connections held at once; beyond, the longest idle are
+    # closed (a request in flight never is).
+    slack_http_max_connections: int = Field(default=1000, ge=1)
+    # Slack HTTP mode: the time a request has to arrive whole (a slow or silent sender is dropped).
+    slack_http_request_seconds: float = Field(default=10.0, gt=0)
+    # Slack HTTP mode: an idle keep-alive connection is closed after this long.
+    slack_http_idle_seconds: float = Field(default=5.0, gt=0)
+    # Slack HTTP mode: threads verifying signatures and acking (listeners have their own).
+    slack_http_dispatch_threads: int = Field(default=32, ge=1, le=256)
     # --- Discord adapter and sink ---------------------------------------------------------------
     # Application commands go to this guild only (appear at once; for development); unset: global.
     discord_command_guild: int | None = None
@@ -254,6 +286,10 @@ class Settings(BaseSettings):
     # without a `channels` allow-list (a channel-restricted repo must be named here to be served).
     mcp_repos: tuple[str, ...] = ()
     mcp_http_host: str = "127.0.0.1"  # where `codebot mcp --http` listens
+    # Host names clients reach `codebot mcp --http` by, behind a reverse proxy (JSON list, e.g.
+    # '["codebot.example.com"]'): the MCP SDK refuses other Host headers (421) to stop DNS
+    # rebinding. Local names are always allowed; '["*"]' turns the check off.
+    mcp_allowed_hosts: tuple[str, ...] = ()
 
     @field_validator("data_dir", "repos_file", mode="before")
     @classmethod

@@ -13,8 +13,11 @@ from pathlib import Path
 import pytest
 
 from tests.support.e2e import Rig, build_rig
+from tests.support.metrics import metric_value, samples
 from tests.support.model_server import Reply, error, raw, slow, text, tool_calls
+from worker.jobs.queue import queue_depth
 from worker.ops.accounting import usage_of_day
+from worker.ops.metrics import exposition
 
 DEADLINE_SECONDS = 8.0
 READ_RETRY = tool_calls(("read_file", {"repo": "payments", "path": "payments/retry.py"}))
@@ -107,12 +110,21 @@ def test_a_malformed_reply_midway_still_answers_from_what_was_found(rig: Rig) ->
     assert f"blob/{rig.sha}/payments/retry.py#L1" in str(fields["markdown"])
 
 
-def test_a_model_that_only_sends_empty_replies_is_stopped_by_the_hop_limit(tmp_path: Path) -> None:
+def test_a_model_that_never_calls_a_tool_ends_as_a_failure_saying_so(tmp_path: Path) -> None:
     for rig in build_rig(tmp_path, max_hops=3):
         rig.model.set_handler(lambda _body: text(""))
         kind, fields, _ = timed_ask(rig)
-        assert kind == "answer" and "found nothing relevant" in str(fields["markdown"])
-        assert len(rig.model.requests) == 3 + 1  # every hop, then one forced answer without tools
+        assert kind == "failed" and "never made a usable tool call" in str(fields["text"])
+        assert len(rig.model.requests) == 3 + 1  # every hop, then one forced answer
+        found = samples(exposition(rig.redis, queue_depth).decode())
+        assert metric_value(found, 'codebot_failures_total{reason="model"}') == 1
+
+
+def test_a_model_whose_every_tool_call_fails_read_no_code_and_ends_as_a_failure(tmp_path: Path) -> None:
+    for rig in build_rig(tmp_path, max_hops=2):
+        rig.model.set_handler(lambda _body: tool_calls(("read_file", "{not json")))
+        kind, fields, _ = timed_ask(rig)
+        assert kind == "failed" and "never made a usable tool call" in str(fields["text"])
 
 
 def test_tokens_spent_before_the_model_failed_still_count_against_the_day(rig: Rig) -> None:

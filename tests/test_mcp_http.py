@@ -66,3 +66,38 @@ def test_http_refuses_to_start_without_a_token_with_one_clear_line(served: Serve
         "codebot: CODEBOT_MCP_TOKEN: set a bearer token to serve MCP over HTTP (e.g. `openssl rand -hex 32`); "
         "clients send it as `Authorization: Bearer <token>`"
     ]
+
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"},
+    },
+}
+JSON_RPC_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+def test_the_bearer_scheme_is_accepted_in_any_case(url: str) -> None:
+    for scheme in ("bearer", "BEARER", "Bearer"):
+        headers = {**JSON_RPC_HEADERS, "Authorization": f"{scheme} {TOKEN}"}
+        assert httpx2.post(url, json=INITIALIZE, headers=headers).status_code == 200
+
+
+def test_an_unknown_tool_is_a_json_rpc_invalid_params_error(url: str) -> None:
+    with http_client_for(url, TOKEN) as client, pytest.raises(MCPError) as refused:
+        client.call(client.session.call_tool, "delete_everything", {})
+    assert refused.value.code == -32602 and "Unknown tool: delete_everything" in refused.value.message
+
+
+def test_a_reverse_proxys_public_host_is_refused_until_it_is_allowed(served: Served, url: str) -> None:
+    headers = {**JSON_RPC_HEADERS, "Authorization": f"Bearer {TOKEN}", "Host": "codebot.example.com"}
+    refused = httpx2.post(url, json=INITIALIZE, headers=headers)
+    assert refused.status_code == 421 and "Invalid Host header" in refused.text
+    with http_server(served, TOKEN, CODEBOT_MCP_ALLOWED_HOSTS='["codebot.example.com"]') as allowed_url:
+        assert httpx2.post(allowed_url, json=INITIALIZE, headers=headers).status_code == 200
+        evil = {**headers, "Host": "evil.example"}
+        assert httpx2.post(allowed_url, json=INITIALIZE, headers=evil).status_code == 421

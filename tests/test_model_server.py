@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, cast
 
+import httpx2
 import openai
 import pytest
 from openai.types.chat import (
@@ -32,6 +33,7 @@ from tests.support.model_server import (
     slow,
     text,
     tool_calls,
+    trickle,
 )
 
 TOOLS: list[ChatCompletionFunctionToolParam] = [
@@ -350,11 +352,98 @@ def test_handler_errors_fail_loudly(model: ScriptedModel, make_client: MakeClien
     assert model.failures and "KeyError" in model.failures[0]
 
 
-def test_streaming_is_rejected(model: ScriptedModel, make_client: MakeClient) -> None:
-    model.enqueue(text("unused"))
-    with pytest.raises(openai.BadRequestError, match="stream=True is not supported"):
-        ask(make_client(), "hi", stream=True)
-    assert model.pending == 1  # the script is not consumed by a rejected request
+def test_a_streamed_reply_arrives_as_chunks_with_tool_call_fragments_and_a_usage_chunk(
+    model: ScriptedModel, make_client: MakeClient
+) -> None:
+    model.enqueue(
+        tool_calls(
+            ("read_file", {"path": "README.md"}), ("read_file", {"path": "b.py"}), content="Let me look."
+        )
+    )
+    stream = make_client().chat.completions.create(
+        model="gpt-test",
+        messages=[{"role": "user", "content": "hi"}],
+        tools=TOOLS,
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    chunks = list(stream)
+    text_parts = [c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content]
+    assert "".join(text_parts) == "Let me look." and len(text_parts) > 1  # in pieces
+    fragments = [t for c in chunks if c.choices for t in c.choices[0].delta.tool_calls or []]
+    assert [f.index for f in fragments if f.id] == [0, 1]  # id and name come first, once per call
+    arguments = ["".join(f.function.arguments or "" for f in fragments if f.index == i) for i in (0, 1)]
+    assert [json.loads(a) for a in arguments] == [{"path": "README.md"}, {"path": "b.py"}]
+    assert chunks[-1].choices == [] and chunks[-1].usage is not None  # the usage chunk
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "tool_calls"
+
+
+def test_strict_modes_refuse_what_real_servers_refuse_without_consuming_the_script(
+    make_client: MakeClient,
+) -> None:
+    with ScriptedModel(strict={"null_content", "tool_choice_required_silent"}) as strict:
+        strict.enqueue(text("unused"))
+        client = make_client(base_url=strict.base_url)
+        with pytest.raises(openai.InternalServerError):
+            ask(client, "hi", tools=TOOLS, tool_choice="required")
+        history: list[ChatCompletionMessageParam] = [
+            {"role": "user", "content": "hi"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}
+                ],
+            },
+            {"role": "tool", "tool_call_id": "c1", "content": "x"},
+        ]
+        with pytest.raises(openai.InternalServerError, match="Input should be a valid string"):
+            client.chat.completions.create(model="m", messages=history)
+        assert strict.pending == 1 and len(strict.requests) == 2
+    with pytest.raises(ValueError, match="unknown strict mode"):
+        ScriptedModel(strict={"no_such_mode"})
+
+
+def test_a_context_window_errors_like_openai_or_drops_the_oldest_messages_like_ollama(
+    make_client: MakeClient,
+) -> None:
+    long = "word " * 400  # ~500 tokens at 4 characters a token
+    messages: list[ChatCompletionMessageParam] = [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": long},
+        {"role": "user", "content": "the question"},
+    ]
+    with ScriptedModel(text("ok"), context_tokens=200) as erroring:
+        with pytest.raises(openai.BadRequestError, match="maximum context length is 200 tokens") as caught:
+            make_client(base_url=erroring.base_url).chat.completions.create(model="m", messages=messages)
+        assert isinstance(caught.value.body, dict) and caught.value.body["code"] == "context_length_exceeded"
+    with ScriptedModel(text("ok"), context_tokens=200, context_overflow="truncate") as ollama:
+        make_client(base_url=ollama.base_url).chat.completions.create(model="m", messages=messages)
+        seen = [m["content"] for m in ollama.seen[0]["messages"]]
+        assert seen == ["be brief", "the question"]  # the oldest non-system message silently gone
+
+
+def test_metadata_routes_answer_like_ollama_vllm_and_llama_server(make_client: MakeClient) -> None:
+    show = {"parameters": "num_ctx 8192", "model_info": {"qwen2.context_length": 32768}}
+    with ScriptedModel(
+        ollama_show=show,
+        props={"default_generation_settings": {"n_ctx": 4096}},
+        model_fields={"max_model_len": 16384},
+    ) as server:
+        client = make_client(base_url=server.base_url)
+        assert client.models.list().data[0].model_extra == {"max_model_len": 16384}
+        root = server.base_url.removesuffix("/v1")
+        assert httpx2.post(f"{root}/api/show", json={"model": "m"}).json() == show
+        assert httpx2.get(f"{root}/props").json()["default_generation_settings"]["n_ctx"] == 4096
+        assert httpx2.get(f"{root}/api/ps").status_code == 404  # not given: like a server without it
+        assert "POST /api/show" in server.metadata_requests
+
+
+def test_a_trickled_reply_arrives_a_byte_at_a_time(model: ScriptedModel, make_client: MakeClient) -> None:
+    model.enqueue(trickle(0.05, text("slowly")))
+    started = time.monotonic()
+    assert ask(make_client(), "hi").choices[0].message.content == "slowly"
+    assert time.monotonic() - started > 0.05 * 100  # the body is a few hundred bytes
 
 
 def test_models_list(model: ScriptedModel, make_client: MakeClient) -> None:

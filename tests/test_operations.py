@@ -58,7 +58,7 @@ def test_tokens_and_cost_are_accounted_per_user_and_per_day(rig: Rig) -> None:
     answer_one(rig)
     answer_one(rig)
     day, user = usage_of_day(rig.redis), usage_of_user(rig.redis, "console:tester")
-    sent_prompt = sum(len(json.dumps(r["messages"])) // 4 for r in rig.model.requests)
+    sent_prompt = sum(rig.model.tokens_of(r) for r in rig.model.requests)  # what the server counted
     assert day.questions == 2 and user.questions == 2
     assert day.prompt_tokens == sent_prompt
     expected = (day.prompt_tokens * 2.0 + day.completion_tokens * 8.0) / 1_000_000

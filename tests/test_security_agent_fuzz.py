@@ -63,6 +63,7 @@ def agent_settings(model: ScriptedModel) -> Settings:
         openai_api_key="test",
         model_max_retries=0,
         max_hops=3,
+        max_tool_calls_per_turn=64,  # one turn walks every way out at once
         tool_output_max_chars=4000,
     )
 

@@ -35,7 +35,7 @@ OBEY = [  # what the injection asks for, and every other way out of the snapshot
 ]
 
 
-pytestmark = pytest.mark.rig("hostile_slack")
+pytestmark = pytest.mark.rig("hostile_slack", max_tool_calls_per_turn=64)  # every attempt in one turn
 
 
 def obey(body: dict[str, Any]) -> Reply:
@@ -186,7 +186,7 @@ def test_discord_an_obeyed_injection_posts_no_live_mention_and_no_fake_source(tm
 def test_console_an_obeyed_injection_prints_nothing_from_outside_the_snapshot(tmp_path: Path) -> None:
     planted = plant(seed=3)
     files = {path: body for path, body in app_files(planted).items() if isinstance(body, str)}
-    for rig in build_rig(tmp_path, files=files):
+    for rig in build_rig(tmp_path, files=files, max_tool_calls_per_turn=64):  # every attempt in one turn
         snapshot = rig.runtime.mirrors.current("payments")
         assert snapshot is not None
         plant_outside(snapshot.root, planted)

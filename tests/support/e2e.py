@@ -93,8 +93,14 @@ class Rig:
         return finals[0]
 
 
-def build_rig(tmp: Path, files: dict[str, str] | None = None, **overrides: Any) -> Iterator[Rig]:
-    model = ScriptedModel()
+def build_rig(
+    tmp: Path,
+    files: dict[str, str] | None = None,
+    model_options: dict[str, Any] | None = None,
+    **overrides: Any,
+) -> Iterator[Rig]:
+    """`model_options` go to the ScriptedModel (strict modes, a context window, metadata)."""
+    model = ScriptedModel(**(model_options or {}))
     source = tmp / "payments-src"
     sha = make_repo(source, files if files is not None else DEFAULT_FILES)
     repos_file = tmp / "repos.toml"

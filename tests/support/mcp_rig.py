@@ -138,10 +138,10 @@ def free_port() -> int:
 
 
 @contextmanager
-def http_server(served: Served, token: str) -> Iterator[str]:
+def http_server(served: Served, token: str, **extra_env: str) -> Iterator[str]:
     """`codebot mcp --http` in a subprocess; yields its URL once it accepts connections."""
     port = free_port()
-    env = {**os.environ, **served.env(CODEBOT_MCP_TOKEN=token)}
+    env = {**os.environ, **served.env(CODEBOT_MCP_TOKEN=token, **extra_env)}
     command = [sys.executable, "-m", "codebot.cli", "mcp", "--http", "--port", str(port)]
     with open(served.root / "mcp-http.log", "w") as log:
         process = subprocess.Popen(

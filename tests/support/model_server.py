@@ -15,6 +15,21 @@ Replies are taken FIFO from the queue; when the queue is empty the handler (``de
 ``set_handler``) is asked; when there is none either, the server answers 500
 "ScriptedModel: no reply scripted" so an under-scripted test fails loudly. Every request
 body and its headers are recorded, including the ones answered with errors.
+
+A request with ``"stream": true`` gets the same reply as server-sent events, as OpenAI sends
+them: a role chunk, the text in pieces, each tool call as fragments by ``index`` (id and name
+first, the arguments in pieces), a chunk with the finish reason, the usage chunk with empty
+``choices`` when ``stream_options.include_usage`` is set, then ``data: [DONE]``.
+
+Real servers are stricter or odder than OpenAI; ``ScriptedModel(strict={...})`` turns on
+their refusals (``STRICT_MODES``: what llama-cpp-python, vLLM, Ollama and others answer),
+``context_tokens=N`` gives a window that either errors like OpenAI/vLLM
+(``context_overflow="error"``) or silently drops the oldest messages like Ollama
+(``"truncate"``; ``seen`` records what the model was left with), and ``ollama_show``,
+``ollama_ps``, ``props``, ``lmstudio_models`` and ``model_fields`` serve the metadata routes
+(``POST /api/show``, ``GET /api/ps``, ``GET /props``, ``GET /api/v0/models``, extra fields in
+``GET /v1/models``).
+A refused request is recorded but does not consume the script.
 """
 
 from __future__ import annotations
@@ -23,170 +38,50 @@ import contextlib
 import itertools
 import json
 import socket
+import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from collections.abc import Collection
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, Literal
 
+from tests.support.model_replies import (
+    DEFAULT_MODEL,
+    NO_REPLY_MESSAGE,
+    STRICT_MODES,
+    Handler,
+    Reply,
+    completion,
+    error,
+    last_user_text,
+    message_texts,
+    paced,
+    raw,
+    refusal,
+    slow,
+    stream_events,
+    text,
+    tokens_of,
+    tool_calls,
+    trickle,
+)
+
 __all__ = [
     "NO_REPLY_MESSAGE",
+    "STRICT_MODES",
     "Reply",
     "ScriptedModel",
     "error",
     "last_user_text",
+    "paced",
     "raw",
     "slow",
     "text",
     "tool_calls",
+    "trickle",
 ]
-
-NO_REPLY_MESSAGE = "ScriptedModel: no reply scripted"
-DEFAULT_MODEL = "scripted-model"
-
-Handler = Callable[[dict[str, Any]], "Reply | None"]
-
-_ERROR_TYPES: dict[int, tuple[str, str | None]] = {
-    400: ("invalid_request_error", None),
-    401: ("invalid_request_error", "invalid_api_key"),
-    403: ("invalid_request_error", "unsupported_country_region_territory"),
-    404: ("invalid_request_error", "model_not_found"),
-    408: ("server_error", "timeout"),
-    409: ("server_error", "conflict"),
-    422: ("invalid_request_error", None),
-    429: ("requests", "rate_limit_exceeded"),
-}
-
-
-# --------------------------------------------------------------------------------------
-# Replies
-# --------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Reply:
-    """One scripted answer. Build it with ``text``, ``tool_calls``, ``error``, ``raw`` or ``slow``.
-
-    A ``completion`` is rendered per request (ids, ``model`` echoed from the request, usage);
-    ``error`` and ``raw`` bodies are sent as they are.
-    """
-
-    kind: Literal["completion", "error", "raw"]
-    status: int = 200
-    content: str | None = None
-    calls: tuple[tuple[str, str], ...] = ()  # (function name, arguments JSON string)
-    finish_reason: str = "stop"
-    body: str = ""  # error/raw only
-    content_type: str = "application/json"
-    headers: tuple[tuple[str, str], ...] = ()
-    delay: float = 0.0  # seconds to sleep before answering
-
-
-def text(content: str, *, finish_reason: str = "stop") -> Reply:
-    """An assistant text answer (``finish_reason`` "stop", or e.g. "length" to script truncation)."""
-    return Reply(kind="completion", content=content, finish_reason=finish_reason)
-
-
-def tool_calls(*calls: tuple[str, dict[str, Any] | str], content: str | None = None) -> Reply:
-    """An assistant turn calling tools; several calls = parallel tool calls.
-
-    A dict of arguments is JSON-encoded; a str is sent verbatim (to script malformed JSON).
-    Ids are ``call_<n>``, unique per server, assigned when the reply is sent.
-    """
-    if not calls:
-        raise ValueError("tool_calls() needs at least one (name, arguments) pair")
-    encoded: list[tuple[str, str]] = []
-    for name, arguments in calls:
-        if isinstance(arguments, str):
-            encoded.append((name, arguments))
-        else:
-            encoded.append((name, json.dumps(arguments, ensure_ascii=False)))
-    return Reply(kind="completion", content=content, calls=tuple(encoded), finish_reason="tool_calls")
-
-
-def error(
-    status: int,
-    body: dict[str, Any] | str | None = None,
-    headers: dict[str, str] | None = None,
-) -> Reply:
-    """An HTTP error the SDK maps to its exception classes (429 → RateLimitError, ...).
-
-    ``body``: a dict is sent as the JSON body; a str becomes ``{"error": {"message": str, ...}}``;
-    None gives an OpenAI-shaped default error for the status. Use ``raw`` for verbatim bodies.
-    """
-    if not 400 <= status <= 599:
-        raise ValueError(f"error() needs a 4xx/5xx status, got {status}")
-    if isinstance(body, dict):
-        payload: dict[str, Any] = body
-    else:
-        kind, code = _ERROR_TYPES.get(status, ("server_error", None))
-        message = body if body is not None else f"ScriptedModel: scripted error {status}"
-        payload = {"error": {"message": message, "type": kind, "param": None, "code": code}}
-    return Reply(
-        kind="error",
-        status=status,
-        body=json.dumps(payload),
-        headers=tuple((headers or {}).items()),
-    )
-
-
-def raw(body: str, status: int = 200, content_type: str = "application/json") -> Reply:
-    """A verbatim body (malformed JSON, HTML error pages, wrong shapes...)."""
-    return Reply(kind="raw", status=status, body=body, content_type=content_type)
-
-
-def slow(seconds: float, then: Reply) -> Reply:
-    """``then``, answered after ``seconds`` (other requests are served meanwhile)."""
-    if seconds < 0:
-        raise ValueError("slow() needs a non-negative delay")
-    return replace(then, delay=then.delay + seconds)
-
-
-# --------------------------------------------------------------------------------------
-# Helpers on request bodies
-# --------------------------------------------------------------------------------------
-
-
-def _content_text(content: object) -> list[str]:
-    """The text of a message ``content``: a string, or a list of parts ({"type": "text", "text"})."""
-    if isinstance(content, str):
-        return [content]
-    out: list[str] = []
-    if isinstance(content, list):
-        for part in content:
-            if isinstance(part, str):
-                out.append(part)
-            elif isinstance(part, dict):
-                for key in ("text", "refusal"):
-                    value = part.get(key)
-                    if isinstance(value, str):
-                        out.append(value)
-    return out
-
-
-def last_user_text(body: dict[str, Any]) -> str:
-    """The text of the last ``role: "user"`` message in a request body ("" if none)."""
-    for message in reversed(body.get("messages") or []):
-        if isinstance(message, dict) and message.get("role") == "user":
-            return "\n".join(_content_text(message.get("content")))
-    return ""
-
-
-def _message_texts(message: object) -> Iterator[str]:
-    if not isinstance(message, dict):
-        return
-    yield from _content_text(message.get("content"))
-    for call in message.get("tool_calls") or []:
-        function = call.get("function") if isinstance(call, dict) else None
-        if isinstance(function, dict):
-            for key in ("name", "arguments"):
-                value = function.get(key)
-                if isinstance(value, str):
-                    yield value
-
 
 # --------------------------------------------------------------------------------------
 # The server
@@ -197,6 +92,11 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
     model: ScriptedModel
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that hangs up (a cut attempt, a closed pool) is not a server problem.
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
 
 class _RequestHandler(BaseHTTPRequestHandler):
@@ -261,19 +161,90 @@ class _RequestHandler(BaseHTTPRequestHandler):
             # The client gave up (timeout) or the server is closing: nothing to answer.
             self.close_connection = True
 
-    def _send_error_json(self, status: int, message: str, kind: str = "server_error") -> None:
-        payload = {"error": {"message": message, "type": kind, "param": None, "code": None}}
+    def _send_error_json(
+        self, status: int, message: str, kind: str = "server_error", code: str | None = None
+    ) -> None:
+        payload = {"error": {"message": message, "type": kind, "param": None, "code": code}}
         self._send(status, json.dumps(payload))
+
+    def _write_slowly(self, data: bytes, interval: float, chunked: bool) -> bool:
+        """Write ``data`` one byte every ``interval`` s; False when the client or server went away."""
+        for index in range(len(data)):
+            if self.server.model._closed.wait(interval):
+                return False
+            piece = data[index : index + 1]
+            try:
+                self.wfile.write(b"1\r\n" + piece + b"\r\n" if chunked else piece)
+                self.wfile.flush()
+            except OSError:
+                return False
+        return True
+
+    def _send_body(self, status: int, reply: Reply, body: str, content_type: str) -> None:
+        if not reply.trickle:
+            self._send(status, body, content_type, reply.headers)
+            return
+        data = body.encode("utf-8")
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(data)))
+            for name, value in reply.headers:
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.flush()
+        except OSError:
+            self.close_connection = True
+            return
+        if not self._write_slowly(data, reply.trickle, chunked=False):
+            self.close_connection = True
+
+    def _send_stream(self, events: list[str], reply: Reply | None) -> None:
+        """Server-sent events over chunked transfer encoding, as real servers stream."""
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.send_header("x-request-id", self.server.model._next_id("req_"))
+            for name, value in reply.headers if reply else ():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.flush()
+            for index, event in enumerate(events):
+                data = f"data: {event}\n\n".encode()
+                if reply is not None and reply.trickle:
+                    if not self._write_slowly(data, reply.trickle, chunked=True):
+                        self.close_connection = True
+                        return
+                    continue
+                if reply is not None and reply.pace and index and self.server.model._closed.wait(reply.pace):
+                    self.close_connection = True
+                    return
+                self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except OSError:
+            self.close_connection = True
 
     # -- routes ------------------------------------------------------------------------
 
     def do_GET(self) -> None:
         path = self.path.split("?", 1)[0].rstrip("/")
+        model = self.server.model
+        model.metadata_requests.append(f"GET {path}")
         if path == "/v1/models":
-            models = [self.server.model._model_object(name) for name in self.server.model.model_ids()]
+            models = [model._model_object(name) for name in model.model_ids()]
             self._send(200, json.dumps({"object": "list", "data": models}))
         elif path.startswith("/v1/models/"):
-            self._send(200, json.dumps(self.server.model._model_object(path.rsplit("/", 1)[1])))
+            self._send(200, json.dumps(model._model_object(path.rsplit("/", 1)[1])))
+        elif path == "/props" and model.props is not None:
+            self._send(200, json.dumps(model.props))
+        elif path == "/api/ps" and model.ollama_ps is not None:
+            self._send(200, json.dumps(model.ollama_ps))
+        elif path == "/api/v0/models" and model.lmstudio_models is not None:
+            self._send(200, json.dumps(model.lmstudio_models))
         else:
             self._send_error_json(
                 404, f"ScriptedModel: unknown route GET {self.path}", "invalid_request_error"
@@ -290,6 +261,13 @@ class _RequestHandler(BaseHTTPRequestHandler):
         raw_body = self._read_body()
         path = self.path.split("?", 1)[0].rstrip("/")
         model = self.server.model
+        if path == "/api/show":
+            model.metadata_requests.append(f"POST {path}")
+            if model.ollama_show is not None:
+                self._send(200, json.dumps(model.ollama_show))
+            else:
+                self._send_error_json(404, "ScriptedModel: no /api/show here", "invalid_request_error")
+            return
         if path != "/v1/chat/completions":
             model._fail(f"unknown route POST {self.path}")
             self._send_error_json(
@@ -307,16 +285,28 @@ class _RequestHandler(BaseHTTPRequestHandler):
             self._send_error_json(400, f"ScriptedModel: bad request body: {exc}", "invalid_request_error")
             return
         model._record(body, self.headers.items())
-        if body.get("stream"):
-            model._fail("streaming requested")
+        refusal = model._refusal(body)
+        if refusal is not None:
+            if refusal == (200, ""):
+                self._send_stream([], None)  # llama-cpp-python: a 200 stream with nothing in it
+            else:
+                self._send_error_json(refusal[0], refusal[1], "invalid_request_error")
+            return
+        seen = model._fit_context(body)
+        if seen is None:
+            assert model.context_tokens is not None
+            tokens = model.tokens_of(body)
             self._send_error_json(
                 400,
-                "ScriptedModel: stream=True is not supported (non-streaming only)",
+                f"This model's maximum context length is {model.context_tokens} tokens. However, you "
+                f"requested {tokens} tokens ({tokens} in the messages, 0 in the completion). Please "
+                "reduce the length of the messages or completion.",
                 "invalid_request_error",
+                code="context_length_exceeded",
             )
             return
         try:
-            reply = model._next_reply(body)
+            reply = model._next_reply(seen)
         except Exception as exc:  # a broken handler must fail the test, not hang it
             model._fail(f"handler raised {exc!r}")
             self._send_error_json(500, f"ScriptedModel: handler raised {exc!r}")
@@ -328,23 +318,52 @@ class _RequestHandler(BaseHTTPRequestHandler):
         if reply.delay > 0 and model._closed.wait(reply.delay):
             self.close_connection = True
             return  # closing: drop the request unanswered
-        if reply.kind == "completion":
-            self._send(
-                200, json.dumps(model._completion(body, reply), ensure_ascii=False), headers=reply.headers
+        if reply.kind == "completion" and body.get("stream"):
+            self._send_stream(model._stream_events(body, reply), reply)
+        elif reply.kind == "completion":
+            self._send_body(
+                200, reply, json.dumps(model._completion(body, reply), ensure_ascii=False), "application/json"
             )
         else:
-            self._send(reply.status, reply.body, reply.content_type, reply.headers)
+            self._send_body(reply.status, reply, reply.body, reply.content_type)
 
 
 class ScriptedModel:
     """A real HTTP server on 127.0.0.1 (random free port) in a background thread, speaking
-    POST /v1/chat/completions (non-streaming JSON chat.completion objects) and GET /v1/models.
+    POST /v1/chat/completions (JSON chat.completion objects, or server-sent events when asked
+    to stream) and GET /v1/models, plus the metadata routes it is given.
 
     ``requests``/``headers`` grow together (same index = same request); header names are
-    lower-cased. The handler may run concurrently on several server threads.
+    lower-cased. ``seen`` holds what the model was left with after a silent context cut, one
+    per request that got a reply. The handler may run concurrently on several server threads.
     """
 
-    def __init__(self, default: Reply | Handler | None = None) -> None:
+    def __init__(
+        self,
+        default: Reply | Handler | None = None,
+        *,
+        strict: Collection[str] = (),
+        context_tokens: int | None = None,
+        context_overflow: Literal["error", "truncate"] = "error",
+        ollama_show: dict[str, Any] | None = None,
+        ollama_ps: dict[str, Any] | None = None,
+        props: dict[str, Any] | None = None,
+        model_fields: dict[str, Any] | None = None,
+        lmstudio_models: dict[str, Any] | None = None,
+    ) -> None:
+        unknown = set(strict) - set(STRICT_MODES)
+        if unknown:
+            raise ValueError(f"unknown strict mode(s) {sorted(unknown)}; see STRICT_MODES")
+        self.strict = frozenset(strict)
+        self.context_tokens = context_tokens
+        self.context_overflow = context_overflow
+        self.ollama_show = ollama_show
+        self.ollama_ps = ollama_ps
+        self.props = props
+        self.lmstudio_models = lmstudio_models
+        self.model_fields = model_fields or {}
+        self.metadata_requests: list[str] = []  # "GET /api/ps", "POST /api/show", ...
+        self.seen: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self._arrived = threading.Condition(self._lock)
         self._queue: deque[Reply] = deque()
@@ -420,7 +439,7 @@ class ScriptedModel:
             if isinstance(unparsed, str):
                 parts.append(unparsed)
             for message in body.get("messages") or []:
-                parts.extend(_message_texts(message))
+                parts.extend(message_texts(message))
         return "\n".join(parts)
 
     def model_ids(self) -> list[str]:
@@ -495,41 +514,42 @@ class ScriptedModel:
         return handler(body) if handler is not None else None  # outside the lock: may block
 
     def _completion(self, body: dict[str, Any], reply: Reply) -> dict[str, Any]:
-        message: dict[str, Any] = {
-            "role": "assistant",
-            "content": reply.content,
-            "refusal": None,
-            "annotations": [],
-        }
-        if reply.calls:
-            message["tool_calls"] = [
-                {
-                    "id": self._next_id("call_"),
-                    "type": "function",
-                    "function": {"name": name, "arguments": args},
-                }
-                for name, args in reply.calls
-            ]
-        prompt_tokens = max(1, len(json.dumps(body.get("messages") or [])) // 4)
-        produced = (reply.content or "") + "".join(name + args for name, args in reply.calls)
-        completion_tokens = max(1, len(produced) // 4)
+        return completion(body, reply, self._next_id)
+
+    def _model_object(self, name: str) -> dict[str, Any]:
         return {
-            "id": self._next_id("chatcmpl-scripted-"),
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": body.get("model") or DEFAULT_MODEL,
-            "choices": [
-                {"index": 0, "message": message, "logprobs": None, "finish_reason": reply.finish_reason}
-            ],
-            "usage": {
-                "prompt_tokens": prompt_tokens,
-                "completion_tokens": completion_tokens,
-                "total_tokens": prompt_tokens + completion_tokens,
-            },
-            "service_tier": "default",
-            "system_fingerprint": "fp_scripted",
+            "id": name,
+            "object": "model",
+            "created": 1_700_000_000,
+            "owned_by": "codebot-tests",
+            **self.model_fields,
         }
 
-    @staticmethod
-    def _model_object(name: str) -> dict[str, Any]:
-        return {"id": name, "object": "model", "created": 1_700_000_000, "owned_by": "codebot-tests"}
+    # -- strict servers, context windows, streaming ------------------------------------
+
+    def _fit_context(self, body: dict[str, Any]) -> dict[str, Any] | None:
+        """What the model sees: the body, or (truncate) the body without its oldest non-system
+        messages until it fits, as Ollama does; None when it errors instead."""
+        if self.context_tokens is None or self.tokens_of(body) <= self.context_tokens:
+            seen = body
+        elif self.context_overflow == "error":
+            return None
+        else:
+            messages = list(body.get("messages") or [])
+            while len(messages) > 1 and self.tokens_of({**body, "messages": messages}) > self.context_tokens:
+                drop = next((i for i, m in enumerate(messages) if m.get("role") != "system"), None)
+                if drop is None:
+                    break
+                del messages[drop]
+            seen = {**body, "messages": messages}
+        with self._lock:
+            self.seen.append(seen)
+        return seen
+
+    def _refusal(self, body: dict[str, Any]) -> tuple[int, str] | None:
+        return refusal(self.strict, body)
+
+    tokens_of = staticmethod(tokens_of)
+
+    def _stream_events(self, body: dict[str, Any], reply: Reply) -> list[str]:
+        return stream_events(self._completion(body, reply), body, reply)

@@ -146,8 +146,12 @@ def start_adapter(settings: Settings, runtime: Runtime) -> tuple[Redis, Tracking
     executor = TrackingExecutor()
     app = build_app(settings, executor=executor)
     register(app, SlackDeps(settings=settings, redis=redis, runtime=runtime))
-    server = SlackHTTPServer(app, host="127.0.0.1", port=0)
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True).start()
+    server = SlackHTTPServer(app, settings, host="127.0.0.1", port=0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    deadline = time.monotonic() + 10
+    while not server.server.started:  # uvicorn accepts connections from here on
+        assert time.monotonic() < deadline, "the Slack HTTP server did not start"
+        time.sleep(0.01)
     return redis, executor, server
 
 

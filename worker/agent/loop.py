@@ -1,15 +1,22 @@
 """The LLM tool loop: the model may only search, list and read through the tool registry.
 
-Budgets keep a question bounded whatever the model does: a hop limit after which tools are
-withdrawn and the model must answer from what it has, budget notes appended to tool results
-as the limit nears, a per-question deadline that also bounds each model call, and a context
-budget that trims the oldest tool output first. Every tool call gets exactly one tool reply.
+Budgets keep a question bounded whatever the model does: a hop limit after which the model
+must answer from what it has, budget notes appended to tool results as the limit nears, a
+per-question deadline that bounds every model call and every tool call (checked between the
+calls of one turn; a search stops at it), a cap on the tool calls of one turn (the extras get
+an error result the model can read), and a context budget (worker/agent/context.py). Every
+tool call gets exactly one tool reply.
+
+A run that never made a usable tool call read no code: it ends as a failure with a message
+saying so, never as a "found nothing" answer. The model side (request shape, streaming,
+fallbacks, retries, errors) is worker/agent/model.py; what happens is reported through
+worker/agent/events.py.
 """
 
 from __future__ import annotations
 
 import json
-import random
+import logging
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -17,48 +24,46 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import openai
+from redis import Redis
 
 from config.settings import Settings
 from worker.agent.asked import AskedQuestion
+from worker.agent.endpoint_memory import TOOL_CHOICE_NONE, EndpointMemory
+from worker.agent.events import AgentEvents, NoEvents, ProgressEvents, SafeEvents
+from worker.agent.model import ModelClient, ModelTurn, ToolCall, retry_wait_seconds
+from worker.agent.model_errors import ModelFailure, failure
 from worker.agent.prompt import build_system_prompt
 from worker.tools.context import ToolContext
 from worker.tools.registry import ToolRegistry
+
+__all__ = ["Agent", "AgentResult", "ModelFailure", "describe_call", "evidence_summary", "retry_wait_seconds"]
+
+log = logging.getLogger("codebot.agent")
 
 FINAL_INSTRUCTION = (
     "Your research budget is used up: no more tools are available. Answer the question now, "
     "from what the tools showed you, citing lines as [repo:path#Lx-Ly]. Say what you could not verify."
 )
-TRIMMED_NOTICE = "[earlier tool output trimmed to fit the context budget; call the tool again if you need it]"
-MIN_CALL_SECONDS = 2.0  # below this much time left, a model call is not worth starting
+ANSWER_PLEASE = "Please answer the question, citing lines."
+SKIPPED_OVER_CAP = "Error: not run: at most {cap} tool calls run per turn. Call it again in your next turn if you still need it."
+SKIPPED_AT_DEADLINE = "Error: not run: the time for this question is up. Answer from what you have."
+MIN_CALL_SECONDS = 2.0  # below this much time left, a model call or a tool call is not worth starting
 ARGUMENT_PREVIEW_CHARS = 60
-
-
-class UnusableReply(ValueError):
-    """The model endpoint answered with something that is not a usable chat completion."""
-
-
-class ModelFailure(Exception):
-    """The model endpoint failed in a way no retry fixed; the message is safe to show.
-
-    Carries the tokens the question had already used, so they are still accounted."""
-
-    def __init__(self, message: str, prompt_tokens: int = 0, completion_tokens: int = 0) -> None:
-        super().__init__(message)
-        self.prompt_tokens = prompt_tokens
-        self.completion_tokens = completion_tokens
 
 
 @dataclass
 class AgentResult:
     text: str
     hops: int = 0
-    tool_calls: int = 0
+    tool_calls: int = 0  # tool calls that ran
+    usable_tool_calls: int = 0  # ... and returned a result rather than an error
     prompt_tokens: int = 0
     completion_tokens: int = 0
     partial: bool = False  # the answer was forced by a budget or built from evidence after a failure
     stop_reason: str = "answered"  # answered | hop_limit | deadline | model_failed
     trace: list[str] = field(default_factory=list)  # one line per tool call, for logs and eval
     tool_names: Counter[str] = field(default_factory=Counter)  # calls per tool, for metrics
+    failure: ModelFailure | None = None  # what stopped the model, when the answer was built without it
 
 
 def describe_call(name: str, arguments: dict[str, Any], default_repo: str | None) -> str:
@@ -98,22 +103,12 @@ def describe_call(name: str, arguments: dict[str, Any], default_repo: str | None
     return f"calling {short(name)}"
 
 
-def _failure_message(exc: BaseException) -> str:
-    if isinstance(exc, UnusableReply) and exc.__cause__ is not None:
-        exc = exc.__cause__  # name what the SDK could not parse, as before
-    if isinstance(exc, openai.AuthenticationError):
-        return "the model endpoint refused the API key (401): check OPENAI_API_KEY"
-    if isinstance(exc, openai.NotFoundError):
-        return "the model endpoint does not know this model (404): check CODEBOT_MODEL and OPENAI_BASE_URL"
-    if isinstance(exc, openai.RateLimitError):
-        return "the model endpoint kept rate-limiting us (429)"
-    if isinstance(exc, openai.APITimeoutError):
-        return "the model endpoint did not answer in time"
-    if isinstance(exc, openai.APIConnectionError):
-        return "the model endpoint could not be reached"
-    if isinstance(exc, openai.APIStatusError):
-        return f"the model endpoint failed (HTTP {exc.status_code})"
-    return f"the model endpoint sent a reply we could not use ({type(exc).__name__})"
+def _preview_arguments(raw: str) -> dict[str, Any]:
+    try:
+        parsed = json.loads(raw or "{}")
+    except (ValueError, RecursionError):
+        return {}
+    return parsed if isinstance(parsed, dict) else {}
 
 
 class Agent:
@@ -123,45 +118,59 @@ class Agent:
         client: openai.OpenAI,
         registry: ToolRegistry,
         ctx: ToolContext,
-        progress: Callable[[str], None] = lambda _text: None,
+        progress: Callable[[str], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        *,
+        events: AgentEvents | None = None,
+        redis: Redis | None = None,
+        log_extra: dict[str, Any] | None = None,
     ) -> None:
+        """`events` observes the run (worker/agent/events.py); `progress` is the older one-line
+        callback, adapted. `redis` shares what endpoints accept across workers (optional)."""
         self.settings = settings
-        self.client = client
         self.registry = registry
         self.ctx = ctx
-        self.progress = progress
         self.clock = clock
+        observer = events or (ProgressEvents(progress) if progress is not None else NoEvents())
+        self.events = SafeEvents(observer)
+        self.memory = EndpointMemory(settings, redis)
+        self.model = ModelClient(settings, client, self.memory, self.events, clock, log_extra)
 
     # --- the loop --------------------------------------------------------------------------
     def run(self, question: AskedQuestion) -> AgentResult:
         deadline = self.clock() + self.settings.question_deadline_seconds
         messages = self._opening_messages(question)
+        question_at = len(messages) - 1
         result = AgentResult(text="")
         default_repo = next(iter(self.ctx.snapshots)) if len(self.ctx.snapshots) == 1 else None
-        for hop in range(self.settings.max_hops):
-            if deadline - self.clock() < MIN_CALL_SECONDS:
-                result.stop_reason = "deadline"
-                break
-            choice = "required" if hop == 0 and self.settings.tool_choice_required else "auto"
-            try:
-                message = self._complete(messages, result, deadline, tools=True, tool_choice=choice)
-            except Exception as exc:
-                return self._after_failure(exc, result)
-            result.hops = hop + 1
-            calls = message.tool_calls or []
-            if not calls:
-                if (message.content or "").strip():
-                    result.text = message.content or ""
-                    return result
-                messages.append({"role": "user", "content": "Please answer the question, citing lines."})
-                continue
-            messages.append(_assistant_message(message))
-            for call in calls:
-                messages.append(self._run_tool_call(call, hop, result, default_repo))
-        else:
-            result.stop_reason = "hop_limit"
-        return self._forced_answer(messages, result, deadline)
+        schemas = self.registry.schemas()
+        try:
+            for hop in range(self.settings.max_hops):
+                if deadline - self.clock() < MIN_CALL_SECONDS:
+                    result.stop_reason = "deadline"
+                    break
+                choice = "required" if hop == 0 and self.settings.tool_choice_required else "auto"
+                turn = self.model.complete(
+                    messages, question_at, tools=schemas, tool_choice=choice, deadline=deadline
+                )
+                result.hops = hop + 1
+                if not turn.tool_calls:
+                    if turn.content.strip():
+                        result.text = turn.content
+                        return self._finish(result, from_model=True)
+                    messages.append({"role": "user", "content": ANSWER_PLEASE})
+                    continue
+                messages.append(_assistant_message(turn))
+                if not self._run_tool_calls(turn.tool_calls, hop, result, default_repo, deadline, messages):
+                    result.stop_reason = "deadline"
+                    break
+            else:
+                result.stop_reason = "hop_limit"
+            return self._forced_answer(messages, question_at, schemas, result, deadline)
+        except ModelFailure as exc:
+            # Only the model's failures: anything else is a bug of ours, raised for the job to
+            # log with its traceback and to answer as a crash with a reference.
+            return self._after_failure(exc, result)
 
     def _opening_messages(self, question: AskedQuestion) -> list[dict[str, Any]]:
         messages: list[dict[str, Any]] = [
@@ -178,20 +187,49 @@ class Agent:
         messages.append({"role": "user", "content": self.ctx.redact(question.text)})
         return messages
 
+    def _run_tool_calls(
+        self,
+        calls: list[ToolCall],
+        hop: int,
+        result: AgentResult,
+        default_repo: str | None,
+        deadline: float,
+        messages: list[dict[str, Any]],
+    ) -> bool:
+        """Run one turn's calls in order, each answered; False when the deadline stopped them."""
+        in_time = True
+        cap = self.settings.max_tool_calls_per_turn
+        for index, call in enumerate(calls):
+            if index >= cap:
+                content = SKIPPED_OVER_CAP.format(cap=cap)
+                result.trace.append(f"{call.name} -> skipped (over {cap} calls in one turn)")
+            elif not in_time or deadline - self.clock() < MIN_CALL_SECONDS:
+                in_time = False
+                content = SKIPPED_AT_DEADLINE
+                result.trace.append(f"{call.name} -> skipped (deadline)")
+            else:
+                content = self._run_tool_call(call, result, default_repo, deadline)
+            messages.append(
+                {"role": "tool", "tool_call_id": call.id, "content": content + self._budget_note(hop)}
+            )
+        return in_time
+
     def _run_tool_call(
-        self, call: Any, hop: int, result: AgentResult, default_repo: str | None
-    ) -> dict[str, Any]:
-        name = call.function.name
-        raw_arguments = call.function.arguments
-        outcome = self.registry.call(self.ctx, name, raw_arguments)
-        self.progress(describe_call(name, outcome.arguments, default_repo))
+        self, call: ToolCall, result: AgentResult, default_repo: str | None, deadline: float
+    ) -> str:
+        # tool work (a search) stops at the question's deadline, told in time.monotonic() terms
+        self.ctx.deadline = time.monotonic() + (deadline - self.clock())
+        preview = _preview_arguments(call.arguments)
+        self.events.tool_started(call.id, call.name, preview, describe_call(call.name, preview, default_repo))
+        outcome = self.registry.call(self.ctx, call.name, call.arguments)
+        self.events.tool_finished(call.id, outcome.ok)
         result.tool_calls += 1
-        result.tool_names[name if name in self.registry.tools else "unknown"] += 1
+        result.usable_tool_calls += int(outcome.ok)
+        result.tool_names[call.name if call.name in self.registry.tools else "unknown"] += 1
         result.trace.append(
-            f"{name} {json.dumps(outcome.arguments)[:200]} -> {'ok' if outcome.ok else 'error'}"
+            f"{call.name} {json.dumps(outcome.arguments)[:200]} -> {'ok' if outcome.ok else 'error'}"
         )
-        content = outcome.text + self._budget_note(hop)
-        return {"role": "tool", "tool_call_id": call.id, "content": content}
+        return outcome.text
 
     def _budget_note(self, hop: int) -> str:
         left = self.settings.max_hops - hop - 1
@@ -202,146 +240,82 @@ class Agent:
         return f"\n\n[budget: {left} tool round(s) left. Start concluding.]"
 
     def _forced_answer(
-        self, messages: list[dict[str, Any]], result: AgentResult, deadline: float
+        self,
+        messages: list[dict[str, Any]],
+        question_at: int,
+        schemas: list[dict[str, Any]],
+        result: AgentResult,
+        deadline: float,
     ) -> AgentResult:
-        """Tools withdrawn: the model must answer from what it has."""
+        """No more tool rounds: the model must answer from what it has. The tools stay listed
+        with tool_choice="none" (strict routes refuse tool history without tools), or, where
+        that is refused or ignored, the tool history is folded into text."""
         result.partial = True
         if deadline - self.clock() >= MIN_CALL_SECONDS:
             messages.append({"role": "user", "content": FINAL_INSTRUCTION})
-            try:
-                message = self._complete(messages, result, deadline, tools=False, tool_choice=None)
-                if (message.content or "").strip():
-                    result.text = message.content or ""
-                    return result
-            except Exception as exc:
-                return self._after_failure(exc, result)
+            turn = self._final_turn(messages, question_at, schemas, deadline)
+            if turn is not None and turn.content.strip():
+                result.text = turn.content
+                return self._finish(result, from_model=True)
         result.text = evidence_summary(self.ctx)
+        return self._finish(result, from_model=False)
+
+    def _final_turn(
+        self, messages: list[dict[str, Any]], question_at: int, schemas: list[dict[str, Any]], deadline: float
+    ) -> ModelTurn | None:
+        turn = self.model.complete(
+            messages, question_at, tools=schemas, tool_choice="none", deadline=deadline
+        )
+        if turn.tool_calls and not turn.content.strip() and not self.memory.refuses(TOOL_CHOICE_NONE):
+            self.memory.refuse(TOOL_CHOICE_NONE, "it called tools when asked to call none")
+            if deadline - self.clock() < MIN_CALL_SECONDS:
+                return None
+            turn = self.model.complete(
+                messages, question_at, tools=schemas, tool_choice="none", deadline=deadline
+            )
+        return turn
+
+    def _finish(self, result: AgentResult, from_model: bool) -> AgentResult:
+        result.prompt_tokens = self.model.prompt_tokens
+        result.completion_tokens = self.model.completion_tokens
+        if result.usable_tool_calls == 0 and not from_model:
+            detail = f"{result.hops} model turn(s), {result.tool_calls} tool call(s), none usable"
+            if result.stop_reason == "deadline":
+                exc = failure("deadline", detail, seconds=self.settings.question_deadline_seconds)
+            else:
+                exc = failure("no_tool_calls", detail)
+            raise self._with_stats(exc, result)
         return result
 
-    def _after_failure(self, exc: Exception, result: AgentResult) -> AgentResult:
-        """Best answer from what was found, or ModelFailure when nothing was. Only the model's
-        failures: anything else is a bug of ours, raised for the job to log with its traceback."""
-        if not isinstance(exc, openai.OpenAIError | UnusableReply):
-            raise exc
+    def _with_stats(self, exc: ModelFailure, result: AgentResult) -> ModelFailure:
+        exc.prompt_tokens, exc.completion_tokens = self.model.prompt_tokens, self.model.completion_tokens
+        exc.hops, exc.tool_calls, exc.tools = result.hops, result.tool_calls, result.tool_names
+        return exc
+
+    def _after_failure(self, exc: ModelFailure, result: AgentResult) -> AgentResult:
+        """Best answer from what was found, or ModelFailure when nothing was."""
         result.stop_reason = "model_failed"
         result.partial = True
+        result.failure = self._with_stats(exc, result)
+        result.prompt_tokens = self.model.prompt_tokens
+        result.completion_tokens = self.model.completion_tokens
         if not self.ctx.shown.files():
-            raise ModelFailure(_failure_message(exc), result.prompt_tokens, result.completion_tokens) from exc
-        result.text = f"I could not finish answering: {_failure_message(exc)}.\n\n" + evidence_summary(
-            self.ctx
-        )
+            raise exc
+        result.text = f"I could not finish answering: {exc}.\n\n" + evidence_summary(self.ctx)
         return result
 
-    # --- one model call ----------------------------------------------------------------------
-    def _complete(
-        self,
-        messages: list[dict[str, Any]],
-        result: AgentResult,
-        deadline: float,
-        tools: bool,
-        tool_choice: str | None,
-    ) -> Any:
-        kwargs: dict[str, Any] = {
-            "model": self.settings.model,
-            "messages": trim_to_budget(messages, self.settings.context_budget_chars),
-        }
-        if tools:
-            kwargs["tools"] = self.registry.schemas()
-            if tool_choice:
-                kwargs["tool_choice"] = tool_choice
-        try:
-            response = self._create(kwargs, deadline)
-        except ValueError as exc:  # the SDK could not parse the body (not JSON, cut off, wrong shape)
-            raise UnusableReply(f"the reply could not be parsed ({type(exc).__name__})") from exc
-        if not getattr(response, "choices", None) or response.choices[0].message is None:
-            raise UnusableReply("the reply had no choices")
-        usage = getattr(response, "usage", None)
-        if usage is not None:
-            result.prompt_tokens += usage.prompt_tokens or 0
-            result.completion_tokens += usage.completion_tokens or 0
-        return response.choices[0].message
 
-    def _create(self, kwargs: dict[str, Any], deadline: float) -> Any:
-        """One chat completion with up to `model_max_retries` retries, all within the deadline.
-
-        We retry rather than the SDK, whose waits (a server's Retry-After up to 2 min) know
-        nothing of our deadline: a 429 storm must end in an answer or an apology in time. Each
-        attempt gets its share of the time left; a wait that would leave no time is not taken.
-        """
-        retries = self.settings.model_max_retries
-        for attempt in range(retries + 1):
-            left = deadline - self.clock()
-            per_attempt = max(min(self.settings.model_timeout_seconds, left / (retries - attempt + 1)), 1.0)
-            client = self.client.with_options(timeout=per_attempt, max_retries=0)
-            try:
-                return client.chat.completions.create(
-                    **kwargs, extra_headers={"x-stainless-retry-count": str(attempt)}
-                )
-            except openai.APIError as exc:
-                wait = retry_wait_seconds(exc, attempt)
-                if wait is None or attempt == retries or self.clock() + wait + MIN_CALL_SECONDS > deadline:
-                    raise
-                time.sleep(wait)
-        raise AssertionError("unreachable")
-
-
-def retry_wait_seconds(exc: openai.APIError, attempt: int) -> float | None:
-    """How long to wait before retrying after `exc`, or None when it is not worth retrying.
-
-    As the SDK would: connection errors, timeouts, 408, 409, 429 and 5xx are retried, after the
-    server's Retry-After (or retry-after-ms), else after 0.5 s doubling up to 8 s.
-    """
-    if isinstance(exc, openai.APIStatusError):
-        headers = exc.response.headers
-        status = exc.response.status_code
-        if headers.get("x-should-retry") == "false" or not (status in (408, 409, 429) or status >= 500):
-            return None
-        for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-            try:
-                return max(0.0, float(headers.get(name, "")) * scale)
-            except ValueError:
-                continue
-    elif not isinstance(exc, openai.APIConnectionError):
-        return None  # a reply the SDK could not parse: asking again will not help
-    return min(0.5 * 2**attempt, 8.0) * (1 - 0.25 * random.random())
-
-
-def _assistant_message(message: Any) -> dict[str, Any]:
+def _assistant_message(turn: ModelTurn) -> dict[str, Any]:
+    """The model's tool-call turn as we keep it; ModelClient sends its content in the form the
+    endpoint accepts ("" by default, never null unless nothing else is accepted)."""
     return {
         "role": "assistant",
-        "content": message.content,
+        "content": turn.content,
         "tool_calls": [
-            {
-                "id": c.id,
-                "type": "function",
-                "function": {"name": c.function.name, "arguments": c.function.arguments or "{}"},
-            }
-            for c in message.tool_calls
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments or "{}"}}
+            for c in turn.tool_calls
         ],
     }
-
-
-def _size(message: dict[str, Any]) -> int:
-    return len(message.get("content") or "") + len(json.dumps(message.get("tool_calls") or ""))
-
-
-def trim_to_budget(messages: list[dict[str, Any]], budget_chars: int) -> list[dict[str, Any]]:
-    """Replace the oldest tool outputs with a notice until the whole fits the budget.
-
-    The system prompt, the question and the assistant's tool calls are kept: every tool call
-    still has its reply, as the API requires.
-    """
-    total = sum(_size(m) for m in messages)
-    if total <= budget_chars:
-        return messages
-    trimmed = [dict(m) for m in messages]
-    for message in trimmed:
-        if total <= budget_chars:
-            break
-        if message["role"] == "tool" and message["content"] != TRIMMED_NOTICE:
-            total -= len(message["content"]) - len(TRIMMED_NOTICE)
-            message["content"] = TRIMMED_NOTICE
-    return trimmed
 
 
 def evidence_summary(ctx: ToolContext) -> str:

@@ -28,6 +28,13 @@ from rq.job import Job
 from rq.registry import FailedJobRegistry, FinishedJobRegistry
 
 from config.settings import Settings
+from worker.agent.endpoint_memory import (
+    base_url_of,
+    describe_endpoint,
+    display_url,
+    known_endpoints,
+    recent_model_errors,
+)
 from worker.jobs import runtime as runtime_module
 from worker.jobs import texts
 from worker.jobs.question import ReplyTarget, reference_id
@@ -43,6 +50,7 @@ REFRESH_RESULT_TTL_SECONDS = 24 * 3600
 FAILED_WINDOW_SECONDS = 3600  # "failed questions in the last hour"
 RECENT_FINISHED_SCANNED = 500  # finished questions looked at for answers that were apologies
 SHOWN_REFS = 5
+SHOWN_MODEL_ERRORS = 5
 
 
 def admin_keys(settings: Settings) -> set[str]:
@@ -293,4 +301,34 @@ def status_report(redis: Redis, runtime: Runtime) -> str:
         if fact.error:
             detail += texts.STATUS_REPO_ERROR.format(error=fact.error)
         lines.append(texts.STATUS_REPO_LINE.format(name=fact.name, detail=detail))
+    lines.extend(model_status_lines(redis, runtime.settings, now))
     return "\n".join(lines)
+
+
+def model_status_lines(redis: Redis, settings: Settings, now: float) -> list[str]:
+    """The configured model, what each endpoint was found to accept, and the last model errors
+    in the server's own words (trimmed and redacted when they were recorded)."""
+    lines = [texts.STATUS_MODEL.format(model=settings.model, endpoint=display_url(base_url_of(settings)))]
+    for facts in known_endpoints(redis):
+        lines.append(
+            texts.STATUS_MODEL_ENDPOINT.format(
+                model=facts.get("model", "?"),
+                endpoint=display_url(facts.get("base_url", "?")),
+                facts=describe_endpoint(facts),
+            )
+        )
+    errors = recent_model_errors(redis, SHOWN_MODEL_ERRORS)
+    if errors:
+        lines.append(texts.STATUS_MODEL_ERRORS)
+    for entry in errors:
+        status = f" (HTTP {entry['status']})" if entry.get("status") else ""
+        lines.append(
+            texts.STATUS_MODEL_ERROR_LINE.format(
+                age=short_duration(now - float(entry.get("at") or now)),
+                ref=entry.get("ref", "?"),
+                kind=entry.get("kind", "?"),
+                status=status,
+                detail=entry.get("detail") or "(no error text)",
+            )
+        )
+    return lines

@@ -29,8 +29,11 @@ codebot needs a model endpoint (any OpenAI-compatible one). Set, in the environm
   OpenAI:      OPENAI_API_KEY=sk-...                       (CODEBOT_MODEL defaults to {model})
   OpenRouter:  OPENAI_BASE_URL=https://openrouter.ai/api/v1  OPENAI_API_KEY=sk-or-...  CODEBOT_MODEL=openai/gpt-4o-mini
   Ollama:      OPENAI_BASE_URL=http://localhost:11434/v1  CODEBOT_MODEL=qwen2.5-coder:7b
+               (start Ollama with OLLAMA_CONTEXT_LENGTH=16384: its 4,096-token default is too small)
   vLLM:        OPENAI_BASE_URL=http://localhost:8000/v1  CODEBOT_MODEL=<the served model>
-               (start vLLM with --enable-auto-tool-choice --tool-call-parser ...)"""
+               (start vLLM with --enable-auto-tool-choice --tool-call-parser ...)
+  llama.cpp:   OPENAI_BASE_URL=http://localhost:8080/v1  (start llama-server with --jinja -c 16384)
+What each server needs, and what codebot works out by itself: docs/models.md"""
 EMPTY_QUESTION_MESSAGE = 'Ask a question, e.g. codebot ask "Where are slash commands handled?"'
 
 

@@ -20,7 +20,9 @@ from rq import get_current_job
 from rq.job import Job
 
 from worker.agent.citations import check_answer
+from worker.agent.endpoint_memory import base_url_of, display_url, record_model_error
 from worker.agent.loop import Agent, ModelFailure
+from worker.agent.model import make_openai_client
 from worker.jobs import runtime as runtime_module
 from worker.jobs.question import Question, ReplyTarget, Turn, reference_id
 from worker.jobs.queue import ANSWERED_KEY_PREFIX, claim_answer, was_answered
@@ -66,6 +68,7 @@ class QuestionOutcome:
     unverified: int = 0
     partial: bool = False
     stop_reason: str | None = None
+    failure_kind: str | None = None  # what kind of model failure (worker/agent/model_errors.py)
     tools: dict[str, int] = field(default_factory=dict)  # tool name -> calls
     snapshots: dict[str, str] = field(default_factory=dict)  # repo -> commit read
     trace: list[str] = field(default_factory=list)  # one line per tool call
@@ -87,17 +90,9 @@ def make_sink(runtime: Runtime, redis: Redis, question: Question) -> ReplySink:
 
 
 def make_model_client(runtime: Runtime) -> openai.OpenAI:
-    """Created inside the job, never before the fork (docs/platform-notes.md, pitfall 15)."""
-    settings = runtime.settings
-    return openai.OpenAI(
-        # local servers ignore the key but the SDK wants one
-        api_key=settings.openai_api_key.get_secret_value() if settings.openai_api_key else "not-needed",
-        base_url=settings.openai_base_url,
-        timeout=settings.model_timeout_seconds,
-        # The agent retries itself, within the question's deadline (Agent._create); SDK retries
-        # would wait out a Retry-After that knows nothing of it.
-        max_retries=0,
-    )
+    """Created inside the job, never before the fork (docs/platform-notes.md, pitfall 15). The agent
+    retries itself, within the question's deadline (worker/agent/model.py)."""
+    return make_openai_client(runtime.settings)
 
 
 def answer_question(question_json: str) -> dict[str, Any]:
@@ -138,15 +133,10 @@ class QuestionRun:
         try:
             outcome = self._answer(sink)
         except ModelFailure as exc:
+            self._record_model_failure(exc)
             if not self._fail(sink, f"Sorry, I could not answer: {exc}. Reference: `{self.ref}`"):
                 return self._finish(self._outcome("already_answered"), started)
-            failed = self._outcome(
-                "failed",
-                reason=str(exc),
-                prompt_tokens=exc.prompt_tokens,
-                completion_tokens=exc.completion_tokens,
-            )
-            return self._finish(failed, started)
+            return self._finish(self._outcome("failed", reason=str(exc), **exc.accounting()), started)
         except DeliveryFailed:
             raise  # nothing reached the asker and the question is unclaimed: RQ retries it
         except Exception:
@@ -180,6 +170,8 @@ class QuestionRun:
         }
         if outcome.reason is not None:
             fields["reason"] = outcome.reason
+        if outcome.failure_kind is not None:
+            fields["failure_kind"] = outcome.failure_kind
         if settings.log_question_text:
             fields["question"] = question.text
         log.log(
@@ -207,6 +199,20 @@ class QuestionRun:
             except RedisError:
                 log.warning("could not record usage", extra={"job_id": question.id})
         return outcome
+
+    def _record_model_failure(self, exc: ModelFailure) -> None:
+        """The server's own words, under the reference id: in the log and for `codebot status`."""
+        settings = self.runtime.settings
+        log.warning(
+            "model endpoint failed kind=%s status=%s: %s",
+            exc.kind,
+            exc.status,
+            exc.detail or "(no error text)",
+            extra={"job_id": self.question.id, "ref": self.ref},
+        )
+        entry = {"ref": self.ref, "kind": exc.kind, "status": exc.status, "detail": exc.detail}
+        endpoint = display_url(base_url_of(settings))
+        record_model_error(self.redis, {**entry, "model": settings.model, "endpoint": endpoint})
 
     def _claim(self) -> bool:
         """claim_answer, waiting out a Redis restart: an answer that is ready is not thrown away."""
@@ -273,8 +279,17 @@ class QuestionRun:
                 return self._outcome("no_snapshot" if posted else "already_answered")
             ctx = make_context(runtime.settings, snapshots)
             client = make_model_client(runtime)
-            agent = Agent(runtime.settings, client, runtime.registry, ctx, progress=progress)
+            agent = Agent(
+                runtime.settings,
+                client,
+                runtime.registry,
+                ctx,
+                progress=progress,
+                redis=self.redis,
+            )
             result = agent.run(self.question)
+            if result.failure is not None:  # answered from what was found; admins still see why
+                self._record_model_failure(result.failure)
             checked = check_answer(ctx, ctx.redact(result.text))
         answer = Answer(
             markdown=checked.markdown,

@@ -71,6 +71,8 @@ class ToolContext:
     file_cache: dict[tuple[str, str], list[str]] = field(default_factory=dict)
     # a repeated identical call returns the earlier result
     result_cache: dict[str, Any] = field(default_factory=dict)
+    # time.monotonic() by which tool work must end (the question's deadline); None: no bound
+    deadline: float | None = None
 
     def snapshot(self, repo: str | None) -> Snapshot:
         if not repo:

@@ -89,6 +89,7 @@ class _Run:
     files_searched: int = 0
     hit_count_limit: bool = False
     timed_out: bool = False
+    time_limit: float = 0.0  # seconds this search was allowed
 
 
 def _text(value: dict[str, Any]) -> str:
@@ -241,7 +242,11 @@ def search(
 
     command = ripgrep_command(settings, pattern, glob, ignore_case)
     run = _Run()
-    deadline = time.monotonic() + settings.search_timeout_seconds
+    started = time.monotonic()
+    deadline = started + settings.search_timeout_seconds
+    if ctx.deadline is not None:  # a search never outlives the question it serves
+        deadline = min(deadline, ctx.deadline)
+    run.time_limit = max(deadline - started, 0.0)
     for snapshot in snapshots:
         _search_repo(ctx, snapshot, command, run, deadline)
         if run.hit_count_limit or run.timed_out:
@@ -277,7 +282,7 @@ def _report(ctx: ToolContext, run: _Run, pattern: str, glob: str | None, repos: 
     lines: list[str] = []
     if run.timed_out:
         lines.append(
-            f"[search timed out after {settings.search_timeout_seconds:g} s; results are partial — "
+            f"[search timed out after {run.time_limit:.3g} s; results are partial — "
             "narrow with repo=, glob= or a more specific pattern]"
         )
     run.shown.sort(key=lambda m: (repos.index(m.repo), m.path, m.line))

@@ -1,0 +1,246 @@
+"""The Slack adapter's HTTP mode: `POST /slack/events` (events, slash commands) and `GET /health`,
+served by uvicorn with every resource bounded.
+
+Why not bolt's `app.start()`: it is Python's `http.server`, which its docs (and bolt's) say is
+not for production; one thread per connection meant 2,990 threads for 3,000 idle connections.
+Why not bolt's ASGI adapter as it is: it runs `app.dispatch` on the event loop (bolt's first
+request calls `auth.test`, stalling every connection meanwhile) and reads bodies of any size.
+So this is a small ASGI app in the same shape, on uvicorn:
+
+- Connections: one event loop holds them, not a thread each (~5 KB apiece). Above
+  `slack_http_max_connections`, the longest-idle connections (no request in progress) are
+  closed to make room: idle clients cannot crowd Slack out, and a request in flight is never
+  cut. (uvicorn's own `limit_concurrency` would answer 503 to every new request instead.)
+- Time: a request must arrive whole (headers and body) within `slack_http_request_seconds`
+  of its connection opening or of the previous response, else the connection is closed
+  (uvicorn's own keep-alive timer only covers the idle time between requests and restarts on
+  every byte, so a client sending a byte a second, or nothing at all, would hold a connection
+  forever). Idle keep-alive connections close after `slack_http_idle_seconds`.
+- Size: a body over 1 MB is refused (413) before it is read; no Content-Length is a 411.
+- Work: bolt's dispatch (signature check, then ack; listeners run on their own executor)
+  runs on at most `slack_http_dispatch_threads` threads, never on the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+import socket
+import threading
+from collections.abc import Sequence
+from http import HTTPStatus
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import uvicorn
+from slack_bolt import App, BoltRequest, BoltResponse
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from config.settings import Settings
+
+log = logging.getLogger("codebot.slack")
+
+EVENTS_PATH = "/slack/events"
+HEALTH_PATH = "/health"
+MAX_BODY_BYTES = 1_000_000  # Slack payloads are a few KB; anything bigger is not from Slack
+_DIGITS = re.compile(r"[0-9]{1,12}")  # a Content-Length, an X-Slack-Request-Timestamp
+Scope = dict[str, Any]
+
+
+class RequestDeadlineProtocol(H11Protocol):
+    """uvicorn's h11 protocol with a deadline for receiving each whole request, and a cap on
+    connections that closes the longest-idle ones first."""
+
+    request_seconds = 10.0
+    max_connections = 1000
+    _deadline: asyncio.TimerHandle | None = None
+    _idle_since = 0.0  # loop time since when no request is in progress; inf while one is
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._idle_since = self.loop.time()
+        self._arm()
+        if len(self.connections) > self.max_connections:
+            self._make_room()
+
+    def _make_room(self) -> None:
+        live = [c for c in self.connections if not c.transport.is_closing()]
+        excess = len(live) - self.max_connections
+        if excess <= 0:
+            return
+        idle = [
+            c
+            for c in live
+            if isinstance(c, RequestDeadlineProtocol) and c is not self and c._idle_since != float("inf")
+        ]
+        idle.sort(key=lambda c: c._idle_since)
+        log.debug("slack http: at %d connections, closing the %d longest idle", self.max_connections, excess)
+        for connection in idle[:excess]:  # requests in flight are never cut
+            connection.transport.close()
+
+    def _arm(self) -> None:
+        self._disarm()
+        self._deadline = self.loop.call_later(self.request_seconds, self._request_too_slow)
+
+    def _disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+        self._deadline = None
+
+    def handle_events(self) -> None:
+        super().handle_events()
+        if self.cycle is not None and not self.cycle.response_complete:
+            self._idle_since = float("inf")  # a request in progress is never closed to make room
+            if not self.cycle.more_body:
+                self._disarm()  # the whole request is in; the answer may take as long as it takes
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        self._idle_since = self.loop.time()
+        if not self.transport.is_closing():
+            self._arm()  # the next request on this keep-alive connection gets its own deadline
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def _request_too_slow(self) -> None:
+        if not self.transport.is_closing():
+            log.debug("slack http: closing a connection that did not send a whole request in time")
+            self.transport.close()
+
+
+def _protocol(request_seconds: float, max_connections: int) -> type[H11Protocol]:
+    bounds = {"request_seconds": request_seconds, "max_connections": max_connections}
+    return type("SlackRequestDeadlineProtocol", (RequestDeadlineProtocol,), bounds)
+
+
+class SlackEventsApp:
+    """ASGI: `POST /slack/events` -> bolt's `App.dispatch` on a bounded thread pool."""
+
+    def __init__(self, app: App, dispatch_threads: int) -> None:
+        self.app = app
+        self.dispatch_threads = dispatch_threads
+        self._limiter: anyio.CapacityLimiter | None = None
+
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":  # lifespan is off; nothing else is served
+            return
+        if scope["method"] == "GET" and scope["path"] == HEALTH_PATH:
+            await _send(send, BoltResponse(status=200, body="ok"))
+        elif scope["method"] != "POST" or scope["path"] != EVENTS_PATH:
+            await _refuse(send, 404)
+        else:
+            await self._event(scope, receive, send)
+
+    async def _event(self, scope: Scope, receive: Any, send: Any) -> None:
+        headers: dict[str, list[str]] = {}
+        for raw_name, raw_value in scope["headers"]:
+            headers.setdefault(raw_name.decode("latin-1").lower(), []).append(raw_value.decode("latin-1"))
+        declared = (headers.get("content-length") or [""])[0].strip()
+        if not _DIGITS.fullmatch(declared):
+            await _refuse(send, 411 if not declared else 400)  # no framing we can trust: never read on
+            return
+        if int(declared) > MAX_BODY_BYTES:
+            await _refuse(send, 413)
+            return
+        raw = await _read_body(receive)
+        if raw is None:
+            return  # the client went away (or was too slow: RequestDeadlineProtocol)
+        # Bolt verifies the signature, but only after parsing the body, and it reads the timestamp
+        # with int(): junk in either would end in a 500, not a refusal.
+        if not _DIGITS.fullmatch((headers.get("x-slack-request-timestamp") or [""])[0]):
+            await _refuse(send, 401)
+            return
+        try:
+            request = BoltRequest(
+                body=raw.decode("utf-8"),
+                query=scope.get("query_string", b"").decode("latin-1"),
+                headers={name: values for name, values in headers.items()},
+            )
+        except (ValueError, RecursionError):  # not UTF-8, not JSON, not a form
+            await _refuse(send, 400)
+            return
+        if self._limiter is None:
+            self._limiter = anyio.CapacityLimiter(self.dispatch_threads)
+        response = await anyio.to_thread.run_sync(self.app.dispatch, request, limiter=self._limiter)
+        await _send(send, response)
+
+
+async def _read_body(receive: Any) -> bytes | None:
+    chunks = bytearray()
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return None
+        chunks.extend(message.get("body", b""))
+        if len(chunks) > MAX_BODY_BYTES:
+            return None
+        if not message.get("more_body", False):
+            return bytes(chunks)
+
+
+async def _refuse(send: Any, status: int) -> None:
+    await _send(
+        send, BoltResponse(status=status, body={"error": HTTPStatus(status).phrase.lower()}), close=True
+    )
+
+
+async def _send(send: Any, response: BoltResponse, close: bool = False) -> None:
+    body = response.body if isinstance(response.body, str) else json.dumps(response.body)
+    data = body.encode("utf-8")
+    headers: list[tuple[bytes, bytes]] = []
+    for name, values in response.headers.items():
+        if name.lower() not in ("content-length", "connection"):
+            for value in _values(values):
+                headers.append((name.encode("latin-1"), str(value).encode("latin-1")))
+    headers.append((b"content-length", str(len(data)).encode()))
+    if close:  # its body may not have been read: the connection cannot be reused
+        headers.append((b"connection", b"close"))
+    await send({"type": "http.response.start", "status": response.status, "headers": headers})
+    await send({"type": "http.response.body", "body": data})
+
+
+def _values(values: Sequence[str] | str) -> Sequence[str]:
+    return [values] if isinstance(values, str) else values
+
+
+class SlackHTTPServer:
+    """The adapter's HTTP server: uvicorn on a socket bound at once (port 0: any free port)."""
+
+    def __init__(self, app: App, settings: Settings, host: str = "0.0.0.0", port: int = 3000) -> None:
+        self.socket = socket.create_server((host, port), backlog=settings.slack_http_max_connections)
+        config = uvicorn.Config(
+            SlackEventsApp(app, settings.slack_http_dispatch_threads),
+            http=_protocol(settings.slack_http_request_seconds, settings.slack_http_max_connections),
+            lifespan="off",
+            timeout_keep_alive=max(1, round(settings.slack_http_idle_seconds)),
+            timeout_graceful_shutdown=max(1, round(settings.slack_http_request_seconds)),
+            backlog=settings.slack_http_max_connections,
+            access_log=False,
+            log_level="warning",
+            server_header=False,
+        )
+        self.server = uvicorn.Server(config)
+        self._stopped = threading.Event()
+
+    @property
+    def port(self) -> int:
+        return int(self.socket.getsockname()[1])
+
+    def serve_forever(self) -> None:
+        """Serve until SIGTERM/SIGINT (uvicorn's own handlers: stop accepting, finish what is in
+        flight, then return), or until close() from another thread."""
+        try:
+            self.server.run(sockets=[self.socket])
+        finally:
+            self._stopped.set()
+
+    def close(self) -> None:
+        self.server.should_exit = True
+        if self.server.started:
+            self._stopped.wait(30)
+        self.socket.close()

@@ -1,0 +1,319 @@
+"""What the scripted model server (tests/support/model_server.py) says: the replies a test
+scripts, the refusals of strict servers, token counts and streamed chunks. Pure functions of
+the request body; the server in model_server.py sends them over the wire.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+NO_REPLY_MESSAGE = "ScriptedModel: no reply scripted"
+DEFAULT_MODEL = "scripted-model"
+
+Handler = Callable[[dict[str, Any]], "Reply | None"]
+
+_ERROR_TYPES: dict[int, tuple[str, str | None]] = {
+    400: ("invalid_request_error", None),
+    401: ("invalid_request_error", "invalid_api_key"),
+    403: ("invalid_request_error", "unsupported_country_region_territory"),
+    404: ("invalid_request_error", "model_not_found"),
+    408: ("server_error", "timeout"),
+    409: ("server_error", "conflict"),
+    422: ("invalid_request_error", None),
+    429: ("requests", "rate_limit_exceeded"),
+}
+
+
+# --------------------------------------------------------------------------------------
+# Replies
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One scripted answer. Build it with ``text``, ``tool_calls``, ``error``, ``raw`` or ``slow``.
+
+    A ``completion`` is rendered per request (ids, ``model`` echoed from the request, usage);
+    ``error`` and ``raw`` bodies are sent as they are.
+    """
+
+    kind: Literal["completion", "error", "raw"]
+    status: int = 200
+    content: str | None = None
+    calls: tuple[tuple[str, str], ...] = ()  # (function name, arguments JSON string)
+    finish_reason: str = "stop"
+    body: str = ""  # error/raw only
+    content_type: str = "application/json"
+    headers: tuple[tuple[str, str], ...] = ()
+    delay: float = 0.0  # seconds to sleep before answering
+    trickle: float = 0.0  # seconds between the bytes of the body (0: all at once)
+    pace: float = 0.0  # seconds between the events of a streamed reply
+
+
+def text(content: str, *, finish_reason: str = "stop") -> Reply:
+    """An assistant text answer (``finish_reason`` "stop", or e.g. "length" to script truncation)."""
+    return Reply(kind="completion", content=content, finish_reason=finish_reason)
+
+
+def tool_calls(*calls: tuple[str, dict[str, Any] | str], content: str | None = None) -> Reply:
+    """An assistant turn calling tools; several calls = parallel tool calls.
+
+    A dict of arguments is JSON-encoded; a str is sent verbatim (to script malformed JSON).
+    Ids are ``call_<n>``, unique per server, assigned when the reply is sent.
+    """
+    if not calls:
+        raise ValueError("tool_calls() needs at least one (name, arguments) pair")
+    encoded: list[tuple[str, str]] = []
+    for name, arguments in calls:
+        if isinstance(arguments, str):
+            encoded.append((name, arguments))
+        else:
+            encoded.append((name, json.dumps(arguments, ensure_ascii=False)))
+    return Reply(kind="completion", content=content, calls=tuple(encoded), finish_reason="tool_calls")
+
+
+def error(
+    status: int,
+    body: dict[str, Any] | str | None = None,
+    headers: dict[str, str] | None = None,
+) -> Reply:
+    """An HTTP error the SDK maps to its exception classes (429 → RateLimitError, ...).
+
+    ``body``: a dict is sent as the JSON body; a str becomes ``{"error": {"message": str, ...}}``;
+    None gives an OpenAI-shaped default error for the status. Use ``raw`` for verbatim bodies.
+    """
+    if not 400 <= status <= 599:
+        raise ValueError(f"error() needs a 4xx/5xx status, got {status}")
+    if isinstance(body, dict):
+        payload: dict[str, Any] = body
+    else:
+        kind, code = _ERROR_TYPES.get(status, ("server_error", None))
+        message = body if body is not None else f"ScriptedModel: scripted error {status}"
+        payload = {"error": {"message": message, "type": kind, "param": None, "code": code}}
+    return Reply(
+        kind="error",
+        status=status,
+        body=json.dumps(payload),
+        headers=tuple((headers or {}).items()),
+    )
+
+
+def raw(body: str, status: int = 200, content_type: str = "application/json") -> Reply:
+    """A verbatim body (malformed JSON, HTML error pages, wrong shapes...)."""
+    return Reply(kind="raw", status=status, body=body, content_type=content_type)
+
+
+def slow(seconds: float, then: Reply) -> Reply:
+    """``then``, answered after ``seconds`` (other requests are served meanwhile)."""
+    if seconds < 0:
+        raise ValueError("slow() needs a non-negative delay")
+    return replace(then, delay=then.delay + seconds)
+
+
+def trickle(seconds_per_byte: float, then: Reply) -> Reply:
+    """``then``, its body sent one byte every ``seconds_per_byte`` (headers at once)."""
+    if seconds_per_byte <= 0:
+        raise ValueError("trickle() needs a positive interval")
+    return replace(then, trickle=seconds_per_byte)
+
+
+def paced(seconds: float, then: Reply) -> Reply:
+    """``then``; when streamed, ``seconds`` pass between its events."""
+    if seconds < 0:
+        raise ValueError("paced() needs a non-negative interval")
+    return replace(then, pace=seconds)
+
+
+# What strict or odd servers answer, by mode: (status, error message, what triggers it).
+# The messages are the real servers' (or close to them), so that detection is tested on the
+# words a user's server would send.
+STRICT_MODES: dict[str, str] = {
+    # llama-cpp-python's pydantic schema: assistant content must be a string
+    "null_content": "an assistant message with content null -> 500",
+    # llama-cpp-python's jinja template reads message.content
+    "absent_content": "an assistant message without content -> 500",
+    # some proxies (Anthropic-backed routes) want non-empty text blocks
+    "empty_content": 'an assistant message with content "" -> 400',
+    "tool_choice_required": 'tool_choice="required" -> 400 naming tool_choice',
+    # llama-cpp-python: an assertion, HTTP 500 with an empty message
+    "tool_choice_required_silent": 'tool_choice="required" -> 500 with no error text',
+    # vLLM without --enable-auto-tool-choice
+    "tool_choice_auto": 'tool_choice="auto" (or tools without tool_choice) -> 400',
+    "tool_choice_none": 'tool_choice="none" -> 400',
+    "parallel_tool_calls": "parallel_tool_calls -> 400",
+    "stream_options": "stream_options -> 400",
+    "stream": "stream=true -> 400",
+    # llama-cpp-python: 200, then the stream ends with nothing in it
+    "stream_with_tools_empty": "stream=true with tools -> 200 and an empty event stream",
+    "tools_with_tool_history": "tool messages in the history but no tools listed -> 400",
+}
+
+
+# --------------------------------------------------------------------------------------
+# Helpers on request bodies
+# --------------------------------------------------------------------------------------
+
+
+def _content_text(content: object) -> list[str]:
+    """The text of a message ``content``: a string, or a list of parts ({"type": "text", "text"})."""
+    if isinstance(content, str):
+        return [content]
+    out: list[str] = []
+    if isinstance(content, list):
+        for part in content:
+            if isinstance(part, str):
+                out.append(part)
+            elif isinstance(part, dict):
+                for key in ("text", "refusal"):
+                    value = part.get(key)
+                    if isinstance(value, str):
+                        out.append(value)
+    return out
+
+
+def last_user_text(body: dict[str, Any]) -> str:
+    """The text of the last ``role: "user"`` message in a request body ("" if none)."""
+    for message in reversed(body.get("messages") or []):
+        if isinstance(message, dict) and message.get("role") == "user":
+            return "\n".join(_content_text(message.get("content")))
+    return ""
+
+
+def message_texts(message: object) -> Iterator[str]:
+    if not isinstance(message, dict):
+        return
+    yield from _content_text(message.get("content"))
+    for call in message.get("tool_calls") or []:
+        function = call.get("function") if isinstance(call, dict) else None
+        if isinstance(function, dict):
+            for key in ("name", "arguments"):
+                value = function.get(key)
+                if isinstance(value, str):
+                    yield value
+
+
+# --------------------------------------------------------------------------------------
+# Strict servers, token counts, streamed chunks
+# --------------------------------------------------------------------------------------
+
+
+def refusal(strict: frozenset[str], body: dict[str, Any]) -> tuple[int, str] | None:
+    """(status, error message) when a strict mode refuses this request; (200, "") for an
+    empty event stream."""
+    messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+    for index, message in enumerate(messages):
+        if message.get("role") != "assistant":
+            continue
+        if "null_content" in strict and "content" in message and message["content"] is None:
+            return 500, (
+                f"1 validation error: {{'type': 'string_type', 'loc': ('body', 'messages', {index}, "
+                "'ChatCompletionRequestAssistantMessage', 'content'), 'msg': 'Input should be a valid string'}"
+            )
+        if "absent_content" in strict and "content" not in message:
+            return 500, "'dict object' has no attribute 'content'"
+        if "empty_content" in strict and message.get("content") == "":
+            return 400, f"messages.{index}.content: text content blocks must be non-empty"
+    choice = body.get("tool_choice")
+    if choice == "required" and "tool_choice_required" in strict:
+        return 400, "tool_choice 'required' is not supported by this server; use 'auto' or 'none'"
+    if choice == "required" and "tool_choice_required_silent" in strict:
+        return 500, ""
+    if "tool_choice_auto" in strict and body.get("tools") and choice in ("auto", None):
+        return (
+            400,
+            '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set',
+        )
+    if choice == "none" and "tool_choice_none" in strict:
+        return 400, "tool_choice 'none' is not supported"
+    if "parallel_tool_calls" in body and "parallel_tool_calls" in strict:
+        return 400, "Unrecognized request argument supplied: parallel_tool_calls"
+    if "stream_options" in body and "stream_options" in strict:
+        return 400, "Unrecognized request argument supplied: stream_options"
+    if body.get("stream") and "stream" in strict:
+        return 400, "Streaming is not supported by this server"
+    if body.get("stream") and body.get("tools") and "stream_with_tools_empty" in strict:
+        return 200, ""
+    has_tool_history = any(m.get("role") == "tool" or m.get("tool_calls") for m in messages)
+    if has_tool_history and not body.get("tools") and "tools_with_tool_history" in strict:
+        return 400, "messages contain tool calls, but no tools were given: add the tools parameter"
+    return None
+
+
+def tokens_of(body: dict[str, Any]) -> int:
+    """This server's token count of a request: a token per 4 characters of its text (message
+    contents, tool calls) and of its tool schemas, as chat templates render them."""
+    chars = sum(len(text) for message in body.get("messages") or [] for text in message_texts(message))
+    tools = body.get("tools")
+    return (chars + (len(json.dumps(tools)) if tools else 0)) // 4
+
+
+def stream_events(completion: dict[str, Any], body: dict[str, Any], reply: Reply) -> list[str]:
+    """The reply as chat.completion.chunk payloads (JSON text), then "[DONE]"."""
+    base = {k: completion[k] for k in ("id", "created", "model", "system_fingerprint")}
+    base["object"] = "chat.completion.chunk"
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
+        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+        return json.dumps({**base, "choices": [choice], "usage": None}, ensure_ascii=False)
+
+    message = completion["choices"][0]["message"]
+    events = [chunk({"role": "assistant", "content": ""})]
+    content = reply.content or ""
+    for start in range(0, len(content), 5):  # token-sized pieces
+        events.append(chunk({"content": content[start : start + 5]}))
+    for index, call in enumerate(message.get("tool_calls") or []):
+        function = call["function"]
+        first = {
+            "index": index,
+            "id": call["id"],
+            "type": "function",
+            "function": {"name": function["name"], "arguments": ""},
+        }
+        events.append(chunk({"tool_calls": [first]}))
+        arguments = function["arguments"]
+        half = max(1, len(arguments) // 2)
+        for piece in (arguments[:half], arguments[half:]):
+            if piece:
+                events.append(chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}))
+    events.append(chunk({}, reply.finish_reason))
+    options = body.get("stream_options")
+    if isinstance(options, dict) and options.get("include_usage"):
+        events.append(json.dumps({**base, "choices": [], "usage": completion["usage"]}))
+    events.append("[DONE]")
+    return events
+
+
+def completion(body: dict[str, Any], reply: Reply, next_id: Callable[[str], str]) -> dict[str, Any]:
+    """A chat.completion object for ``reply`` (ids from ``next_id(prefix)``, usage from tokens_of)."""
+    message: dict[str, Any] = {
+        "role": "assistant",
+        "content": reply.content,
+        "refusal": None,
+        "annotations": [],
+    }
+    if reply.calls:
+        message["tool_calls"] = [
+            {"id": next_id("call_"), "type": "function", "function": {"name": name, "arguments": args}}
+            for name, args in reply.calls
+        ]
+    prompt_tokens = max(1, tokens_of(body))
+    produced = (reply.content or "") + "".join(name + args for name, args in reply.calls)
+    completion_tokens = max(1, len(produced) // 4)
+    return {
+        "id": next_id("chatcmpl-scripted-"),
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": body.get("model") or DEFAULT_MODEL,
+        "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": reply.finish_reason}],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
+        "service_tier": "default",
+        "system_fingerprint": "fp_scripted",
+    }

@@ -1,0 +1,252 @@
+"""What each model endpoint accepts, learned once and remembered: in this process and in Redis.
+
+An endpoint is a base URL and a model name. What it refused (an optional request field such
+as `tool_choice="required"`, streaming, ...), what it was seen to accept, and its context
+window are kept in this process (so later questions here skip the failed attempt) and in
+Redis under `codebot:model:endpoint:<hash>` (so every worker, including the next forked work
+horse, learns it once). Facts expire after `model_memory_seconds`, so an upgraded server is
+tried again. Redis is optional: `codebot tool`, eval and tests may run without it, and a Redis
+error never fails a question.
+
+The last model errors (the server's own text, trimmed and redacted) are kept in Redis too, for
+`codebot status`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from redis import Redis
+from redis.exceptions import RedisError
+
+from config.settings import Settings
+
+log = logging.getLogger("codebot.model")
+
+ENDPOINT_KEY_PREFIX = "codebot:model:endpoint:"
+MODEL_ERRORS_KEY = "codebot:model:errors"
+MODEL_ERRORS_KEPT = 20
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+
+# Optional request features an endpoint may refuse (the names are stored in Redis).
+TOOL_CHOICE_REQUIRED = "tool_choice_required"
+TOOL_CHOICE_AUTO = "tool_choice_auto"  # vLLM without --enable-auto-tool-choice
+TOOL_CHOICE_NONE = "tool_choice_none"  # the forced answer's shape: tools listed, none to call
+PARALLEL_TOOL_CALLS = "parallel_tool_calls"
+STREAM = "stream"
+STREAM_OPTIONS = "stream_options"
+EMPTY_CONTENT = "empty_content"  # an assistant tool-call turn with content ""
+ABSENT_CONTENT = "absent_content"  # ... with no content field at all
+
+FEATURE_LABELS = {
+    TOOL_CHOICE_REQUIRED: 'tool_choice="required"',
+    TOOL_CHOICE_AUTO: 'tool_choice="auto"',
+    TOOL_CHOICE_NONE: 'tool_choice="none" (the final answer folds tool results into text)',
+    PARALLEL_TOOL_CALLS: "parallel_tool_calls",
+    STREAM: "streaming",
+    STREAM_OPTIONS: "stream_options",
+    EMPTY_CONTENT: "empty content in tool-call turns",
+    ABSENT_CONTENT: "tool-call turns without content",
+}
+
+
+def base_url_of(settings: Settings) -> str:
+    return (settings.openai_base_url or OPENAI_BASE_URL).rstrip("/")
+
+
+def display_url(url: str) -> str:
+    """A base URL safe to show: no user, password or query string."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit((parts.scheme, netloc, parts.path, "", "")) if netloc else url.split("?")[0]
+
+
+def endpoint_id(settings: Settings) -> str:
+    key = f"{base_url_of(settings)}\n{settings.model}"
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+@dataclass
+class EndpointFacts:
+    refused: dict[str, str] = field(default_factory=dict)  # feature -> why (the server's words)
+    confirmed: set[str] = field(default_factory=set)  # features a request succeeded with
+    context_tokens: int = 0  # 0: unknown
+    context_source: str = ""  # where the window came from; "none" when discovery found nothing
+    updated_at: float = 0.0
+
+
+# In this process, by endpoint id: a later question here does not repeat a refused attempt.
+_PROCESS_FACTS: dict[str, EndpointFacts] = {}
+_PROCESS_LOCK = threading.Lock()
+
+
+class EndpointMemory:
+    """The facts of one endpoint, read once per question and written through on every change."""
+
+    def __init__(self, settings: Settings, redis: Redis | None = None) -> None:
+        self.settings = settings
+        self.redis = redis
+        self.id = endpoint_id(settings)
+        self.key = ENDPOINT_KEY_PREFIX + self.id
+        self.ttl = settings.model_memory_seconds
+        with _PROCESS_LOCK:
+            known = _PROCESS_FACTS.get(self.id)
+        if known is None or time.time() - known.updated_at >= self.ttl:
+            known = EndpointFacts(updated_at=time.time())
+        # What another worker learned meanwhile is in Redis: one HGETALL per question.
+        self.facts = self._merge(known, self._load())
+        with _PROCESS_LOCK:
+            _PROCESS_FACTS[self.id] = self.facts
+
+    # --- reading -------------------------------------------------------------------------------
+    def refuses(self, feature: str) -> bool:
+        return feature in self.facts.refused
+
+    def confirmed(self, feature: str) -> bool:
+        return feature in self.facts.confirmed
+
+    def context(self) -> tuple[int, str] | None:
+        """(tokens, source) when the window is known; (0, "none") when discovery found nothing."""
+        if not self.facts.context_source:
+            return None
+        return self.facts.context_tokens, self.facts.context_source
+
+    # --- learning ------------------------------------------------------------------------------
+    def refuse(self, feature: str, why: str) -> None:
+        if feature in self.facts.refused:
+            return
+        self.facts.refused[feature] = why[:300]
+        self.facts.confirmed.discard(feature)
+        log.warning(
+            "model endpoint %s (model %s) refused %s; not sending it from now on: %s",
+            display_url(base_url_of(self.settings)),
+            self.settings.model,
+            FEATURE_LABELS.get(feature, feature),
+            why[:300] or "(no error text)",
+        )
+        self._save({f"refused:{feature}": why[:300]})
+
+    def confirm(self, features: set[str]) -> None:
+        new = features - self.facts.confirmed - set(self.facts.refused)
+        if not new:
+            return
+        self.facts.confirmed |= new
+        self._save({f"ok:{feature}": "1" for feature in new})
+
+    def remember_context(self, tokens: int, source: str) -> None:
+        self.facts.context_tokens = tokens
+        self.facts.context_source = source
+        self._save({"context_tokens": str(tokens), "context_source": source})
+
+    # --- storage -------------------------------------------------------------------------------
+    def _load(self) -> EndpointFacts | None:
+        if self.redis is None:
+            return None
+        try:
+            raw: dict[bytes, bytes] = self.redis.hgetall(self.key)
+        except RedisError:
+            return None
+        facts = EndpointFacts()
+        for key_bytes, value_bytes in raw.items():
+            key, value = key_bytes.decode(), value_bytes.decode("utf-8", "replace")
+            if key.startswith("refused:"):
+                facts.refused[key.removeprefix("refused:")] = value
+            elif key.startswith("ok:"):
+                facts.confirmed.add(key.removeprefix("ok:"))
+            elif key == "context_tokens" and value.isdigit():
+                facts.context_tokens = int(value)
+            elif key == "context_source":
+                facts.context_source = value
+        return facts
+
+    @staticmethod
+    def _merge(mine: EndpointFacts, stored: EndpointFacts | None) -> EndpointFacts:
+        if stored is None:
+            return mine
+        refused = {**mine.refused, **stored.refused}
+        merged = EndpointFacts(
+            refused=refused,
+            confirmed=(mine.confirmed | stored.confirmed) - set(refused),
+            context_tokens=stored.context_tokens if stored.context_source else mine.context_tokens,
+            context_source=stored.context_source or mine.context_source,
+            updated_at=mine.updated_at,
+        )
+        return merged
+
+    def _save(self, fields: dict[str, str]) -> None:
+        self.facts.updated_at = time.time()
+        with _PROCESS_LOCK:
+            _PROCESS_FACTS[self.id] = self.facts
+        if self.redis is None:
+            return
+        fields = {"base_url": display_url(base_url_of(self.settings)), "model": self.settings.model, **fields}
+        try:
+            pipe = self.redis.pipeline()
+            pipe.hset(self.key, mapping=fields)  # type: ignore[arg-type]
+            pipe.expire(self.key, int(self.ttl))
+            pipe.execute()
+        except RedisError:
+            log.debug("could not remember a model endpoint fact in Redis", exc_info=True)
+
+
+def forget_in_process() -> None:
+    """Drop what this process learned (Redis keeps its copy): for tests and `codebot` restarts."""
+    with _PROCESS_LOCK:
+        _PROCESS_FACTS.clear()
+
+
+def known_endpoints(redis: Redis) -> list[dict[str, str]]:
+    """Every endpoint with facts in Redis, for `codebot status`."""
+    found: list[dict[str, str]] = []
+    for key in sorted(redis.scan_iter(match=ENDPOINT_KEY_PREFIX + "*", count=100)):
+        raw: dict[bytes, bytes] = redis.hgetall(key)
+        found.append({k.decode(): v.decode("utf-8", "replace") for k, v in raw.items()})
+    return found
+
+
+def describe_endpoint(facts: dict[str, str]) -> str:
+    """One line: what an endpoint refused and its context window."""
+    refused = [FEATURE_LABELS.get(k.removeprefix("refused:"), k) for k in facts if k.startswith("refused:")]
+    parts = [f"no {', no '.join(refused)}" if refused else "every optional field accepted"]
+    tokens = facts.get("context_tokens", "0")
+    source = facts.get("context_source", "")
+    if tokens.isdigit() and int(tokens) > 0:
+        parts.append(f"context {int(tokens):,} tokens ({source})")
+    return "; ".join(parts)
+
+
+# --- the last model errors, for admins ------------------------------------------------------------
+
+
+def record_model_error(redis: Redis | None, entry: dict[str, Any]) -> None:
+    """Keep one model error (already trimmed and redacted) among the last MODEL_ERRORS_KEPT."""
+    if redis is None:
+        return
+    try:
+        pipe = redis.pipeline()
+        pipe.lpush(MODEL_ERRORS_KEY, json.dumps({"at": round(time.time(), 3), **entry}))
+        pipe.ltrim(MODEL_ERRORS_KEY, 0, MODEL_ERRORS_KEPT - 1)
+        pipe.execute()
+    except RedisError:
+        log.debug("could not record a model error in Redis", exc_info=True)
+
+
+def recent_model_errors(redis: Redis, count: int) -> list[dict[str, Any]]:
+    """The newest first."""
+    entries: list[dict[str, Any]] = []
+    for raw in redis.lrange(MODEL_ERRORS_KEY, 0, count - 1):
+        try:
+            entry = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(entry, dict):
+            entries.append(entry)
+    return entries

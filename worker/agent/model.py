@@ -1,0 +1,447 @@
+"""One model turn against any OpenAI-compatible endpoint: shaped, streamed, bounded, and retried.
+
+`ModelClient.complete()` sends one chat completion request and returns the assembled turn
+(text and tool calls). What it takes care of, so the agent loop does not have to:
+
+- **Request shape.** Assistant tool-call turns are sent with `content: ""` (strict servers
+  reject `null`), or without content, or with null, whichever the endpoint accepts. The
+  forced final answer lists the tools with `tool_choice="none"`, or, where that is refused,
+  folds the tool history into text (worker/agent/context.py).
+- **Capability fallback.** A 400/422/500 whose text names an optional field we sent
+  (`tool_choice`, `parallel_tool_calls`, `stream_options`, `stream`, `content`) is retried
+  once without it; an error that names nothing, on a feature never seen to work, makes the
+  usual suspects (`tool_choice="required"`, `parallel_tool_calls`, `tool_choice="none"`)
+  dropped one at a time. What was refused is remembered per endpoint (endpoint_memory.py).
+- **Streaming.** Turns are requested with `stream=True` and `stream_options.include_usage`:
+  text deltas go to `AgentEvents.text` as they arrive, tool-call fragments are assembled by
+  index, the usage chunk (empty `choices`) is read. A stream that ends empty (llama-cpp-python
+  with tools) makes the endpoint non-streaming; a server that ignores `stream` and answers in
+  one JSON body is read as such.
+- **Time.** Each attempt has a total wall-clock bound (its share of the question's time left,
+  at most `model_timeout_seconds`): at the end, the connection it reads from is shut, so a
+  reply trickling in a byte at a time is cut, not waited for read by read (wire.py).
+- **Context.** The request is fitted to the endpoint's window (discovered, configured, or
+  learned from its "maximum context length" error, which is retried once trimmed).
+- **Retries** of 408/409/429/5xx and connection errors, with Retry-After, within the deadline.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import httpx2
+import openai
+
+from config.settings import Settings
+from worker.agent import model_errors
+from worker.agent.context import (
+    DEFAULT_CHARS_PER_TOKEN,
+    ContextTooSmall,
+    Window,
+    fit,
+    fold_tool_history,
+    measured_ratio,
+    request_chars,
+)
+from worker.agent.discovery import UNREACHABLE, discover_context_tokens
+from worker.agent.endpoint_memory import (
+    ABSENT_CONTENT,
+    EMPTY_CONTENT,
+    PARALLEL_TOOL_CALLS,
+    STREAM,
+    STREAM_OPTIONS,
+    TOOL_CHOICE_AUTO,
+    TOOL_CHOICE_NONE,
+    TOOL_CHOICE_REQUIRED,
+    EndpointMemory,
+)
+from worker.agent.events import AgentEvents, NoEvents
+from worker.agent.model_errors import ModelFailure, classify, context_overflow_of, failure, refusal_of
+from worker.agent.wire import (
+    Attempt,
+    EmptyStream,
+    ModelTurn,
+    ToolCall,
+    add_fragment,
+    calls_from,
+    install_watchdog,
+    make_openai_client,
+    turn_from_json,
+)
+
+__all__ = ["ModelClient", "ModelTurn", "ToolCall", "make_openai_client", "retry_wait_seconds"]
+
+log = logging.getLogger("codebot.model")
+
+MIN_ATTEMPT_SECONDS = 1.0
+CONNECT_TIMEOUT_SECONDS = 5.0
+MAX_FALLBACKS_PER_CALL = 6  # refused fields dropped within one call (there are fewer features)
+# Tried, in this order, when a refusal names no field and the feature was never seen to work.
+SUSPECTS = (TOOL_CHOICE_REQUIRED, PARALLEL_TOOL_CALLS, TOOL_CHOICE_NONE)
+
+
+# --- the client --------------------------------------------------------------------------------------
+
+
+@dataclass
+class Shaped:
+    kwargs: dict[str, Any]
+    features: set[str]  # the optional features this request uses
+    sent_chars: int
+
+
+class ModelClient:
+    def __init__(
+        self,
+        settings: Settings,
+        client: openai.OpenAI,
+        memory: EndpointMemory,
+        events: AgentEvents | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        log_extra: dict[str, Any] | None = None,
+    ) -> None:
+        install_watchdog(client)
+        self.settings = settings
+        self.client = client.with_options(max_retries=0)
+        self.memory = memory
+        self.events: AgentEvents = events or NoEvents()
+        self.clock = clock
+        self.log_extra = log_extra or {}
+        self.chars_per_token = DEFAULT_CHARS_PER_TOKEN
+        self.measured = False
+        self.prompt_tokens = 0  # across this question's calls, for accounting
+        self.completion_tokens = 0
+
+    # --- the context window ------------------------------------------------------------------------
+    def window(self) -> Window:
+        tokens = self.settings.model_context_tokens
+        if not tokens:
+            known = self.memory.context()
+            if known is None:
+                found = discover_context_tokens(self.settings)
+                if found is None or found[1] != UNREACHABLE:  # a server that was down is asked again
+                    self.memory.remember_context(*(found or (0, "none")))
+                known = found or (0, "none")
+            tokens = known[0]
+        return Window(
+            tokens=tokens,
+            reserve_tokens=min(self.settings.model_answer_reserve_tokens, tokens // 4),
+            chars_per_token=self.chars_per_token,
+            max_chars=self.settings.context_budget_chars,
+        )
+
+    # --- one call ------------------------------------------------------------------------------------
+    def complete(
+        self,
+        messages: list[dict[str, Any]],
+        question_at: int,
+        *,
+        tools: list[dict[str, Any]] | None,
+        tool_choice: str | None,
+        deadline: float,
+    ) -> ModelTurn:
+        """One model turn. `tool_choice` is what we want ("required", "auto", "none"); what is
+        sent depends on what the endpoint accepts. Raises ModelFailure."""
+        retries = self.settings.model_max_retries
+        attempt = 0
+        suspected: set[str] = set()  # dropped on suspicion in this call; refused if that works
+        fallbacks = 0
+        context_retried = empty_retried = False
+        while True:
+            left = deadline - self.clock()
+            if left < MIN_ATTEMPT_SECONDS:
+                raise self._with_tokens(failure("timeout", "the question's deadline passed"))
+            shaped = self._shape(messages, question_at, tools, tool_choice, suspected)
+            seconds = min(
+                max(min(self.settings.model_timeout_seconds, left / (retries - attempt + 1)), 1.0), left
+            )
+            self.events.thinking()
+            try:
+                turn = self._send(shaped, seconds, attempt)
+            except EmptyStream:
+                if self.memory.confirmed(STREAM) and not empty_retried:
+                    empty_retried = True  # it streamed before: once may be a glitch
+                    continue
+                self.memory.refuse(STREAM, "a streamed reply ended empty")
+                continue
+            except (openai.OpenAIError, httpx2.HTTPError, ValueError) as exc:
+                # The model's failures only (an SDK error, a body we could not parse): anything
+                # else is a bug of ours and propagates, for the job to log as a crash.
+                overflow = context_overflow_of(exc)
+                if overflow is not None and not context_retried:
+                    context_retried = True
+                    self._learn_overflow(overflow, shaped.sent_chars, exc)
+                    continue
+                dropped = (
+                    self._fallback(exc, shaped.features, suspected)
+                    if fallbacks < MAX_FALLBACKS_PER_CALL
+                    else None
+                )
+                if dropped:
+                    fallbacks += 1
+                    continue
+                wait = retry_wait_seconds(exc, attempt)
+                if (
+                    wait is not None
+                    and attempt < retries
+                    and self.clock() + wait + MIN_ATTEMPT_SECONDS < deadline
+                ):
+                    log.info(
+                        "model call failed (%s); retrying in %.1f s",
+                        type(exc).__name__,
+                        wait,
+                        extra=self.log_extra,
+                    )
+                    time.sleep(wait)
+                    attempt += 1
+                    continue
+                raise self._with_tokens(self._failure(exc, shaped)) from exc
+            for feature in suspected:
+                self.memory.refuse(feature, "an error naming no field, gone once this was left out")
+            self.memory.confirm(shaped.features - suspected)
+            return turn
+
+    def _failure(self, exc: Exception, shaped: Shaped) -> ModelFailure:
+        found = classify(exc)
+        if isinstance(exc, ModelFailure):
+            return found
+        if found.kind in ("timeout", "unreachable") and getattr(exc, "_codebot_cut", False):
+            found = failure("cut", found.detail, seconds=getattr(exc, "_codebot_seconds", 0.0))
+        if found.kind == "refused" and TOOL_CHOICE_AUTO in self.memory.facts.refused:
+            found = failure("no_tool_calls", found.detail, found.status)
+        log.warning(
+            "model endpoint failure kind=%s status=%s: %s",
+            found.kind,
+            found.status,
+            found.detail or "(no error text)",
+            extra=self.log_extra,
+        )
+        return found
+
+    def _with_tokens(self, exc: ModelFailure) -> ModelFailure:
+        exc.prompt_tokens, exc.completion_tokens = self.prompt_tokens, self.completion_tokens
+        return exc
+
+    def _learn_overflow(
+        self, overflow: model_errors.ContextOverflow, sent_chars: int, exc: Exception
+    ) -> None:
+        if overflow.prompt_tokens:
+            ratio = measured_ratio(sent_chars, overflow.prompt_tokens)
+            if ratio:
+                self.chars_per_token, self.measured = ratio, True
+        window = overflow.window_tokens
+        if window is None:  # the server did not say: assume what we sent was a quarter too much
+            current = self.window()
+            estimated = current.tokens or int(sent_chars / self.chars_per_token)
+            window = max(int(estimated * 0.75), 512)
+        if not self.settings.model_context_tokens:
+            self.memory.remember_context(window, "the server's context-length error")
+        log.warning(
+            "model context window exceeded (window %s tokens): trimming and retrying once: %s",
+            window,
+            model_errors.clean_detail(
+                model_errors.error_text(exc) if isinstance(exc, openai.APIStatusError) else str(exc)
+            ),
+            extra=self.log_extra,
+        )
+
+    def _fallback(self, exc: Exception, features: set[str], suspected: set[str]) -> str | None:
+        """The optional feature to leave out after this error, if any (remembered when named)."""
+        refusal = refusal_of(exc)
+        if refusal is None:
+            return None
+        for name in refusal.named:
+            if name == "tool_choice":
+                feature = next(
+                    (f for f in (TOOL_CHOICE_REQUIRED, TOOL_CHOICE_AUTO, TOOL_CHOICE_NONE) if f in features),
+                    None,
+                )
+            elif name == "content":
+                feature = next((f for f in (EMPTY_CONTENT, ABSENT_CONTENT) if f in features), None)
+            else:
+                feature = name if name in features else None
+            if feature is not None:
+                self.memory.refuse(feature, refusal.text)
+                return feature
+        for feature in SUSPECTS:
+            if feature in features and feature not in suspected and not self.memory.confirmed(feature):
+                log.info(
+                    "model endpoint error naming no field; trying without %s", feature, extra=self.log_extra
+                )
+                suspected.add(feature)
+                return feature
+        return None
+
+    # --- shaping -----------------------------------------------------------------------------------------
+    def _refused(self, feature: str, suspected: set[str]) -> bool:
+        return self.memory.refuses(feature) or feature in suspected
+
+    def _shape(
+        self,
+        messages: list[dict[str, Any]],
+        question_at: int,
+        tools: list[dict[str, Any]] | None,
+        tool_choice: str | None,
+        suspected: set[str],
+    ) -> Shaped:
+        features: set[str] = set()
+        fold = False
+        choice = tool_choice
+        if choice == "required" and self._refused(TOOL_CHOICE_REQUIRED, suspected):
+            choice = "auto"
+        if choice == "auto" and self._refused(TOOL_CHOICE_AUTO, suspected):
+            choice = None
+        if choice == "none" and self._refused(TOOL_CHOICE_NONE, suspected):
+            fold, choice, tools = True, None, None
+        window = self.window()
+        try:
+            fitted = fit(messages, tools, window.budget_chars, question_at)
+        except ContextTooSmall as exc:
+            tokens = f"{window.tokens:,}" if window.tokens else "configured"
+            raise self._with_tokens(failure("context", str(exc), tokens=tokens)) from None
+        wire = fold_tool_history(fitted) if fold else self._content_styled(fitted, features, suspected)
+        kwargs: dict[str, Any] = {"model": self.settings.model, "messages": wire}
+        if tools:
+            kwargs["tools"] = tools
+            if choice:
+                kwargs["tool_choice"] = choice
+                features.add(
+                    {"required": TOOL_CHOICE_REQUIRED, "auto": TOOL_CHOICE_AUTO}.get(choice, TOOL_CHOICE_NONE)
+                )
+            if self.settings.max_tool_calls_per_turn == 1 and not self._refused(
+                PARALLEL_TOOL_CALLS, suspected
+            ):
+                kwargs["parallel_tool_calls"] = False
+                features.add(PARALLEL_TOOL_CALLS)
+        if self.settings.model_stream and not self.memory.refuses(STREAM):
+            kwargs["stream"] = True
+            features.add(STREAM)
+            if not self.memory.refuses(STREAM_OPTIONS):
+                kwargs["stream_options"] = {"include_usage": True}
+                features.add(STREAM_OPTIONS)
+        return Shaped(kwargs, features, request_chars(wire, kwargs.get("tools")))
+
+    def _content_styled(
+        self, messages: list[dict[str, Any]], features: set[str], suspected: set[str]
+    ) -> list[dict[str, Any]]:
+        """Assistant tool-call turns without text, in the form the endpoint accepts."""
+        style = EMPTY_CONTENT
+        if self._refused(EMPTY_CONTENT, suspected):
+            style = ABSENT_CONTENT if not self._refused(ABSENT_CONTENT, suspected) else "null"
+        out: list[dict[str, Any]] = []
+        for message in messages:
+            if (
+                message.get("role") == "assistant"
+                and message.get("tool_calls")
+                and not message.get("content")
+            ):
+                message = {k: v for k, v in message.items() if k != "content"}
+                if style == EMPTY_CONTENT:
+                    message["content"] = ""
+                elif style == "null":
+                    message["content"] = None
+                if style != "null":
+                    features.add(style)
+            out.append(message)
+        return out
+
+    # --- sending and reading -------------------------------------------------------------------------------
+    def _send(self, shaped: Shaped, seconds: float, attempt_number: int) -> ModelTurn:
+        timeout = httpx2.Timeout(seconds, connect=min(CONNECT_TIMEOUT_SECONDS, seconds))
+        headers = {"x-stainless-retry-count": str(attempt_number)}  # as the SDK marks its own retries
+        with Attempt(seconds) as attempt:
+            try:
+                if shaped.kwargs.get("stream"):
+                    stream = self.client.chat.completions.create(
+                        **shaped.kwargs, timeout=timeout, extra_headers=headers
+                    )
+                    turn = self._read_stream(stream)
+                else:
+                    raw = self.client.chat.completions.with_raw_response.create(
+                        **shaped.kwargs, timeout=timeout, extra_headers=headers
+                    )
+                    turn = turn_from_json(raw.http_response.read())
+                    if turn.content:
+                        self.events.text(turn.content)  # the whole text, as one delta
+            except EmptyStream:
+                # llama-cpp-python resets the connection after a stream that failed inside: a
+                # pooled copy of it would fail the next request
+                attempt.drop_connection()
+                raise
+            except Exception as exc:
+                if attempt.fired and attempt.replied:
+                    exc._codebot_cut = True  # type: ignore[attr-defined]
+                    exc._codebot_seconds = seconds  # type: ignore[attr-defined]
+                raise
+        self._account(turn, shaped.sent_chars)
+        return turn
+
+    def _account(self, turn: ModelTurn, sent_chars: int) -> None:
+        if turn.prompt_tokens:
+            ratio = measured_ratio(sent_chars, turn.prompt_tokens)
+            if ratio:
+                self.chars_per_token, self.measured = ratio, True
+        else:  # no usage reported (some servers, an interrupted stream): count an estimate
+            turn.prompt_tokens = int(sent_chars / self.chars_per_token)
+            produced = len(turn.content) + sum(len(c.name) + len(c.arguments) for c in turn.tool_calls)
+            turn.completion_tokens = turn.completion_tokens or int(produced / self.chars_per_token)
+        self.prompt_tokens += turn.prompt_tokens
+        self.completion_tokens += turn.completion_tokens
+
+    def _read_stream(self, stream: Any) -> ModelTurn:
+        response: httpx2.Response = stream.response
+        if "text/event-stream" not in response.headers.get("content-type", ""):
+            # the server ignored stream=True and answered in one piece (or sent garbage)
+            turn = turn_from_json(response.read())
+            if turn.content:
+                self.events.text(turn.content)
+            return turn
+        text: list[str] = []
+        slots: dict[int, dict[str, str]] = {}
+        finish: str | None = None
+        usage: Any = None
+        for chunk in stream:
+            usage = getattr(chunk, "usage", None) or usage
+            for choice in getattr(chunk, "choices", None) or []:  # the usage chunk has none
+                if (getattr(choice, "index", 0) or 0) != 0:
+                    continue
+                delta = getattr(choice, "delta", None)
+                if delta is not None and isinstance(getattr(delta, "content", None), str) and delta.content:
+                    text.append(delta.content)
+                    self.events.text(delta.content)
+                for fragment in (getattr(delta, "tool_calls", None) or []) if delta is not None else []:
+                    add_fragment(slots, fragment)
+                finish = getattr(choice, "finish_reason", None) or finish
+        if not text and not slots and finish is None:
+            raise EmptyStream()
+        turn = ModelTurn(content="".join(text), tool_calls=calls_from(slots), finish_reason=finish)
+        if usage is not None:
+            turn.prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
+            turn.completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
+        return turn
+
+
+def retry_wait_seconds(exc: Exception, attempt: int) -> float | None:
+    """How long to wait before retrying after `exc`, or None when it is not worth retrying.
+
+    As the SDK would: connection errors, timeouts, 408, 409, 429 and 5xx are retried, after the
+    server's Retry-After (or retry-after-ms), else after 0.5 s doubling up to 8 s.
+    """
+    if isinstance(exc, openai.APIStatusError):
+        headers = exc.response.headers
+        status = exc.response.status_code
+        if headers.get("x-should-retry") == "false" or not (status in (408, 409, 429) or status >= 500):
+            return None
+        for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+            try:
+                return max(0.0, float(headers.get(name, "")) * scale)
+            except ValueError:
+                continue
+    elif not isinstance(exc, openai.APIConnectionError):
+        return None  # a reply we could not parse: asking again will not help
+    return min(0.5 * 2**attempt, 8.0) * (1 - 0.25 * random.random())

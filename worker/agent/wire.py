@@ -1,0 +1,194 @@
+"""The wire side of a model call: turns as data, reading completions, and the attempt watchdog.
+
+- `ToolCall`, `ModelTurn`: one assembled model turn, whatever the server's format.
+- `turn_from_json` reads a non-streamed chat.completion; `add_fragment`/`calls_from` assemble
+  streamed tool calls by index (docs/platform-notes.md §4).
+- `Attempt` bounds one attempt's total time: when it is up, the socket its reply comes on is
+  shut down, which wakes a read blocked on a server trickling a byte every few seconds (the
+  SDK's timeouts are per read). It sees the socket through an httpx response hook
+  (`install_watchdog`), so proxies and the SDK's own transport stay as they are.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import random
+import socket
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx2
+import openai
+
+from config.settings import Settings
+
+
+@dataclass
+class ToolCall:
+    id: str
+    name: str
+    arguments: str  # JSON text as the model sent it (may be invalid)
+
+
+@dataclass
+class ModelTurn:
+    content: str
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    finish_reason: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+class EmptyStream(Exception):
+    """A streamed reply that ended with nothing in it: the server cannot stream this request."""
+
+
+# --- the attempt watchdog ------------------------------------------------------------------------
+
+_ACTIVE = threading.local()
+
+
+class Attempt:
+    """One attempt's total time bound: when it is up, the connection the reply comes on is shut
+    down, which wakes a read blocked on a server sending a byte every few seconds."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.fired = False
+        self.replied = False  # the reply's headers arrived
+        self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(seconds, self._fire)
+        self._timer.daemon = True
+
+    def __enter__(self) -> Attempt:
+        _ACTIVE.attempt = self
+        self._timer.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._timer.cancel()
+        _ACTIVE.attempt = None
+
+    def register(self, response: httpx2.Response) -> None:
+        stream = response.extensions.get("network_stream")
+        sock = stream.get_extra_info("socket") if stream is not None else None
+        with self._lock:
+            self.replied = True
+            if isinstance(sock, socket.socket):
+                self._sockets.append(sock)
+                if self.fired:
+                    _shut(sock)
+
+    def _fire(self) -> None:
+        with self._lock:
+            self.fired = True
+        self.drop_connection()
+
+    def drop_connection(self) -> None:
+        """Shut the reply's connection: the pool will not hand it out again."""
+        with self._lock:
+            for sock in self._sockets:
+                _shut(sock)
+
+
+def _shut(sock: socket.socket) -> None:
+    # the plain socket's shutdown: an SSLSocket's own would drop its TLS state under the reader
+    with contextlib.suppress(OSError):
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
+
+
+def _on_response(response: httpx2.Response) -> None:
+    attempt: Attempt | None = getattr(_ACTIVE, "attempt", None)
+    if attempt is not None:
+        attempt.register(response)
+
+
+def install_watchdog(client: openai.OpenAI) -> None:
+    """Let attempts see the connection of each reply (an httpx response hook, set once)."""
+    http = getattr(client, "_client", None)
+    if isinstance(http, httpx2.Client) and _on_response not in http.event_hooks["response"]:
+        hooks = http.event_hooks
+        http.event_hooks = {"request": hooks["request"], "response": [*hooks["response"], _on_response]}
+
+
+def make_openai_client(settings: Settings) -> openai.OpenAI:
+    """The SDK client for the configured endpoint; create it inside the job, never before a fork."""
+    client = openai.OpenAI(
+        # local servers ignore the key but the SDK wants one
+        api_key=settings.openai_api_key.get_secret_value() if settings.openai_api_key else "not-needed",
+        base_url=settings.openai_base_url,
+        timeout=settings.model_timeout_seconds,
+        max_retries=0,  # ModelClient retries, within the question's deadline
+    )
+    install_watchdog(client)
+    return client
+
+
+def add_fragment(slots: dict[int, dict[str, str]], fragment: Any) -> None:
+    """Tool calls stream as fragments by index: the id and name come first, arguments in pieces."""
+    index = getattr(fragment, "index", None)
+    index = index if isinstance(index, int) else len(slots)
+    slot = slots.setdefault(index, {"id": "", "name": "", "arguments": ""})
+    if getattr(fragment, "id", None):
+        slot["id"] = str(fragment.id)
+    function = getattr(fragment, "function", None)
+    if function is not None:
+        name = getattr(function, "name", None)
+        if name and not slot["name"]:
+            slot["name"] = str(name)
+        arguments = getattr(function, "arguments", None)
+        if arguments:
+            slot["arguments"] += str(arguments)
+
+
+def calls_from(slots: dict[int, dict[str, str]]) -> list[ToolCall]:
+    calls = []
+    for index in sorted(slots):
+        slot = slots[index]
+        calls.append(
+            ToolCall(
+                id=slot["id"] or f"call_{index}_{random.getrandbits(32):08x}",
+                name=slot["name"],
+                arguments=slot["arguments"],
+            )
+        )
+    return calls
+
+
+def turn_from_json(body: bytes) -> ModelTurn:
+    """A non-streamed chat.completion; ValueError when it is not one we can use."""
+    try:
+        data = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValueError(f"the reply is not JSON: {body[:200]!r}") from exc
+    choices = data.get("choices") if isinstance(data, dict) else None
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise ValueError(f"the reply had no choices: {body[:300]!r}")
+    message = choices[0].get("message")
+    if not isinstance(message, dict):
+        raise ValueError(f"the reply had no message: {body[:300]!r}")
+    calls = []
+    for index, call in enumerate(message.get("tool_calls") or []):
+        function = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(function, dict):
+            continue
+        arguments = function.get("arguments")
+        calls.append(
+            ToolCall(
+                id=str(call.get("id") or f"call_{index}_{random.getrandbits(32):08x}"),
+                name=str(function.get("name") or ""),
+                arguments=arguments if isinstance(arguments, str) else json.dumps(arguments or {}),
+            )
+        )
+    content = message.get("content")
+    usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+    return ModelTurn(
+        content=content if isinstance(content, str) else "",
+        tool_calls=calls,
+        finish_reason=choices[0].get("finish_reason"),
+        prompt_tokens=int(usage.get("prompt_tokens") or 0),
+        completion_tokens=int(usage.get("completion_tokens") or 0),
+    )
