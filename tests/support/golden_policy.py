@@ -53,7 +53,9 @@ class GoldenPolicy:
         calls = [
             c["function"] for m in messages if m["role"] == "assistant" for c in m.get("tool_calls") or []
         ]
-        if "tools" not in body:  # tools withdrawn: answer from what was found
+        if (
+            "tools" not in body or body.get("tool_choice") == "none"
+        ):  # tools withdrawn: answer from what was found
             if golden.expected_commits and "history tools" in system:
                 return text(_history_answer(golden, repo, results))
             return text(_answer(golden, repo, _first_hit(golden, results), read=_was_read(calls)))
