@@ -112,7 +112,8 @@ class CodebotTools:
                 "codebot gives read-only access to the code of these repositories:",
                 *described,
                 "Find code with search (ripgrep regex), find_definition and find_references; read it with "
-                "read_file. Cite what you read as [repo:path#L12-L30]. `ask` returns a complete answer "
+                "read_file. Cite what you read as [repo:path#L12-L30]. For history, log, blame, show and "
+                "diff read the repo's commits (cite one as [repo@sha]). `ask` returns a complete answer "
                 "with verified, commit-pinned links.",
             ]
         )

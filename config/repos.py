@@ -19,9 +19,22 @@ from config.errors import ConfigError
 NAME_PATTERN = re.compile(r"^[a-z0-9._-]{1,64}$")
 CHANNEL_PATTERN = re.compile(r"^(slack|discord):[A-Za-z0-9_-]+$")
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-_KNOWN_KEYS = {"name", "url", "branch", "web_url", "description", "channels", "refresh_minutes"}
-# host -> forge style, for links to a commit
-_FORGES = {"github.com": "github", "gitlab.com": "gitlab", "bitbucket.org": "bitbucket"}
+_KNOWN_KEYS = {
+    "name", "url", "branch", "web_url", "forge", "description", "channels", "refresh_minutes", "history_depth",
+}  # fmt: skip
+# The forges whose link shapes we know (worker/agent/links.py); `forge` in repos.toml names one.
+FORGES = ("github", "gitlab", "bitbucket", "gitea", "forgejo", "azure")
+# Hosts whose forge needs no `forge` key.
+_FORGE_HOSTS = {
+    "github.com": "github",
+    "gitlab.com": "gitlab",
+    "bitbucket.org": "bitbucket",
+    "codeberg.org": "forgejo",
+    "gitea.com": "gitea",
+    "dev.azure.com": "azure",
+    "ssh.dev.azure.com": "azure",
+}
+ALL_HISTORY = 0  # history_depth = "all"
 
 
 @dataclass(frozen=True)
@@ -35,13 +48,15 @@ class RepoSpec:
     channels: tuple[str, ...] | None = None  # None: every channel
     refresh_minutes: int | None = None
     line: int = 0  # where the entry starts in the repos file, for messages
+    history_depth: int | None = None  # commits the mirror keeps; None: the setting; 0 (ALL_HISTORY): all
+    declared_forge: str | None = None  # the `forge` key; None: inferred from the web URL's host
 
     @property
     def forge(self) -> str | None:
-        if not self.web_url:
-            return None
-        host = urlsplit(self.web_url).hostname or ""
-        return _FORGES.get(host)
+        """One of FORGES, or None for an unknown forge (links then take GitHub's shapes)."""
+        if self.declared_forge:
+            return self.declared_forge
+        return forge_of_host(urlsplit(self.web_url).hostname or "") if self.web_url else None
 
     def allowed_in(self, channel_key: str) -> bool:
         """channel_key is `platform:id`; an omitted allow-list means every channel."""
@@ -56,8 +71,18 @@ def strip_credentials(url: str) -> str:
     return url
 
 
-def infer_web_url(url: str) -> str | None:
-    """https://github.com/o/r.git, git@github.com:o/r.git, ssh://git@github.com/o/r -> https URL."""
+def forge_of_host(host: str) -> str | None:
+    host = host.lower()
+    if host.endswith(".visualstudio.com"):
+        return "azure"
+    return _FORGE_HOSTS.get(host)
+
+
+def infer_web_url(url: str, forge: str | None = None) -> str | None:
+    """https://github.com/o/r.git, git@github.com:o/r.git, ssh://git@github.com/o/r -> https URL.
+
+    Known hosts only, unless `forge` is declared: then any host (a self-hosted forge), assuming
+    its web pages are served over https on the same host (set web_url when they are not)."""
     scp = re.match(r"^[\w.-]+@([\w.-]+):(.+)$", url)
     if scp:
         host, path = scp.group(1), scp.group(2)
@@ -66,9 +91,16 @@ def infer_web_url(url: str) -> str | None:
         if parts.scheme not in {"http", "https", "ssh", "git"}:
             return None
         host, path = parts.hostname or "", parts.path
-    if host not in _FORGES:
+    forge = forge or forge_of_host(host)
+    if forge is None or not host:
         return None
     path = path.strip("/").removesuffix(".git")
+    if forge == "azure" and host.startswith("ssh."):
+        # git@ssh.dev.azure.com:v3/org/project/repo -> https://dev.azure.com/org/project/_git/repo
+        segments = path.split("/")
+        if len(segments) != 4 or segments[0] != "v3":
+            return None
+        return f"https://{host.removeprefix('ssh.')}/{segments[1]}/{segments[2]}/_git/{segments[3]}"
     return f"https://{host}/{path}" if path else None
 
 
@@ -137,16 +169,34 @@ def _parse_entry(raw: object, where: str, base: Path, line: int) -> RepoSpec:
     refresh = raw.get("refresh_minutes")
     if refresh is not None and (not isinstance(refresh, int) or isinstance(refresh, bool) or refresh < 1):
         raise ConfigError(f"{where}: refresh_minutes of repo {name!r} must be a whole number ≥ 1")
+    forge = raw.get("forge")
+    if forge is not None and (not isinstance(forge, str) or forge.lower() not in FORGES):
+        raise ConfigError(f"{where}: forge {forge!r} of repo {name!r} must be one of: {', '.join(FORGES)}")
+    forge = forge.lower() if forge else None
     return RepoSpec(
         name=name,
         url=git_url,
         display_url=display,
         branch=branch,
-        web_url=(web_url.rstrip("/") if web_url else infer_web_url(strip_credentials(git_url))),
+        web_url=(web_url.rstrip("/") if web_url else infer_web_url(strip_credentials(git_url), forge)),
         description=description.strip(),
         channels=tuple(channels) if channels is not None else None,
         refresh_minutes=refresh,
         line=line,
+        history_depth=_history_depth(raw.get("history_depth"), name, where),
+        declared_forge=forge,
+    )
+
+
+def _history_depth(value: object, name: str, where: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, str) and value.strip().lower() == "all":
+        return ALL_HISTORY
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+        return value
+    raise ConfigError(
+        f'{where}: history_depth of repo {name!r} must be a number of commits ≥ 1 or "all" (got {value!r})'
     )
 
 

@@ -237,8 +237,11 @@ class Settings(BaseSettings):
 
     # --- mirrors -----------------------------------------------------------------------------
     git_timeout_seconds: float = Field(default=600.0, gt=0)  # one git fetch or clone
-    # 1 = shallow mirrors (only the tip is ever read); 0 = full history.
-    clone_depth: int = Field(default=1, ge=0)
+    # Commits of history a mirror keeps back from its branch's tip, for repos whose repos.toml
+    # entry sets no `history_depth` (what log, blame, show and diff can see); 0: all of it.
+    history_depth: int = Field(default=1000, ge=0)
+    # No mirror keeps more commits than this, `history_depth = "all"` included; 0: no cap.
+    history_max_depth: int = Field(default=100_000, ge=0)
     # How long a sync waits for another refresh of the same repo before giving up.
     sync_lock_wait_seconds: float = Field(default=1800.0, gt=0)
     # `codebot repos sync` refreshes this many repos at once (each has its own lock).
@@ -284,6 +287,18 @@ class Settings(BaseSettings):
     # Files that never enter a snapshot, nor are listed, read or searched (JSON list; replaces the
     # defaults, so repeat those you keep; a glob with a "/" matches the end of a path).
     secret_file_globs: tuple[str, ...] = DEFAULT_SECRET_FILE_GLOBS
+
+    # --- history tools: log, blame, show, diff over the mirrors' history -------------------------
+    history_timeout_seconds: float = Field(default=30.0, gt=0)  # one git command of a history tool
+    # Bytes one git command of a history tool may print; beyond it git is stopped and the rest cut.
+    history_output_max_bytes: int = Field(default=16_000_000, ge=10_000)
+    history_log_max_commits: int = Field(default=100, ge=1, le=10_000)  # most commits one log lists
+    # A file version larger than this is not diffed by show or diff (a notice says so).
+    history_diff_max_file_bytes: int = Field(default=1_000_000, ge=1)
+    history_stat_max_files: int = Field(default=100, ge=1)  # files listed in the stat of show or diff
+    history_message_max_lines: int = Field(default=80, ge=1)  # lines of a commit message show prints
+    # Authors are shown by name only; true: with their e-mail addresses too.
+    history_show_emails: bool = False
 
     # --- code navigation: the symbol index built with each snapshot -----------------------------
     # Files larger than this (minified bundles, generated code) are left out of the index.

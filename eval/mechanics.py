@@ -2,11 +2,12 @@
 
 A scripted model (tests/support/golden_policy.py: an ideal instruction-follower that knows
 the golden answers) runs the shipped golden set (eval/golden.jsonl) through the real agent,
-tools and citation checker, over a snapshot of this repository's own code, once per prompt
-variant and hop budget. Then find_definition is compared with search + read_file for every
-top-level function and class under worker/. Prints Markdown tables (bench/RESULTS.md).
+tools and citation checker, over a mirror of this repository (its committed code and its
+history), once per prompt variant and hop budget; the history questions (those with expected
+commits) get a table of their own. Then find_definition is compared with search + read_file for
+every top-level function and class under worker/. Prints Markdown tables (bench/RESULTS.md).
 
-Run: .venv/bin/python eval/mechanics.py   (~15 s)
+Run: .venv/bin/python eval/mechanics.py   (~20 s)
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 from rich.console import Console  # noqa: E402
 
 from config.settings import Settings, load_settings  # noqa: E402
-from tests.support.fixture_repos import make_repo  # noqa: E402
+from tests.support import this_repo as checkout  # noqa: E402
 from tests.support.golden_policy import GoldenPolicy  # noqa: E402
 from tests.support.model_server import ScriptedModel  # noqa: E402
 from worker.agent import prompt  # noqa: E402
@@ -39,6 +40,12 @@ from worker.tools import build_registry, make_context  # noqa: E402
 
 GOLDEN = ROOT / "eval" / "golden.jsonl"
 ALTERNATION = "use alternation like `retry|backoff`, and "
+HISTORY_ADVICE = (
+    "- For questions about history (who changed this, when, why; what changed since a release),\n"
+    "  use the history tools: `log` lists commits that changed a path or whose message or changes\n"
+    "  mention a text; `blame` shows which commit last changed given lines; `show` gives a commit's\n"
+    '  message (the "why") and diff; `diff` compares two tags, branches or commits.\n'
+)
 READ_FIRST = (
     "- Read before you cite: cite only lines a tool showed you in this conversation. A search hit\n"
     "  shows one line: cite that line alone, or `read_file` the range first.\n"
@@ -57,7 +64,11 @@ VARIANTS: dict[str, Callable[[], None]] = {
         prompt, "SYSTEM_PROMPT", ORIGINAL_PROMPT.replace(ALTERNATION, "")
     ),
     "no read-before-cite": lambda: setattr(prompt, "SYSTEM_PROMPT", ORIGINAL_PROMPT.replace(READ_FIRST, "")),
+    "no history advice": lambda: setattr(
+        prompt, "SYSTEM_PROMPT", ORIGINAL_PROMPT.replace(HISTORY_ADVICE, "")
+    ),
 }
+assert HISTORY_ADVICE in ORIGINAL_PROMPT and READ_FIRST in ORIGINAL_PROMPT and ALTERNATION in ORIGINAL_PROMPT
 
 
 @contextmanager
@@ -70,37 +81,31 @@ def variant(name: str) -> Iterator[None]:
 
 
 def this_repo(base: Path) -> Path:
-    """This checkout's code, committed into a fresh repo (the working tree as it is now)."""
-    files = {
-        str(path.relative_to(ROOT)): path.read_text(encoding="utf-8")
-        for pattern in (
-            "worker/**/*.py",
-            "config/*.py",
-            "codebot/*.py",
-            "bot/*.py",
-            "tests/**/*.py",
-            "README.md",
-        )
-        for path in ROOT.glob(pattern)
-    }
-    make_repo(base / "codebot-src", files)
-    (base / "repos.toml").write_text(f'[[repo]]\nname = "codebot"\nurl = "{base / "codebot-src"}"\n')
-    return base / "repos.toml"
+    """A whitelist of this checkout as `codebot`: its committed code and its history."""
+    return checkout.repos_file(base)
 
 
-def run(settings: Settings, base: Path, label: str) -> dict[str, Any]:
+def run(settings: Settings, base: Path, label: str) -> dict[str, dict[str, Any]]:
+    """Mean hops, verified citation rate, expected files and commits cited and prompt tokens, for
+    the code questions and for the history questions."""
     out_csv = base / f"{label}.csv"
     with open(os.devnull, "w") as quiet:
         run_eval(settings, str(GOLDEN), str(out_csv), Console(file=quiet))
+    history = {g.question for g in load_golden(GOLDEN) if g.expected_commits}
     rows = list(csv.DictReader(out_csv.open(encoding="utf-8")))
-    verified = sum(int(r["verified"]) for r in rows)
-    unverified = sum(int(r["unverified"]) for r in rows)
-    return {
-        "hops": statistics.mean(int(r["hops"]) for r in rows),
-        "verified": verified / max(1, verified + unverified),
-        "files": statistics.mean(float(r["expected_files_cited"]) for r in rows),
-        "tokens": statistics.mean(int(r["tokens"]) for r in rows),
-    }
+    summary = {}
+    for kind, subset in (("code", [r for r in rows if r["question"] not in history]),
+                         ("history", [r for r in rows if r["question"] in history])):  # fmt: skip
+        verified = sum(int(r["verified"]) for r in subset)
+        unverified = sum(int(r["unverified"]) for r in subset)
+        summary[kind] = {
+            "hops": statistics.mean(int(r["hops"]) for r in subset),
+            "verified": verified / max(1, verified + unverified),
+            "files": statistics.mean(float(r["expected_files_cited"]) for r in subset),
+            "commits": statistics.mean(float(r["expected_commits_cited"]) for r in subset),
+            "tokens": statistics.mean(int(r["tokens"]) for r in subset),
+        }
+    return summary
 
 
 def prompt_and_budget_table(base: Path, repos_file: Path) -> None:
@@ -112,20 +117,31 @@ def prompt_and_budget_table(base: Path, repos_file: Path) -> None:
         }  # fmt: skip
         settings = load_settings(env_file=None, **common)
         try:
+            results = {}
+            for name in VARIANTS:
+                with variant(name):
+                    results[name] = run(settings, base, name.replace(" ", "-"))
+            budgets = {hops: run(load_settings(env_file=None, **common, max_hops=hops), base, f"hops{hops}")
+                       for hops in (3, 2, 1)}  # fmt: skip
+            print("Code questions:\n")
             print(
                 "| prompt | max_hops | hops/question | verified citations | expected file cited | prompt tokens/question |"
             )
             print("|---|---:|---:|---:|---:|---:|")
-            for name in VARIANTS:
-                with variant(name):
-                    r = run(settings, base, name.replace(" ", "-"))
+            for label, hops, r in [*((n, 12, v["code"]) for n, v in results.items()),
+                                   *(("shipped prompt", h, v["code"]) for h, v in budgets.items())]:  # fmt: skip
                 print(
-                    f"| {name} | 12 | {r['hops']:.2f} | {r['verified']:.0%} | {r['files']:.0%} | {r['tokens']:.0f} |"
+                    f"| {label} | {hops} | {r['hops']:.2f} | {r['verified']:.0%} | {r['files']:.0%} | {r['tokens']:.0f} |"
                 )
-            for hops in (3, 2, 1):
-                r = run(load_settings(env_file=None, **common, max_hops=hops), base, f"hops{hops}")
+            print("\nHistory questions (log, blame, show on this repo's own history):\n")
+            print(
+                "| prompt | max_hops | hops/question | verified citations | expected commit cited | prompt tokens/question |"
+            )
+            print("|---|---:|---:|---:|---:|---:|")
+            for label, hops, r in [*((n, 12, v["history"]) for n, v in results.items()),
+                                   *(("shipped prompt", h, v["history"]) for h, v in budgets.items())]:  # fmt: skip
                 print(
-                    f"| shipped prompt | {hops} | {r['hops']:.2f} | {r['verified']:.0%} | {r['files']:.0%} | {r['tokens']:.0f} |"
+                    f"| {label} | {hops} | {r['hops']:.2f} | {r['verified']:.0%} | {r['commits']:.0%} | {r['tokens']:.0f} |"
                 )
         finally:
             stop_embedded_server(settings)

@@ -10,8 +10,8 @@ from typing import Any
 from rich.console import Console
 
 from config.settings import load_settings
+from tests.support import this_repo
 from tests.support.e2e import Rig
-from tests.support.fixture_repos import make_repo
 from tests.support.golden_policy import GoldenPolicy
 from tests.support.model_server import Reply, ScriptedModel, text, tool_calls
 from worker.jobs.evaluate import load_golden, run_eval
@@ -65,18 +65,11 @@ def test_codebot_eval_prints_the_table_and_writes_a_csv_with_the_right_rates(
 
 
 def test_the_shipped_golden_set_runs_end_to_end_and_every_citation_verifies(tmp_path: Path) -> None:
-    files = {
-        str(path.relative_to(PROJECT_ROOT)): path.read_text(encoding="utf-8")
-        for pattern in ("worker/**/*.py", "config/*.py", "codebot/*.py", "README.md")
-        for path in PROJECT_ROOT.glob(pattern)
-    }
-    source = tmp_path / "codebot-src"
-    make_repo(source, files)
-    (tmp_path / "repos.toml").write_text(f'[[repo]]\nname = "codebot"\nurl = "{source}"\n', encoding="utf-8")
+    repos = this_repo.repos_file(tmp_path)  # this checkout with its history: some questions are about it
     golden = load_golden(PROJECT_ROOT / "eval" / "golden.jsonl")
     with ScriptedModel(GoldenPolicy(golden)) as model:
         settings = load_settings(
-            env_file=None, data_dir=tmp_path / "data", repos_file=tmp_path / "repos.toml",
+            env_file=None, data_dir=tmp_path / "data", repos_file=repos,
             openai_base_url=model.base_url, openai_api_key="k", model_max_retries=0,
         )  # fmt: skip
         out = Console(record=True, width=200)
@@ -88,17 +81,26 @@ def test_the_shipped_golden_set_runs_end_to_end_and_every_citation_verifies(tmp_
             stop_embedded_server(settings)
 
     rows = list(csv.DictReader((tmp_path / "g.csv").open(encoding="utf-8")))
-    assert code == 0 and len(rows) == len(golden) == 6
+    history = {g.question for g in golden if g.expected_commits}
+    assert code == 0 and len(rows) == len(golden) == 9 and len(history) == 3
     assert {
-        (r["status"], r["keyword_hit_rate"], r["expected_files_cited"], r["verified_rate"]) for r in rows
-    } == {("answered", "1.0", "1.0", "1.0")}
-    # search, read, answer; 4 where the first 50 hits were all in other files and it narrowed with a
-    # glob (which questions need that depends on what the repo holds at this commit, and on which
-    # 50 hits ripgrep's threads report first: a busy machine can change it)
-    hops = [int(r["hops"]) for r in rows]
+        (
+            r["status"],
+            r["keyword_hit_rate"],
+            r["expected_files_cited"],
+            r["expected_commits_cited"],
+            r["verified_rate"],
+        )
+        for r in rows
+    } == {("answered", "1.0", "1.0", "1.0", "1.0")}
+    # code: search, read, answer; 4 where the first 50 hits were all in other files and it narrowed
+    # with a glob (which questions need that depends on what the repo holds at this commit, and on
+    # which 50 hits ripgrep's threads report first: a busy machine can change it);
+    # history: log, blame, show, answer
+    hops = [int(r["hops"]) for r in rows if r["question"] not in history]
     assert set(hops) <= {3, 4}
-    summary = f"keyword hit rate 100% · verified citation rate 100% · unverified 0 · hops {sum(hops) / len(hops):.1f}"
-    assert summary in out.export_text()
+    assert {int(r["hops"]) for r in rows if r["question"] in history} == {4}
+    assert "verified citation rate 100% · unverified 0" in out.export_text()
 
 
 def test_codebot_eval_without_a_model_endpoint_says_what_to_set_before_running_anything(

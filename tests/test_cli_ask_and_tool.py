@@ -112,3 +112,15 @@ def test_repo_at_the_end_of_a_sentence_names_the_repo_not_the_full_stop() -> Non
         ["payments"],
     )
     assert redact_and_extract_repos("compare repo:a.b and repo:c-d") == ("compare and", ["a.b", "c-d"])
+
+
+def test_tool_runs_the_history_tools_with_the_same_checks(project: dict[str, str]) -> None:
+    assert codebot(project, "repos", "sync").returncode == 0
+    shown = codebot(project, "tool", "show", "--args", '{"repo": "payments", "sha": "HEAD"}')
+    assert shown.returncode == 0, shown.stderr
+    record = json.loads(shown.stdout)
+    assert record["ok"] is True and "payments/retry.py" in record["text"] and "sk_live" not in shown.stdout
+    refused = codebot(project, "tool", "diff", "--args", '{"repo": "payments", "from": "--output=x"}')
+    assert (
+        refused.returncode == 1 and "not something codebot can look up" in json.loads(refused.stdout)["error"]
+    )

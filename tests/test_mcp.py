@@ -87,3 +87,24 @@ def test_ask_about_a_repo_that_is_not_served_names_the_ones_that_are(client: Cli
     reply, error = client.tool("ask", {"question": "repo:paymnts how does retry work?"})
 
     assert error and "repo 'paymnts' is not available. Did you mean 'payments'?" in reply
+
+
+def test_history_tools_answer_over_mcp_without_showing_secret_files(served: Served, client: Client) -> None:
+    listed, error = client.tool("log", {"repo": "payments"})
+    shown, show_error = client.tool("show", {"repo": "payments", "sha": served.sha[:10]})
+
+    assert not error and f"{served.sha[:10]} " in listed and "codebot tests: fixture" in listed
+    assert not show_error and "  A  +13 -0  payments/retry.py" in shown
+    assert "1 secret file(s) changed too" in shown and "sk_live" not in shown and ".env" not in shown
+
+
+def test_ask_links_a_commit_the_agent_read_over_mcp(served: Served, client: Client) -> None:
+    served.model.enqueue(
+        tool_calls(("log", {"repo": "payments", "path": "payments/retry.py"})),
+        text(f"retry.py came in with [payments@{served.sha[:7]}]."),
+    )
+
+    answer, error = client.tool("ask", {"question": "Who added retry.py?", "repo": "payments"})
+
+    link = f"https://github.com/acme/payments/commit/{served.sha}"
+    assert not error and f"[payments@{served.sha[:7]}]({link})" in answer and "unverified" not in answer

@@ -198,20 +198,6 @@ def test_progress_is_reported_in_phases_and_ends_complete(tmp_path: Path) -> Non
     assert fractions == sorted(fractions) and fractions[-1] == 1.0
 
 
-def test_a_shallow_mirror_by_default_and_full_history_when_clone_depth_is_zero(tmp_path: Path) -> None:
-    remote = GitRemote.create(tmp_path / "origin")
-    remote.commit({"a.txt": "a\n"})
-    shallow = mirrors_for(tmp_path / "one", remote)
-    full = mirrors_for(tmp_path / "two", remote, clone_depth=0)
-    shallow.sync("app")
-    full.sync("app")
-
-    def commits(root: Path) -> str:
-        return git("--git-dir", str(root / "data/repos/app/mirror.git"), "rev-list", "--count", "main")
-
-    assert (commits(tmp_path / "one"), commits(tmp_path / "two")) == ("1", "2")
-
-
 def test_repos_never_synced_are_simply_absent_from_a_lease(tmp_path: Path) -> None:
     one, two = GitRemote.create(tmp_path / "one"), GitRemote.create(tmp_path / "two")
     mirrors = mirrors_of(tmp_path, {"one": one, "two": two})

@@ -190,7 +190,14 @@ def test_the_sibling_repo_is_unknown_to_a_question_that_has_only_app_in_scope(
     for name in REGISTRY.names():
         if "repo" not in REGISTRY.tools[name].types:
             continue
-        arguments = {"repo": "sibling", "path": "notes.txt", "pattern": "SIBLING", "symbol": "KEY"}
+        arguments = {
+            "repo": "sibling",
+            "path": "notes.txt",
+            "pattern": "SIBLING",
+            "symbol": "KEY",
+            "sha": "HEAD",
+            "from": "HEAD",
+        }
         wanted = {k: v for k, v in arguments.items() if k in REGISTRY.tools[name].types}
         outcome = REGISTRY.call(ctx, name, wanted)
         check(outcome, ctx, fortress, finder, (name, wanted))

@@ -91,3 +91,20 @@ def test_redacting_a_megabyte_of_code_takes_seconds_at_most() -> None:
     # ~0.12 s on a quiet machine; a per-line secret scan would take tens of seconds. The bound is
     # 40x the expectation so that a busy machine never fails it (bench/ measures speed).
     assert time.perf_counter() - started < 5
+
+
+def test_every_string_of_a_tool_results_data_is_redacted_in_its_place(corpus: Corpus) -> None:
+    from worker.tools.redact import finish
+
+    data = {"path": "a.py", "lines": [{"line": 1, "text": SAMPLES["github"]}, {"line": 2, "text": "two\nlines"}],
+            "subject": SAMPLES["stripe"], "count": 3, "none": None}  # fmt: skip
+
+    result = finish(context(corpus), "text", data)
+
+    assert result.data["path"] == "a.py" and result.data["count"] == 3 and result.data["none"] is None
+    assert (
+        result.data["lines"][0]["text"].startswith("token = ")
+        and "[REDACTED:" in result.data["lines"][0]["text"]
+    )
+    assert result.data["lines"][1] == {"line": 2, "text": "two\nlines"}
+    assert "[REDACTED:" in result.data["subject"] and "live_" not in result.data["subject"]

@@ -270,8 +270,39 @@ SYMBOLS = st.one_of(
 )
 
 
+# Refs for the history tools: options, ranges, reflogs, peels, `rev:path` to a secret file.
+REFS = st.one_of(
+    st.sampled_from(["HEAD", "HEAD~1", "HEAD^", "main", "master", "v1", "abc1234", "0" * 40, "@"]),
+    st.sampled_from(
+        [
+            "--output=/tmp/codebot-pwned",
+            "-p",
+            "HEAD:.env",
+            "HEAD:src/clients.py",
+            "HEAD..HEAD",
+            "HEAD@{1}",
+            ":/retry",
+            "HEAD^{tree}",
+            "HEAD^{/x}",
+            "--all",
+            "HEAD -- .env",
+            "2024-01-01",
+            "3 weeks ago",
+            "x" * 300,
+        ]
+    ),
+    st.text(max_size=20),
+)
+
+
 def value_for(name: str, kind: str, fortress: Fortress) -> st.SearchStrategy[Any]:
     """A strategy for one parameter, by its name first and its JSON type second."""
+    if name in ("sha", "from", "to", "since", "until"):
+        return REFS
+    if name == "query":
+        return hostile_regexes(fortress)
+    if name == "match":
+        return st.sampled_from(["message", "diff", "both", "all", ""])
     if name == "path":
         return hostile_paths()
     if name == "glob":

@@ -84,6 +84,7 @@ def snapshot_repo(
         created_at=time.time(),
         committed_at=committed,
         meta=meta,
+        git_dir=repo_dir / ".git",  # the work repo's history, for the history tools
     )
 
 

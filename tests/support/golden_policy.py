@@ -12,6 +12,10 @@ LLM: it reads the system prompt it is sent and acts on what is (or is not) there
   file, then cites 6 of them; without, it cites 6 lines from the search hit directly (only the
   hit line was shown, so the citation cannot verify).
 - The answer names every expected keyword (a perfect reader of the code).
+- History questions (with expected commits) follow the prompt's history advice: `log` of the
+  path the rule names (`last:`/`first:`) or of the text (`subject:`), `blame` of the file's first
+  lines, `show` of the commit the rule asks for as the log listed it (newest for `last:`, oldest
+  otherwise), then an answer citing [repo@sha] and lines the blame showed.
 
 What it cannot show: whether a real model follows the advice, finds the right file from a
 vague question, or writes a correct answer. It knows the golden expectations (an oracle).
@@ -49,8 +53,14 @@ class GoldenPolicy:
         calls = [
             c["function"] for m in messages if m["role"] == "assistant" for c in m.get("tool_calls") or []
         ]
-        if "tools" not in body:  # tools withdrawn: answer from what was found
+        if (
+            "tools" not in body or body.get("tool_choice") == "none"
+        ):  # tools withdrawn: answer from what was found
+            if golden.expected_commits and "history tools" in system:
+                return text(_history_answer(golden, repo, results))
             return text(_answer(golden, repo, _first_hit(golden, results), read=_was_read(calls)))
+        if golden.expected_commits and "history tools" in system:
+            return _history_step(golden, repo, results, calls)
         oriented = _has_layout(system, repo) or any(c["name"] == "repo_overview" for c in calls)
         if not oriented:
             return tool_calls(("repo_overview", {"repo": repo}))
@@ -115,3 +125,37 @@ def _answer(golden: GoldenQuestion, repo: str, hit: tuple[str, int] | None, read
         return f"I could not find it; I looked for {words}."
     path, line = hit
     return f"It comes down to {words}: see [{repo}:{path}#L{line}-L{line + CITED_LINES - 1}]."
+
+
+_LOGGED = re.compile(r"^(?P<sha>[0-9a-f]{10}) \d{4}-\d{2}-\d{2} ", re.M)
+
+
+def _history_step(
+    golden: GoldenQuestion, repo: str, results: list[str], calls: list[dict[str, Any]]
+) -> Reply:
+    kind, _, value = golden.expected_commits[0].partition(":")
+    done = [c["name"] for c in calls]
+    if "log" not in done:
+        where = {"query": value, "match": "message"} if kind == "subject" else {"path": value}
+        return tool_calls(("log", {"repo": repo, **where, "limit": 50}))
+    if kind != "subject" and "blame" not in done:
+        return tool_calls(("blame", {"repo": repo, "path": value, "start_line": 1, "end_line": 20}))
+    sha = _picked(kind, results)
+    if sha and "show" not in done:
+        return tool_calls(("show", {"repo": repo, "sha": sha}))
+    return text(_history_answer(golden, repo, results))
+
+
+def _picked(kind: str, results: list[str]) -> str | None:
+    logged = next((r for r in results if "commit(s) of" in r.split("\n", 1)[0]), "")
+    shas = _LOGGED.findall(logged)
+    return (shas[0] if kind == "last" else shas[-1]) if shas else None
+
+
+def _history_answer(golden: GoldenQuestion, repo: str, results: list[str]) -> str:
+    kind, _, value = golden.expected_commits[0].partition(":")
+    sha = _picked(kind, results)
+    if sha is None:
+        return "I could not find the commit in the history."
+    lines = f" The code as it is now: [{repo}:{value}#L1-L{CITED_LINES}]." if kind != "subject" else ""
+    return f"It was [{repo}@{sha[:7]}]; its message says why.{lines}"

@@ -2,17 +2,24 @@
 
 A citation `[repo:path#L12-L30]` (or `#L12`) is verified when the repo is in scope, the file
 exists in the snapshot, the lines exist, and every one of those lines was shown to the model
-by a tool while answering this question. Verified ones become links to the exact commit;
-the others stay as plain text, and the reply says how many could not be verified.
+by a tool while answering this question. Citations of history are verified the same way: a
+commit `[repo@sha]` when the commit exists in the repo's mirror and a tool (log, blame, show,
+diff) showed it; lines of a file at a commit `[repo@sha:path#L12-L30]` when a tool showed
+those lines of that file at that commit. Verified ones become links to the exact commit, in
+the forge's own shapes (worker/agent/links.py); the others stay as plain text, and the reply
+says how many could not be verified.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from urllib.parse import quote
 
+from worker.agent.links import commit_url, file_url
+from worker.repos.git_read import GitReadError, object_reader
+from worker.repos.history import read_commit
 from worker.repos.snapshot import Snapshot
+from worker.repos.visible import secret_path
 from worker.tools.context import ToolContext, ToolError
 from worker.tools.paths import resolve_path
 
@@ -26,12 +33,22 @@ class Source:
     start: int
     end: int
     url: str | None  # a link to the exact commit, or None when the repo has no web URL
-    label: str  # what to show: `repo:path#L12-L30` or `repo:path:12-30 @ abc1234`
+    label: str  # what to show: `repo:path:12-30 @ abc1234`, or `repo@abc1234` for a commit
+    commit: str | None = None  # the full sha of a history citation ([repo@sha] or [repo@sha:path#L..])
 
 
 CITATION = re.compile(r"\[(?P<repo>[a-z0-9._-]+):(?P<path>[^\]\s#]+)#L(?P<start>\d+)(?:-L?(?P<end>\d+))?\]")
+# [repo@sha] (a commit) or [repo@sha:path#L12-L30] (lines of a file at that commit).
+HISTORY_CITATION = re.compile(
+    r"\[(?P<hrepo>[a-z0-9._-]+)@(?P<sha>[0-9a-f]{7,40})"
+    r"(?::(?P<hpath>[^\]\s#]+)#L(?P<hstart>\d+)(?:-L?(?P<hend>\d+))?)?\]"
+)
+_ANY_CITATION = re.compile(f"{HISTORY_CITATION.pattern}|{CITATION.pattern}")
 # A citation the model already wrapped in a Markdown link: [[repo:path#L1]](url) — we relink it.
-_PRELINKED = re.compile(r"\[(\[[a-z0-9._-]+:[^\]\s#]+#L\d+(?:-L?\d+)?\])\]\([^)]*\)")
+_PRELINKED = re.compile(
+    r"\[(\[[a-z0-9._-]+(?::[^\]\s#]+#L\d+(?:-L?\d+)?|@[0-9a-f]{7,40}(?::[^\]\s#]+#L\d+(?:-L?\d+)?)?)\])\]"
+    r"\([^)]*\)"
+)
 # A Markdown link whose text looks like a citation, in any spelling: [App:x.py#L1](url),
 # [repo: x.py#L1-L3 ](url), [repo:x.py:1-3 @ abc1234](url). Only check_answer links citations,
 # to the commit it verified: the link is dropped and its text is checked like any citation.
@@ -39,7 +56,9 @@ _MARKDOWN_LINK = re.compile(
     r"\[(?P<label>(?:[^\[\]\n]|\[[^\[\]\n]*\])*)\]"
     r"\(\s*(?:<[^>\n]*>|[^()\s]*(?:\([^()\s]*\)[^()\s]*)*)(?:\s+\"[^\"\n]*\")?\s*\)"
 )
-_CITATION_LIKE = re.compile(r"[\w.-]+\s*:\s*[^\s:\]]+?(?:\s*#\s*L\s*\d|:\d)", re.IGNORECASE)
+_CITATION_LIKE = re.compile(
+    r"[\w.-]+\s*:\s*[^\s:\]]+?(?:\s*#\s*L\s*\d|:\d)|[\w.-]+\s*@\s*[0-9a-f]{7,40}\b", re.IGNORECASE
+)
 MAX_CITED_LINES = 2000
 
 
@@ -47,41 +66,36 @@ MAX_CITED_LINES = 2000
 class Citation:
     text: str
     repo: str
-    path: str
+    path: str  # "" for a commit
     start: int
     end: int
+    sha: str | None = None  # the sha (or its first digits) of a history citation
 
 
 def link(snapshot: Snapshot, path: str, start: int, end: int) -> str | None:
     """The commit-pinned web URL in the repo forge's own style, or None without a web URL."""
-    web = snapshot.repo.web_url
-    if not web:
-        return None
-    quoted = quote(path, safe="/")
-    sha = snapshot.sha
-    forge = snapshot.repo.forge
-    if forge == "gitlab":
-        lines = f"L{start}" if start == end else f"L{start}-{end}"
-        return f"{web}/-/blob/{sha}/{quoted}#{lines}"
-    if forge == "bitbucket":
-        lines = f"lines-{start}" if start == end else f"lines-{start}:{end}"
-        return f"{web}/src/{sha}/{quoted}#{lines}"
-    lines = f"L{start}" if start == end else f"L{start}-L{end}"
-    return f"{web}/blob/{sha}/{quoted}#{lines}"  # GitHub style, also for unknown forges
+    return file_url(snapshot.repo, snapshot.sha, path, start, end)
 
 
-def plain_label(snapshot: Snapshot, path: str, start: int, end: int) -> str:
+def plain_label(snapshot: Snapshot, path: str, start: int, end: int, sha: str | None = None) -> str:
     lines = f"{start}" if start == end else f"{start}-{end}"
-    return f"{snapshot.repo.name}:{path}:{lines} @ {snapshot.short_sha}"
+    return f"{snapshot.repo.name}:{path}:{lines} @ {(sha or snapshot.sha)[:7]}"
+
+
+def _citation(match: re.Match[str]) -> Citation:
+    if match.group("hrepo") is not None:
+        start = int(match.group("hstart") or 0)
+        end = int(match.group("hend") or start)
+        return Citation(
+            match.group(0), match.group("hrepo"), match.group("hpath") or "", start, end, match.group("sha")
+        )
+    start = int(match.group("start"))
+    end = int(match.group("end") or start)
+    return Citation(match.group(0), match.group("repo"), match.group("path"), start, end)
 
 
 def find_citations(text: str) -> list[Citation]:
-    found = []
-    for match in CITATION.finditer(text):
-        start = int(match.group("start"))
-        end = int(match.group("end") or start)
-        found.append(Citation(match.group(0), match.group("repo"), match.group("path"), start, end))
-    return found
+    return [_citation(match) for match in _ANY_CITATION.finditer(text)]
 
 
 def _line_count(ctx: ToolContext, snapshot: Snapshot, path: str) -> int | None:
@@ -101,6 +115,12 @@ def _line_count(ctx: ToolContext, snapshot: Snapshot, path: str) -> int | None:
 
 def verify(ctx: ToolContext, citation: Citation) -> Source | None:
     snapshot = ctx.snapshots.get(citation.repo)
+    if snapshot is not None and citation.sha is not None:
+        if citation.path and snapshot.sha.startswith(citation.sha):  # the snapshot's own commit
+            return verify(
+                ctx, Citation(citation.text, citation.repo, citation.path, citation.start, citation.end)
+            )
+        return _verify_history(ctx, snapshot, citation)
     if snapshot is None or citation.start < 1 or citation.end < citation.start:
         return None
     if citation.end - citation.start > MAX_CITED_LINES:
@@ -117,6 +137,37 @@ def verify(ctx: ToolContext, citation: Citation) -> Source | None:
         end=citation.end,
         url=link(snapshot, citation.path, citation.start, citation.end),
         label=plain_label(snapshot, citation.path, citation.start, citation.end),
+    )
+
+
+def _verify_history(ctx: ToolContext, snapshot: Snapshot, citation: Citation) -> Source | None:
+    """A commit a tool showed and the mirror holds; for a file at it, lines a tool showed there."""
+    name = snapshot.repo.name
+    sha = ctx.history.commit(name, citation.sha or "")
+    if sha is None or snapshot.git_dir is None:
+        return None
+    try:
+        reader = object_reader(snapshot.git_dir, ctx.settings.history_timeout_seconds)
+        if read_commit(reader, sha, 4 << 20) is None:
+            return None
+    except GitReadError:
+        return None
+    if not citation.path:
+        return Source(name, "", 0, 0, commit_url(snapshot.repo, sha), f"{name}@{sha[:7]}", sha)
+    if citation.start < 1 or citation.end < citation.start or citation.end - citation.start > MAX_CITED_LINES:
+        return None
+    if secret_path(citation.path, ctx.settings) is not None:
+        return None
+    if not ctx.history.covers(name, sha, citation.path, citation.start, citation.end):
+        return None
+    return Source(
+        repo=name,
+        path=citation.path,
+        start=citation.start,
+        end=citation.end,
+        url=file_url(snapshot.repo, sha, citation.path, citation.start, citation.end),
+        label=plain_label(snapshot, citation.path, citation.start, citation.end, sha),
+        commit=sha,
     )
 
 
@@ -145,13 +196,9 @@ def check_answer(ctx: ToolContext, text: str) -> CheckedAnswer:
         if source is None:
             return f"`{match.group(0)[1:-1]}` (unverified)"
         sources.setdefault(source.label, source)
-        return (
-            f"[{source.repo}:{source.path}#L{_lines(source)}]({source.url})"
-            if source.url
-            else f"`{source.label}`"
-        )
+        return f"[{_shown(source)}]({source.url})" if source.url else f"`{source.label}`"
 
-    body = CITATION.sub(replace, text).rstrip()
+    body = _ANY_CITATION.sub(replace, text).rstrip()
     closing = []
     if sources:
         closing.append("**Sources**")
@@ -173,5 +220,11 @@ def _unlink_citation_like(match: re.Match[str]) -> str:
     return label if label.startswith("[") and label.endswith("]") else f"[{label}]"
 
 
-def _lines(source: Source) -> str:
-    return f"{source.start}" if source.start == source.end else f"{source.start}-L{source.end}"
+def _shown(source: Source) -> str:
+    """A verified citation as the answer shows it: as it was written, with its full line range."""
+    lines = f"{source.start}" if source.start == source.end else f"{source.start}-L{source.end}"
+    if source.commit is None:
+        return f"{source.repo}:{source.path}#L{lines}"
+    if not source.path:
+        return f"{source.repo}@{source.commit[:7]}"
+    return f"{source.repo}@{source.commit[:7]}:{source.path}#L{lines}"

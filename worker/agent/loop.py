@@ -91,6 +91,15 @@ def describe_call(name: str, arguments: dict[str, Any], default_repo: str | None
         return f"finding the definition of `{short(arguments.get('symbol', ''))}` in {repo}"
     if name == "find_references":
         return f"finding uses of `{short(arguments.get('symbol', ''))}` in {repo}"
+    if name == "log":
+        subject = arguments.get("path") or arguments.get("query")
+        return f"reading the history of {f'`{short(subject)}` in ' if subject else ''}{repo}"
+    if name == "blame":
+        return f"finding who last changed `{short(arguments.get('path', ''))}` in {repo}"
+    if name == "show":
+        return f"reading commit `{short(arguments.get('sha', ''))}` in {repo}"
+    if name == "diff":
+        return f"comparing `{short(arguments.get('from', ''))}` with `{short(arguments.get('to') or 'HEAD')}` in {repo}"
     return f"calling {short(name)}"
 
 

@@ -1,9 +1,13 @@
 """`codebot eval FILE.jsonl`: golden questions through the real agent, scored.
 
-Each line: {"question": "...", "repo": "codebot", "expected_keywords": [...], "expected_files": [...]}.
-Per question: keyword hit rate (in the answer), expected files cited and verified, verified and
-unverified citations, hops, tokens, seconds. The questions run in-process through the same
-QuestionRun as chat (console sink), one after another.
+Each line: {"question": "...", "repo": "codebot", "expected_keywords": [...], "expected_files": [...],
+"expected_commits": [...]}. An expected commit is a rule resolved against the repo's mirror when
+the eval runs, so the golden set stays true as the history grows: `last:PATH` (the newest commit
+that changed PATH), `first:PATH` (the commit that added it, across renames) or `subject:TEXT`
+(the oldest commit whose message says TEXT).
+Per question: keyword hit rate (in the answer), expected files and commits cited and verified,
+verified and unverified citations, hops, tokens, seconds. The questions run in-process through
+the same QuestionRun as chat (console sink), one after another.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from worker.jobs.job import QuestionOutcome, QuestionRun
 from worker.jobs.question import Question, ReplyTarget, event_identity
 from worker.jobs.runtime import Runtime, build_runtime
 from worker.ops.redis_connection import connect
+from worker.repos.git_read import GitReadError, run_git
 
 
 class GoldenQuestion(BaseModel):
@@ -33,6 +38,7 @@ class GoldenQuestion(BaseModel):
     repo: str | None = None
     expected_keywords: list[str] = Field(default_factory=list)
     expected_files: list[str] = Field(default_factory=list)
+    expected_commits: list[str] = Field(default_factory=list)  # rules: last:PATH, first:PATH, subject:TEXT
 
 
 @dataclass
@@ -41,6 +47,7 @@ class EvalRow:
     status: str
     keyword_hit_rate: float
     expected_files_cited: float
+    expected_commits_cited: float
     verified: int
     unverified: int
     verified_rate: float
@@ -67,7 +74,27 @@ def load_golden(path: Path) -> list[GoldenQuestion]:
     return questions
 
 
-def score(golden: GoldenQuestion, outcome: QuestionOutcome, seconds: float) -> EvalRow:
+def expected_commit(git_dir: Path, tip: str, rule: str, timeout: float = 60.0) -> str | None:
+    """The sha an expected-commit rule names in the history of `tip`, or None."""
+    kind, _, value = rule.partition(":")
+    if kind == "last":
+        args = ["log", "-1", "--follow", "--format=%H", tip, "--", value]
+    elif kind == "first":
+        args = ["log", "--follow", "--diff-filter=A", "--format=%H", tip, "--", value]
+    elif kind == "subject":
+        args = ["log", "-F", f"--grep={value}", "--format=%H", tip]
+    else:
+        raise ConfigError(f"expected commit {rule!r}: use last:PATH, first:PATH or subject:TEXT")
+    try:
+        found = run_git(git_dir, args, timeout, 10_000_000).data.decode().split()
+    except GitReadError:
+        return None
+    return (found[0] if kind == "last" else found[-1]) if found else None
+
+
+def score(
+    golden: GoldenQuestion, outcome: QuestionOutcome, seconds: float, commits: list[str | None] | None = None
+) -> EvalRow:
     lowered = outcome.answer.lower()
     keywords = golden.expected_keywords
     hits = sum(1 for k in keywords if k.lower() in lowered)
@@ -76,12 +103,19 @@ def score(golden: GoldenQuestion, outcome: QuestionOutcome, seconds: float) -> E
     files_hit = sum(
         1 for f in golden.expected_files if any(f"{f}:" in c or f"/{f}#" in c for c in cited_paths)
     )
+    repo = golden.repo or ""
+    commits_hit = sum(
+        1
+        for sha in commits or []
+        if sha and any(f"{repo}@{sha[:7]}" in c or f"/{sha}" in c for c in cited_paths)
+    )
     total = outcome.verified + outcome.unverified
     return EvalRow(
         question=golden.question,
         status=outcome.status,
         keyword_hit_rate=hits / len(keywords) if keywords else 1.0,
         expected_files_cited=files_hit / len(golden.expected_files) if golden.expected_files else 1.0,
+        expected_commits_cited=commits_hit / len(commits) if commits else 1.0,
         verified=outcome.verified,
         unverified=outcome.unverified,
         verified_rate=outcome.verified / total if total else 0.0,
@@ -101,9 +135,16 @@ def run_one(runtime: Runtime, golden: GoldenQuestion) -> EvalRow:
         text=golden.question,
         repos=repos,
     )
+    commits: list[str | None] = []
+    if golden.expected_commits and golden.repo and (snapshot := runtime.mirrors.current(golden.repo)):
+        git_dir = snapshot.git_dir
+        commits = [
+            expected_commit(git_dir, snapshot.sha, rule) if git_dir else None
+            for rule in golden.expected_commits
+        ]
     started = time.monotonic()
     outcome = QuestionRun(runtime, connect(runtime.settings), question).run()
-    return score(golden, outcome, time.monotonic() - started)
+    return score(golden, outcome, time.monotonic() - started, commits)
 
 
 def run_eval(settings: Settings, file: str, csv_path: str, out: Console) -> int:
@@ -126,6 +167,7 @@ def run_eval(settings: Settings, file: str, csv_path: str, out: Console) -> int:
         "status",
         "keywords",
         "files",
+        "commits",
         "verified",
         "unverified",
         "hops",
@@ -139,6 +181,7 @@ def run_eval(settings: Settings, file: str, csv_path: str, out: Console) -> int:
             row.status,
             f"{row.keyword_hit_rate:.0%}",
             f"{row.expected_files_cited:.0%}",
+            f"{row.expected_commits_cited:.0%}",
             str(row.verified),
             str(row.unverified),
             str(row.hops),

@@ -2,13 +2,15 @@
 
 Layout under `<data_dir>/repos/<name>/`:
 
-    mirror.git/             bare repo; the RepoSpec's url is never written into its config
+    mirror.git/             bare repo: the branch's last `history_depth` commits and the tags
+                            among them (the history tools read it); the RepoSpec's url is
+                            never written into its config
     snapshots/<sha>/        the commit's files as processed blobs (worker.repos.assemble), never modified
     snapshots/<sha>.json    the snapshot's metadata (worker.repos.snapshot.write_meta)
     snapshots/<sha>.lock    lease file: a question holds LOCK_SH on it while it reads the snapshot
     manifests/<sha>.sqlite  the snapshot's symbol index (worker.repos.symbols), removed after its snapshot
     current -> snapshots/<sha>   swapped atomically (temp symlink, then rename over)
-    state.json              last attempt, last error, branch resolved
+    state.json              last attempt, last error, branch resolved, history depth fetched
     refresh.lock            LOCK_EX for a whole sync: one refresh of a repo at a time
 
 Snapshot files are hardlinks into the host-wide processed blob store, `<data_dir>/blobs/`
@@ -43,11 +45,13 @@ from pathlib import Path
 from typing import IO, Any
 from urllib.parse import urlsplit
 
-from config.repos import RepoSpec, Whitelist
+from config.repos import ALL_HISTORY, RepoSpec, Whitelist
 from config.settings import Settings
 from worker.repos.assemble import SnapshotRefused, build_snapshot
 from worker.repos.blobstore import BlobStore
 from worker.repos.disk import DiskFull, Watchdog, check_room, free_bytes, remove_partial_fetch, under_reserve
+from worker.repos.git_read import GitReadError
+from worker.repos.history import record_secret_blobs
 from worker.repos.locks import LockTimeout, SnapshotFolder, exclusive_lock, is_sha
 from worker.repos.snapshot import SNAPSHOT_FORMAT, Snapshot, meta_format, read_meta, write_meta
 from worker.repos.symbols import index_path, prune_indexes
@@ -66,6 +70,28 @@ _PHASE_SPAN = {
 }
 _SNAPSHOT_START = 0.85
 _URL_USERINFO = re.compile(r"([a-zA-Z][a-zA-Z0-9+.-]*://)[^/\s@'\"]+@")
+
+
+_UNKNOWN = "unknown"  # state.json of a mirror made before history_depth was recorded
+
+
+def history_depth(spec: RepoSpec, settings: Settings) -> int | None:
+    """Commits of history the mirror of `spec` keeps back from the tip; None: all of it.
+
+    The repo's `history_depth` (repos.toml), else `history_depth` (the setting), capped by
+    `history_max_depth`."""
+    depth = spec.history_depth if spec.history_depth is not None else settings.history_depth
+    cap = settings.history_max_depth
+    if depth == ALL_HISTORY:
+        return cap or None
+    return min(depth, cap) if cap else depth
+
+
+def _shorter(depth: int | None, before: object) -> bool:
+    """Whether `depth` keeps less history than the depth recorded at the last good sync."""
+    if before == _UNKNOWN or depth is None:
+        return False
+    return before is None or (isinstance(before, int) and depth < before)
 
 
 class UnknownRepoError(ValueError):
@@ -194,12 +220,17 @@ class Mirrors:
                     branch = self._fetch(spec, paths, report)
                     state["branch"] = branch
                     sha = self._git(spec, paths, ["rev-parse", "--verify", f"refs/heads/{branch}^{{commit}}"])
+                    self._record_secret_blobs(spec, paths, sha)
                     changed = self._serve(spec, paths, sha, branch, report)
                 except (GitError, OSError, ValueError, SnapshotRefused, DiskFull) as exc:
                     error = scrub(str(exc), spec)
                     log.warning("sync of %s failed: %s", name, error)
                     self._write_state(paths, {**state, "last_error": error})
                     return SyncResult(name, False, self._current_sha(paths), False, error, waited)
+                depth = history_depth(spec, self.settings)
+                if _shorter(depth, state.get("history_depth", _UNKNOWN)):
+                    self._trim(spec, paths)
+                state["history_depth"] = depth
                 self._write_state(paths, {**state, "last_error": None, "last_ok_at": time.time()})
                 self._collect(paths)
                 self._maintain(spec, paths)
@@ -216,7 +247,7 @@ class Mirrors:
         if sha is None or not self._servable(paths, sha):
             return None
         try:
-            return read_meta(paths.snapshots.meta(sha), spec, paths.snapshots.files(sha))
+            return read_meta(paths.snapshots.meta(sha), spec, paths.snapshots.files(sha), paths.mirror)
         except (OSError, ValueError, KeyError):
             return None
 
@@ -235,7 +266,9 @@ class Mirrors:
                 if not self._servable(paths, sha):
                     continue  # made before the blob store (not redacted): the next sync rebuilds it
                 try:
-                    snapshots[name] = read_meta(paths.snapshots.meta(sha), spec, paths.snapshots.files(sha))
+                    snapshots[name] = read_meta(
+                        paths.snapshots.meta(sha), spec, paths.snapshots.files(sha), paths.mirror
+                    )
                 except (OSError, ValueError, KeyError) as exc:
                     log.warning("snapshot %s of %s is unreadable: %s", sha, name, exc)
             yield snapshots
@@ -289,9 +322,12 @@ class Mirrors:
         except GitError as exc:
             raise GitError(f"fetch failed: {exc}") from None
         try:
-            args = ["fetch", "--progress", "--prune", "--no-tags", "--no-auto-gc", "--no-write-fetch-head"]
-            if self.settings.clone_depth > 0:
-                args.append(f"--depth={self.settings.clone_depth}")
+            # Tags are followed (not --no-tags): git fetches the tags that point into the history
+            # fetched, so `diff` and `log` know them; older tags stay out with that history.
+            args = ["fetch", "--progress", "--prune", "--no-auto-gc", "--no-write-fetch-head"]
+            depth = history_depth(spec, self.settings)
+            if depth is not None:
+                args.append(f"--depth={depth}")  # deepens or shortens the history to `depth` commits
             elif (paths.mirror / "shallow").exists():
                 args.append("--unshallow")
             self._git(
@@ -377,6 +413,27 @@ class Mirrors:
                 raise GitError(scrub(_reason([line for line in lines if line]), spec))
             out.seek(0)
             return out.read().decode("utf-8", "replace").strip()
+
+    def _record_secret_blobs(self, spec: RepoSpec, paths: _Paths, tip: str) -> None:
+        """Note every blob that is a secret file somewhere in the fetched history, so that the
+        history tools never show it under another name (worker/repos/history.py)."""
+        depth = history_depth(spec, self.settings)
+        try:
+            record_secret_blobs(paths.mirror, tip, str(depth or "all"), self.settings.git_timeout_seconds,
+                                self.settings)  # fmt: skip
+        except (GitReadError, OSError) as exc:
+            log.warning("listing the secret files in the history of %s failed: %s", spec.name, exc)
+
+    def _trim(self, spec: RepoSpec, paths: _Paths) -> None:
+        """Delete the history a shorter `history_depth` left beyond the mirror's shallow edge.
+
+        The fetch moved the edge; the older objects are unreachable now, and only a pruning gc
+        frees their space (git's own gc would keep them two more weeks)."""
+        try:
+            self._git(spec, paths, ["-c", "gc.autoDetach=false", "gc", "--prune=now", "--quiet"])
+            log.info("trimmed the history of %s to its new history_depth", spec.name)
+        except GitError as exc:
+            log.warning("trimming the history of %s failed: %s", spec.name, exc)
 
     def _maintain(self, spec: RepoSpec, paths: _Paths) -> None:
         """Repack the mirror now and then, in the foreground so that it stays under our lock."""

@@ -99,6 +99,9 @@ class Snapshot:
     created_at: float  # unix seconds: when this snapshot was made
     committed_at: float  # unix seconds: the commit's date
     meta: SnapshotMeta = field(default_factory=SnapshotMeta)
+    # The git repository holding the commit and its history (the mirror), for the history tools;
+    # None: no history to read.
+    git_dir: Path | None = None
 
     @property
     def short_sha(self) -> str:
@@ -120,7 +123,7 @@ def write_meta(path: Path, snapshot: Snapshot) -> None:
     os.replace(tmp, path)
 
 
-def read_meta(path: Path, repo: RepoSpec, root: Path) -> Snapshot:
+def read_meta(path: Path, repo: RepoSpec, root: Path, git_dir: Path | None = None) -> Snapshot:
     record = json.loads(path.read_text(encoding="utf-8"))
     meta = record.get("meta", {})
     return Snapshot(
@@ -139,6 +142,7 @@ def read_meta(path: Path, repo: RepoSpec, root: Path) -> Snapshot:
             withheld=meta.get("withheld", 0),
             oversized=meta.get("oversized", 0),
         ),
+        git_dir=git_dir,
     )
 
 

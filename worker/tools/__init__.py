@@ -12,6 +12,7 @@ from config.settings import Settings
 from worker.repos.snapshot import Snapshot
 from worker.tools.context import ToolContext, ToolError
 from worker.tools.files import list_files, read_file
+from worker.tools.history import blame, diff, log, show
 from worker.tools.navigation import find_definition, find_references
 from worker.tools.redact import get_redactor
 from worker.tools.registry import ToolOutcome, ToolRegistry, ToolResult
@@ -21,7 +22,9 @@ from worker.tools.search import search
 CONTRACT_TOOLS = (list_repos, search, read_file, list_files, repo_overview)
 # Code navigation from the snapshot's symbol index (worker/repos/symbols.py), after the contract's five.
 NAVIGATION_TOOLS = (find_definition, find_references)
-TOOL_FUNCTIONS = (*CONTRACT_TOOLS, *NAVIGATION_TOOLS)
+# History from the repo's mirror (worker/tools/history.py): who changed what, when and why.
+HISTORY_TOOLS = (log, blame, show, diff)
+TOOL_FUNCTIONS = (*CONTRACT_TOOLS, *NAVIGATION_TOOLS, *HISTORY_TOOLS)
 
 __all__ = [
     "TOOL_FUNCTIONS",
@@ -36,7 +39,7 @@ __all__ = [
 
 
 def build_registry() -> ToolRegistry:
-    """The five contract tools, in the contract's order, then the code navigation tools."""
+    """The five contract tools, in the contract's order, then code navigation, then history."""
     return ToolRegistry(TOOL_FUNCTIONS)
 
 

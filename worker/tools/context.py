@@ -1,7 +1,8 @@
 """What one question's tool calls share: the snapshots in scope, caches, and what was shown.
 
 `ShownLines` is the evidence for citation checking: a citation is verified only if every line
-it names was shown to the model by a tool during this question.
+it names was shown to the model by a tool during this question. `ShownHistory` is the same for
+citations of history: the commits, and the lines of a file at a commit, that a tool showed.
 """
 
 from __future__ import annotations
@@ -36,11 +37,36 @@ class ShownLines:
 
 
 @dataclass
+class ShownHistory:
+    """What the history tools showed: commits (full shas, by repo) and lines of files at a commit."""
+
+    commits: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+    lines: dict[tuple[str, str, str], set[int]] = field(default_factory=lambda: defaultdict(set))
+
+    def add_commits(self, repo: str, shas: Iterable[str]) -> None:
+        self.commits[repo].update(shas)
+
+    def add_lines(self, repo: str, sha: str, path: str, numbers: Iterable[int]) -> None:
+        self.commits[repo].add(sha)
+        self.lines[(repo, sha, path)].update(numbers)
+
+    def commit(self, repo: str, prefix: str) -> str | None:
+        """The one shown commit of `repo` whose sha starts with `prefix`, or None (none, or several)."""
+        found = [sha for sha in self.commits.get(repo, ()) if sha.startswith(prefix)]
+        return found[0] if len(found) == 1 else None
+
+    def covers(self, repo: str, sha: str, path: str, start: int, end: int) -> bool:
+        seen = self.lines.get((repo, sha, path), set())
+        return all(n in seen for n in range(start, end + 1))
+
+
+@dataclass
 class ToolContext:
     settings: Settings
     snapshots: dict[str, Snapshot]  # the repos in scope for this question, by name
     redact: Callable[[str], str] = lambda text: text  # set to a Redactor's redact in real use
     shown: ShownLines = field(default_factory=ShownLines)
+    history: ShownHistory = field(default_factory=ShownHistory)  # what log, blame, show and diff showed
     # (repo, path) -> the file's lines after redaction; a file is read from disk once per question
     file_cache: dict[tuple[str, str], list[str]] = field(default_factory=dict)
     # a repeated identical call returns the earlier result

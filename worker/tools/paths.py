@@ -59,6 +59,24 @@ def resolve_path(snapshot: Snapshot, user_path: str, settings: Settings) -> tupl
 
 
 def _resolve_path(snapshot: Snapshot, user_path: str, settings: Settings) -> tuple[Path, str]:
+    relative = check_relative_path(user_path, settings)
+    parts = relative.split("/") if relative else []
+    root = os.path.realpath(snapshot.root)
+    target = os.path.realpath(os.path.join(root, *parts)) if parts else root
+    if target != root and not target.startswith(root + os.sep):
+        raise ToolError(f"{relative!r} is a link that leads outside the repo; it is not readable")
+    resolved = os.path.relpath(target, root)
+    if resolved != ".":
+        # The link's target must pass the same checks as a name asked for directly.
+        _check_parts(resolved.split(os.sep), relative, settings)
+    return Path(target), relative
+
+
+def check_relative_path(user_path: str, settings: Settings) -> str:
+    """The normalised repo-relative path ("" for the root) of a path the model sent, checked
+    without touching the disk: no NUL, not absolute, no `..`, no `.git`, no secret file name, not
+    too long. The history tools use it for paths of any commit; `resolve_path` then checks the
+    snapshot."""
     if "\x00" in user_path:
         raise ToolError("the path contains a NUL byte; give a plain relative path like 'src/app.py'")
     if len(user_path) > settings.path_max_chars:
@@ -81,17 +99,7 @@ def _resolve_path(snapshot: Snapshot, user_path: str, settings: Settings) -> tup
             f"{raw[:80]!r}…: no file has a name that long (at most {_NAME_MAX_BYTES} bytes per part); "
             "use list_files to browse"
         )
-    relative = "/".join(parts)
-
-    root = os.path.realpath(snapshot.root)
-    target = os.path.realpath(os.path.join(root, *parts)) if parts else root
-    if target != root and not target.startswith(root + os.sep):
-        raise ToolError(f"{relative!r} is a link that leads outside the repo; it is not readable")
-    resolved = os.path.relpath(target, root)
-    if resolved != ".":
-        # The link's target must pass the same checks as a name asked for directly.
-        _check_parts(resolved.split(os.sep), relative, settings)
-    return Path(target), relative
+    return "/".join(parts)
 
 
 def walk(

@@ -6,7 +6,7 @@ defence in depth for everything else a tool echoes (arguments in messages, paths
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from worker.repos.redaction import PRIVATE_KEY_MARKER, Redaction, Redactor, get_redactor, plugin_rules
@@ -16,14 +16,45 @@ from worker.tools.registry import ToolResult
 __all__ = ["PRIVATE_KEY_MARKER", "Redaction", "Redactor", "finish", "get_redactor", "plugin_rules"]
 
 
-def _redact_data(value: Any, redact: Callable[[str], str]) -> Any:
+def _strings(value: Any, found: list[str]) -> None:
     if isinstance(value, str):
-        return redact(value)
+        found.append(value)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            _strings(item, found)
+    elif isinstance(value, dict):
+        for item in value.values():
+            _strings(item, found)
+
+
+def _rebuild(value: Any, redacted: Iterator[str]) -> Any:
+    if isinstance(value, str):
+        return next(redacted)
     if isinstance(value, list | tuple):
-        return [_redact_data(item, redact) for item in value]
+        return [_rebuild(item, redacted) for item in value]
     if isinstance(value, dict):
-        return {key: _redact_data(item, redact) for key, item in value.items()}
+        return {key: _rebuild(item, redacted) for key, item in value.items()}
     return value
+
+
+def _redact_data(value: Any, redact: Callable[[str], str]) -> Any:
+    """Every string in `value` redacted. In one pass over them all, one per line run: redaction
+    keeps the number of lines, so each string's lines are found again (a span across two strings
+    only redacts more). A call per string would cost more than many a tool's own work."""
+    strings: list[str] = []
+    _strings(value, strings)
+    if not strings:
+        return value
+    lines = redact("\n".join(strings)).split("\n")
+    if len(lines) != sum(s.count("\n") + 1 for s in strings):
+        return _rebuild(value, iter([redact(s) for s in strings]))  # never expected: redact each alone
+    pieces = []
+    at = 0
+    for string in strings:
+        count = string.count("\n") + 1
+        pieces.append("\n".join(lines[at : at + count]))
+        at += count
+    return _rebuild(value, iter(pieces))
 
 
 def finish(ctx: ToolContext, text: str, data: dict[str, Any] | None = None) -> ToolResult:

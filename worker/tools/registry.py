@@ -1,7 +1,8 @@
 """An explicit name→tool registry that makes OpenAI tool schemas from typed functions.
 
 A tool is a function `f(ctx: ToolContext, <params>) -> ToolResult` whose docstring is the
-description the model sees (Google style: a summary, then `Args:` lines naming parameters).
+description the model sees (Google style: a summary, then `Args:` lines naming parameters). A
+parameter named after a Python keyword plus `_` (`from_`) is the keyword (`from`) in the schema.
 Calling a tool never raises: bad JSON, an unknown tool or parameter, a wrong type or a
 ToolError all come back as `Error: …` text the model can act on.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import keyword
 import logging
 import re
 import types
@@ -83,14 +85,15 @@ class Tool:
         properties: dict[str, Any] = {}
         required: list[str] = []
         kinds: dict[str, tuple[type, bool]] = {}
-        for index, (name, param) in enumerate(inspect.signature(function).parameters.items()):
+        for index, (python_name, param) in enumerate(inspect.signature(function).parameters.items()):
             if index == 0:
                 continue  # the ToolContext
-            base, nullable = _base_type(hints[name])
+            name = json_name(python_name)
+            base, nullable = _base_type(hints[python_name])
             kinds[name] = (base, nullable)
             prop: dict[str, Any] = {"type": _JSON_TYPES[base]}
-            if name in param_docs:
-                prop["description"] = param_docs[name]
+            if python_name in param_docs:
+                prop["description"] = param_docs[python_name]
             if param.default is inspect.Parameter.empty:
                 required.append(name)
             elif param.default is not None:
@@ -128,8 +131,17 @@ class Tool:
                 if not nullable and name in self.parameters["required"]:
                     raise ToolError(f"parameter {name!r} of {self.name} must not be null")
                 continue  # falls back to the default
-            bound[name] = _coerce(name, value, base)
+            bound[python_name(name)] = _coerce(name, value, base)
         return bound
+
+
+def json_name(name: str) -> str:
+    """A parameter's name in the schema: `from_` (a Python keyword) is `from`."""
+    return name[:-1] if name.endswith("_") and keyword.iskeyword(name[:-1]) else name
+
+
+def python_name(name: str) -> str:
+    return f"{name}_" if keyword.iskeyword(name) else name
 
 
 def _coerce(name: str, value: Any, base: type) -> Any:

@@ -1,0 +1,129 @@
+"""History is hostile input too: no secret of any commit comes out of log, blame, show or diff; a
+query cannot test for a secret; secret files stay unreadable in every revision, renamed or deleted;
+refs and paths never reach git as options, ranges or other objects."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.history_repo import HistoryRepo, Mirrored, build_history_repo, mirrored
+from worker.tools import build_registry
+
+REGISTRY = build_registry()
+PATHS = ["src/retry.py", "src/clients.py", "README.md", "keys/service.txt", "config/deploy-old.txt", "config"]
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mirrored]:
+    history = build_history_repo(tmp_path_factory.mktemp("history"))
+    with mirrored(history, tmp_path_factory.mktemp("mirror")) as served:
+        yield served
+
+
+def outputs(app: Mirrored, calls: list[tuple[str, dict[str, object]]]) -> str:
+    shown = []
+    for name, arguments in calls:
+        outcome = REGISTRY.call(app.context(), name, {"repo": "app", **arguments})
+        shown.append(outcome.text + json.dumps(outcome.data))
+    return "\n".join(shown)
+
+
+def leaked(repo: HistoryRepo, text: str) -> list[str]:
+    """Secrets (or any 16-character piece of one) found in `text`."""
+    pieces = {secret[i : i + 16] for secret in repo.secrets for i in range(0, max(1, len(secret) - 15), 8)}
+    return sorted(piece for piece in pieces if piece in text)
+
+
+def test_no_secret_of_any_commit_comes_out_of_any_history_tool(app: Mirrored) -> None:
+    shas = list(app.repo.shas.values())
+    calls: list[tuple[str, dict[str, object]]] = [("log", {}), *(("log", {"path": p}) for p in PATHS)]
+    calls += [("show", {"sha": sha}) for sha in shas]
+    calls += [("show", {"sha": sha, "path": path}) for sha in shas for path in PATHS]
+    calls += [("diff", {"from": a, "to": b}) for a, b in itertools.permutations(shas, 2)]
+    calls += [("blame", {"path": path}) for path in ("src/retry.py", "src/clients.py", "README.md")]
+
+    text = outputs(app, calls)
+
+    assert leaked(app.repo, text) == []
+    assert "deploy.pem" not in text and "FAVORITE" not in text
+    assert (
+        "[REDACTED:private-key]" in text and "withheld: a private key file" in text
+    )  # there was something to hide
+
+
+def test_a_query_cannot_tell_whether_a_secret_is_in_the_history(app: Mirrored) -> None:
+    for secret in app.repo.secrets:
+        for query, regex in (
+            (secret[:12], False),
+            (secret[-20:], False),
+            (re.escape(secret[:10]) + ".*", True),
+        ):
+            found = REGISTRY.call(app.context(), "log", {"repo": "app", "query": query, "regex": regex})
+            assert found.text.startswith("0 commit(s)"), (query, found.text)
+    control = REGISTRY.call(app.context(), "log", {"repo": "app", "query": "boto3"})
+    assert control.text.startswith("1 commit(s)") and app.repo.shas["add"][:10] in control.text
+
+
+def test_secret_file_paths_are_refused_by_every_history_tool(app: Mirrored) -> None:
+    sha = app.repo.shas["secrets"]
+    calls = [
+        ("log", {"path": ".env"}),
+        ("log", {"path": "config/deploy.pem"}),
+        ("show", {"sha": sha, "path": ".env"}),
+        ("diff", {"from": "v1.0", "path": "config/./deploy.pem"}),
+        ("blame", {"path": ".env"}),
+        ("show", {"sha": sha, "path": "src/../.env"}),
+        ("log", {"path": ".git/config"}),
+    ]
+    for name, arguments in calls:
+        outcome = REGISTRY.call(app.context(), name, {"repo": "app", **arguments})
+        assert not outcome.ok and ("not readable" in outcome.text or "'..' is not allowed" in outcome.text)
+        assert leaked(app.repo, outcome.text) == []
+
+
+def test_a_secret_file_deleted_or_renamed_to_an_ordinary_name_stays_hidden_in_every_commit(
+    app: Mirrored,
+) -> None:
+    shas = app.repo.shas
+    removed = outputs(app, [("show", {"sha": shas["remove"]})])  # renames deploy.pem to deploy-old.txt
+    tidied = outputs(app, [("show", {"sha": shas["tidy"]})])  # deletes deploy-old.txt
+    across = outputs(app, [("diff", {"from": shas["add"], "to": shas["remove"]})])
+
+    assert "deploy-old" not in removed and "2 secret file(s) changed too" in removed
+    assert (
+        "config/deploy-old.txt (deleted)" in tidied
+        and "a secret file (by its name) in another commit" in tidied
+    )
+    assert "config/deploy-old.txt (added)" in across and "in another commit" in across
+    assert leaked(app.repo, removed + tidied + across) == []
+
+
+def test_hostile_refs_never_reach_git_as_options_ranges_or_paths(app: Mirrored, tmp_path: Path) -> None:
+    target = tmp_path / "pwned"
+    refs = [
+        f"--output={target}", "-p", "HEAD:src/clients.py", "v1.0:.env", "HEAD..v1.0", "HEAD...v1.0",
+        "main@{1}", "HEAD^{tree}", ":/Add", "HEAD~1 -- .env", "$(touch pwned)", "a\nb", "x" * 300,
+        "refs/heads/../../etc", "HEAD^{/local}", "--all", "@{-1}", "HEAD\x00",
+    ]  # fmt: skip
+    for ref in refs:
+        for name, arguments in (("show", {"sha": ref}), ("diff", {"from": ref}), ("log", {"since": ref})):
+            outcome = REGISTRY.call(app.context(), name, {"repo": "app", **arguments})
+            assert not outcome.ok and "not something codebot can look up" in outcome.text, (
+                name,
+                ref,
+                outcome.text,
+            )
+    odd = outputs(app, [("log", {"query": f"--output={target}"}), ("log", {"path": f"--output={target}"})])
+    assert not target.exists() and "Error" not in odd
+
+
+def test_a_path_is_taken_literally_never_as_a_git_pathspec(app: Mirrored) -> None:
+    for path in (":(glob)**", "*", "src/*.py", ":!README.md", ":(exclude)src"):
+        outcome = REGISTRY.call(app.context(), "log", {"repo": "app", "path": path})
+        assert outcome.ok and outcome.text.startswith("0 commit(s)"), (path, outcome.text)

@@ -1,0 +1,301 @@
+"""`log`: a repo's commits, by path, by date or ref, or by what their message or changes say.
+
+With a query, git finds candidates (`--grep`, `-S`, `-G` over the raw history), then only the
+commits whose *redacted* message, or whose changes in files processed as a snapshot's are
+(worker/repos/history.py), still match are listed: a query cannot test for the presence of a
+secret (no oracle), as `search` cannot, and a secret file's changes never match.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import re2
+
+from worker.repos.git_read import GitProcess, GitReadError, ObjectReader
+from worker.repos.history import GITLINK, LOG_FORMAT, SYMLINK, LogParser, LogRecord, processed_versions
+from worker.repos.placeholders import TEXT
+from worker.repos.snapshot import Snapshot
+from worker.repos.visible import secret_path, shown_name
+from worker.tools.context import ToolContext, ToolError
+from worker.tools.history_refs import (
+    SHORT,
+    day,
+    depth_note,
+    git,
+    history_path,
+    mirror,
+    resolve_ref,
+    shown_person,
+)
+from worker.tools.paths import resolve_path
+from worker.tools.redact import finish
+from worker.tools.registry import ToolResult
+
+_DATE = re.compile(
+    r"^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?$"
+    r"|^\d{1,4} (?:second|minute|hour|day|week|month|year)s? ago$"
+)
+_MATCHES = ("message", "diff", "both")
+
+
+def log(
+    ctx: ToolContext,
+    repo: str,
+    path: str | None = None,
+    query: str | None = None,
+    since: str | None = None,
+    until: str | None = None,
+    limit: int = 20,
+    regex: bool = False,
+    match: str = "both",
+) -> ToolResult:
+    """List a repo's commits, newest first: sha, date, author and subject of each.
+
+    For "who changed X, when, why?" questions: with path, the commits that changed that file or
+    folder; with query, the commits whose message mentions it or whose changes added or removed
+    it ("when did this flag appear?"). Then call show on a commit for its message and diff, or
+    blame for who last changed given lines. Cite a commit as [repo@sha]. The history goes back
+    as far as the repo's mirror keeps it (history_depth).
+
+    Args:
+        repo: the repo's name, as listed by list_repos
+        path: a file or folder, relative to the repo root: only commits that changed it
+        query: text to look for in commit messages and in the lines commits added or removed
+        since: only commits after this: a date ("2024-05-01", "3 months ago") or a tag, branch or sha
+        until: only commits up to this: a date, or a tag, branch or sha (default: the snapshot's commit)
+        limit: how many commits to list at most (default 20)
+        regex: true: query is a POSIX extended regular expression (use [0-9], not \\d); default: plain text
+        match: where to look for query: "message", "diff" (the changed lines) or "both" (default)
+    """
+    settings = ctx.settings
+    snapshot, git_dir, reader = mirror(ctx, repo)
+    name = snapshot.repo.name
+    limit = max(1, min(limit, settings.history_log_max_commits))
+    relative = history_path(ctx, path) if path else None
+    revs, dates = _window(ctx, snapshot, git_dir, reader, since, until)
+    tail = ["--", relative] if relative else []
+    if query is None or not query.strip():
+        follow = ["--follow"] if relative and _is_snapshot_file(snapshot, relative, ctx) else []
+        data = git(ctx, git_dir, ["log", "-z", LOG_FORMAT, f"-n{limit + 1}", *follow, *dates, *revs, *tail])
+        parser = LogParser()
+        records = [(r, "") for r in [*parser.feed(data), *parser.close()] if r is not None]
+        more = len(records) > limit
+        records = records[:limit]
+        stopped = None
+    else:
+        if match not in _MATCHES:
+            raise ToolError(f"match must be one of: {', '.join(_MATCHES)} (got {match!r})")
+        checker = _QueryCheck(query, regex, settings.pattern_max_chars)
+        found: dict[str, tuple[LogRecord, set[str]]] = {}
+        more, stopped = False, None
+        searches = [("message", checker.message_args()), ("diff", checker.diff_args())]
+        for kind, args in searches:
+            if match not in (kind, "both"):
+                continue
+            keep = checker.message_matches if kind == "message" else partial_diff(ctx, reader, checker)
+            hits, cut_short, timed_out = _search(ctx, git_dir, [*args, *dates, *revs, *tail], keep, limit)
+            more = more or cut_short
+            stopped = stopped or timed_out
+            for record in hits:
+                found.setdefault(record.sha, (record, set()))[1].add(kind)
+        ordered = sorted(found.values(), key=lambda item: item[0].committed, reverse=True)
+        more = more or len(ordered) > limit
+        records = [(record, " and ".join(sorted(kinds))) for record, kinds in ordered[:limit]]
+    ctx.history.add_commits(name, (record.sha for record, _ in records))
+    return _log_result(ctx, snapshot, git_dir, reader, records, relative, query, more, stopped, limit)
+
+
+def _log_result(
+    ctx: ToolContext,
+    snapshot: Snapshot,
+    git_dir: Path,
+    reader: ObjectReader,
+    records: list[tuple[LogRecord, str]],
+    relative: str | None,
+    query: str | None,
+    more: bool,
+    stopped: str | None,
+    limit: int,
+) -> ToolResult:
+    name = snapshot.repo.name
+    what = f" that changed {shown_name(relative)}" if relative else ""
+    if query:
+        what += f" matching {query!r}"
+    lines = [
+        f"{len(records)} commit(s) of {name}{what}, newest first (the snapshot is {snapshot.sha[:SHORT]}):"
+    ]
+    commits: list[dict[str, Any]] = []
+    for record, matched in records:
+        author = shown_person(ctx, record.author, record.email)
+        subject = ctx.redact(record.subject)
+        merge = " (merge)" if len(record.parents) > 1 else ""
+        where = f"  [matched in the {matched}]" if matched else ""
+        lines.append(f"{record.sha[:SHORT]} {day(record.authored)} {author}: {subject}{merge}{where}")
+        commits.append(
+            {"sha": record.sha, "date": day(record.authored), "author": author, "subject": subject,
+             "parents": list(record.parents), "matched": matched or None}
+        )  # fmt: skip
+    if not records:
+        lines.append("(none)")
+    if stopped:
+        lines.append(f"[{stopped}; narrow the search with path, since or until]")
+    if more:
+        lines.append(
+            f"[more commits exist: pass a larger limit (at most {ctx.settings.history_log_max_commits}), "
+            "or narrow with since/until]"
+        )
+    elif len(records) < limit and (note := depth_note(ctx, snapshot, git_dir, reader)):
+        lines.append(note)
+    data = {"repo": name, "path": relative, "query": query, "commits": commits, "more": more}
+    return finish(ctx, "\n".join(lines), data)
+
+
+def _is_snapshot_file(snapshot: Snapshot, relative: str, ctx: ToolContext) -> bool:
+    try:
+        absolute, _ = resolve_path(snapshot, relative, ctx.settings)
+    except ToolError:
+        return False
+    return absolute.is_file() and not absolute.is_symlink()
+
+
+def _window(
+    ctx: ToolContext,
+    snapshot: Snapshot,
+    git_dir: Path,
+    reader: ObjectReader,
+    since: str | None,
+    until: str | None,
+) -> tuple[list[str], list[str]]:
+    """(revisions, date options) for since/until: each a date, or a ref bounding the range."""
+    dates: list[str] = []
+    start = None
+    end = snapshot.sha
+    for value, option in ((since, "--since"), (until, "--until")):
+        if value is None or not value.strip():
+            continue
+        text = value.strip()
+        if _DATE.match(text):
+            dates.append(f"{option}={text}")
+            continue
+        commit = resolve_ref(ctx, snapshot, git_dir, reader, text, option.removeprefix("--"))
+        if option == "--since":
+            start = commit.sha
+        else:
+            end = commit.sha
+    return ([f"^{start}", end] if start else [end]), dates
+
+
+class _QueryCheck:
+    """A log query: the git options that find candidates, and the checks on redacted text that
+    decide which candidates are shown."""
+
+    def __init__(self, query: str, regex: bool, max_chars: int) -> None:
+        if len(query) > max_chars:
+            raise ToolError(f"the query is longer than {max_chars} characters; use a shorter one")
+        if any(c in query for c in "\0\n\r"):
+            raise ToolError("the query must be one line of text")
+        self.query = query
+        self.regex = regex
+        if regex:
+            options = re2.Options()
+            options.log_errors = False
+            options.case_sensitive = False
+            try:
+                self._pattern: Any = re2.compile(query, options=options)
+            except re2.error as exc:
+                reason = exc.args[0] if exc.args else exc
+                if isinstance(reason, bytes):
+                    reason = reason.decode("utf-8", "replace")
+                raise ToolError(
+                    f"invalid regex {query!r} ({reason}); or pass regex=false to look for plain text"
+                ) from None
+
+    def message_args(self) -> list[str]:
+        return ["log", "-z", LOG_FORMAT, "-i", "-E" if self.regex else "-F", f"--grep={self.query}"]
+
+    def diff_args(self) -> list[str]:
+        pickaxe = f"-G{self.query}" if self.regex else f"-S{self.query}"
+        return ["log", "-z", "--raw", "--no-abbrev", "--no-renames", LOG_FORMAT, pickaxe]
+
+    def found_in(self, text: str) -> bool:
+        if self.regex:
+            return self._pattern.search(text) is not None
+        return self.query.lower() in text.lower()
+
+    def message_matches(self, ctx: ToolContext, record: LogRecord) -> bool:
+        return self.found_in(ctx.redact(record.message))
+
+
+def partial_diff(
+    ctx: ToolContext, reader: ObjectReader, checker: _QueryCheck
+) -> Callable[[ToolContext, LogRecord], bool]:
+    """Whether a candidate's changes match in the processed (redacted) versions of its files."""
+
+    def matches(ctx: ToolContext, record: LogRecord) -> bool:
+        entries = [
+            entry
+            for entry in record.entries
+            if SYMLINK not in (entry.old_mode, entry.new_mode)
+            and GITLINK not in (entry.old_mode, entry.new_mode)
+            and not secret_path(entry.old_path, ctx.settings)
+            and not secret_path(entry.new_path, ctx.settings)
+        ]
+        versions = processed_versions(
+            reader, [sha for e in entries for sha in (e.old_sha, e.new_sha)], ctx.settings
+        )
+        for entry in entries:
+            old, new = versions[entry.old_sha], versions[entry.new_sha]
+            if old.kind != TEXT or new.kind != TEXT:
+                continue
+            if checker.regex:
+                before, after = Counter(old.lines), Counter(new.lines)
+                changed = [*(after - before), *(before - after)]
+                if any(checker.found_in(line) for line in changed):
+                    return True
+            elif "\n".join(old.lines).count(checker.query) != "\n".join(new.lines).count(checker.query):
+                return True
+        return False
+
+    return matches
+
+
+def _search(
+    ctx: ToolContext,
+    git_dir: Path,
+    args: list[str],
+    keep: Callable[[ToolContext, LogRecord], bool],
+    limit: int,
+) -> tuple[list[LogRecord], bool, str | None]:
+    """Stream git's candidates, keep those `keep` accepts; stop at limit + 1. (kept, more, stopped)."""
+    settings = ctx.settings
+    kept: list[LogRecord] = []
+    parser = LogParser()
+    try:
+        with GitProcess(
+            git_dir, args, settings.history_timeout_seconds, settings.history_output_max_bytes
+        ) as proc:
+            for chunk in proc.chunks():
+                for record in parser.feed(chunk):
+                    if record is not None and keep(ctx, record):
+                        kept.append(record)
+                if len(kept) > limit:
+                    return kept[:limit], True, None
+            for record in parser.close():
+                if record is not None and keep(ctx, record):
+                    kept.append(record)
+            try:
+                proc.finish()
+            except GitReadError as exc:
+                if not proc.timed_out() or not kept:
+                    raise ToolError(f"git could not answer: {exc}") from None
+                return kept[:limit], False, f"the search stopped after {settings.history_timeout_seconds:g} s"
+            if proc.cut:
+                return kept[:limit], len(kept) > limit, "the search stopped at history_output_max_bytes"
+    except GitReadError as exc:
+        raise ToolError(f"git could not answer: {exc}") from None
+    return kept[:limit], len(kept) > limit, None

@@ -1,0 +1,141 @@
+"""What the history tools share: the mirror of a repo in scope, refs and paths checked before git
+sees them, and how commits, dates and authors are shown.
+
+Refs the model sends are checked first: a sha (4-40 hex digits), a tag or branch name,
+optionally with `~N`/`^N`; never an option, a range, `ref:path` (a file's content by another
+road) or a reflog. `HEAD` and the snapshot's branch mean the snapshot's commit, so a refresh
+during a question changes nothing it reads. Author names are redacted; e-mail addresses are
+shown only when `history_show_emails` is on.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+from worker.repos.git_read import GitReadError, ObjectReader, object_reader, run_git, shallow_edge
+from worker.repos.history import Commit, read_commit
+from worker.repos.mirrors import history_depth
+from worker.repos.snapshot import Snapshot
+from worker.repos.visible import shown_name, unshown
+from worker.tools.context import ToolContext, ToolError
+from worker.tools.paths import check_relative_path
+
+SHORT = 10  # sha characters shown; citations take 7 or more
+_REF_BASE = re.compile(
+    r"^(?![-./])(?!.*\.\.)(?!.*//)(?!.*@\{)(?!.*\.lock$)[A-Za-z0-9._/@+-]{1,200}(?<![./])$"
+)
+_REF_SUFFIX = re.compile(r"^(?:~\d{0,6}|\^\d?)*$")
+COMMIT_MAX_BYTES = 4 << 20  # a commit object larger than this (a giant message) is not read
+
+
+def mirror(ctx: ToolContext, repo: str) -> tuple[Snapshot, Path, ObjectReader]:
+    snapshot = ctx.snapshot(repo)
+    git_dir = snapshot.git_dir
+    if git_dir is None or not (git_dir / "HEAD").is_file():
+        raise ToolError(
+            f"repo {snapshot.repo.name!r} has no history here (its mirror is missing); the code tools "
+            "(search, read_file) still work"
+        )
+    return snapshot, git_dir, object_reader(git_dir, ctx.settings.history_timeout_seconds)
+
+
+def depth_note(ctx: ToolContext, snapshot: Snapshot, git_dir: Path, reader: ObjectReader) -> str | None:
+    """Where the mirror's history starts, when it does not reach the first commit."""
+    edge = shallow_edge(git_dir)
+    if not edge:
+        return None
+    times = []
+    for sha in sorted(edge)[:20]:
+        commit = read_commit(reader, sha, COMMIT_MAX_BYTES)
+        if commit is not None:
+            times.append(commit.committer.time)
+    depth = history_depth(snapshot.repo, ctx.settings)
+    kept = f"its last {depth:,} commits" if depth else "part of its history"
+    since = f": nothing before {day(min(times))} is visible" if times else ""
+    return f"[the mirror of {snapshot.repo.name} keeps {kept} (history_depth){since}]"
+
+
+def day(seconds: int) -> str:
+    return time.strftime("%Y-%m-%d", time.gmtime(seconds))
+
+
+def when(seconds: int, tz: str) -> str:
+    try:
+        offset = (1 if tz[0] == "+" else -1) * (int(tz[1:3]) * 3600 + int(tz[3:5]) * 60)
+    except (ValueError, IndexError):
+        offset, tz = 0, "+0000"
+    return time.strftime("%Y-%m-%d %H:%M", time.gmtime(seconds + offset)) + f" {tz}"
+
+
+def shown_person(ctx: ToolContext, name: str, email: str) -> str:
+    shown = " ".join(name.split()) or "unknown"
+    if ctx.settings.history_show_emails and email:
+        shown += f" <{email}>"
+    return ctx.redact(shown)
+
+
+def history_path(ctx: ToolContext, path: str) -> str:
+    relative = check_relative_path(unshown(path), ctx.settings)
+    if not relative:
+        raise ToolError("give a file or folder path, or leave path out for the whole repo")
+    return relative
+
+
+def resolve_ref(ctx: ToolContext, snapshot: Snapshot, git_dir: Path, reader: ObjectReader, ref: str,
+                what: str) -> Commit:  # fmt: skip
+    """The commit a ref the model sent names, or ToolError saying what to pass instead."""
+    text = ref.strip()
+    cut = min((i for i in (text.find("~"), text.find("^")) if i >= 0), default=len(text))
+    base, suffix = text[:cut], text[cut:]
+    if not _REF_BASE.match(base) or not _REF_SUFFIX.match(suffix):
+        raise ToolError(
+            f"{what} {shown_name(ref)[:80]!r} is not something codebot can look up: give a commit sha "
+            "(7 to 40 hex digits), a tag, or the branch name, optionally followed by ~N (N commits "
+            "before) — no ranges, options or paths"
+        )
+    if base in ("HEAD", "@", snapshot.branch):
+        base = snapshot.sha  # the question's commit, even when the mirror fetched a newer one since
+    commit = read_commit(reader, base + suffix, COMMIT_MAX_BYTES)
+    if commit is None:
+        hint = ""
+        if re.fullmatch(r"[0-9a-fA-F]{4,40}", base):
+            hint = " (if it is an abbreviated sha, give more of its digits)"
+        note = depth_note(ctx, snapshot, git_dir, reader)
+        tags = _recent_tags(ctx, git_dir)
+        raise ToolError(
+            f"{what} {text!r} is not in the history of {snapshot.repo.name} here{hint}. "
+            + (f"{note[1:-1]}. " if note else "")
+            + (f"Recent tags: {', '.join(tags)}." if tags else "The mirror holds no tags.")
+        )
+    return commit
+
+
+def _recent_tags(ctx: ToolContext, git_dir: Path, count: int = 10) -> list[str]:
+    try:
+        out = run_git(
+            git_dir,
+            [
+                "for-each-ref",
+                "--sort=-creatordate",
+                f"--count={count}",
+                "--format=%(refname:short)",
+                "refs/tags",
+            ],
+            ctx.settings.history_timeout_seconds,
+            64_000,
+        )
+    except GitReadError:
+        return []
+    return [shown_name(line) for line in out.data.decode("utf-8", "replace").splitlines() if line]
+
+
+def git(ctx: ToolContext, git_dir: Path, args: list[str]) -> bytes:
+    try:
+        out = run_git(
+            git_dir, args, ctx.settings.history_timeout_seconds, ctx.settings.history_output_max_bytes
+        )
+    except GitReadError as exc:
+        raise ToolError(f"git could not answer: {exc}") from None
+    return out.data
