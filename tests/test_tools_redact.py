@@ -88,9 +88,10 @@ def test_redacting_a_megabyte_of_code_takes_seconds_at_most() -> None:
     get_redactor().redact(text)  # warm
     started = time.perf_counter()
     assert get_redactor().redact(text) == text
-    # ~0.12 s on a quiet machine; a per-line secret scan would take tens of seconds. The bound is
-    # 40x the expectation so that a busy machine never fails it (bench/ measures speed).
-    assert time.perf_counter() - started < 5
+    # ~0.12 s on a quiet machine; the old per-line secret scan took about a minute on input like
+    # this. The bound is far above the expectation so a busy machine never fails it (bench/
+    # measures speed).
+    assert time.perf_counter() - started < 20
 
 
 def test_every_string_of_a_tool_results_data_is_redacted_in_its_place(corpus: Corpus) -> None:
