@@ -83,6 +83,26 @@ def test_a_configured_window_is_used_without_asking_the_server(tmp_path: Path) -
         assert rig.model.tokens_of(rig.model.requests[1]) < 4096
 
 
+def tool_names(request: dict[str, Any]) -> list[str]:
+    return [tool["function"]["name"] for tool in request["tools"]]
+
+
+def test_a_small_window_withholds_the_history_tools_first_and_always_lists_the_contracts_five(
+    tmp_path: Path,
+) -> None:
+    contract = ["list_repos", "search", "read_file", "list_files", "repo_overview"]
+    for rig in build_rig(tmp_path / "large", files=BIG):
+        rig.model.enqueue(READ_BIG, text("Lines of x [payments:big.txt#L1]."))
+        assert ask(rig)[0] == "answer"
+        assert {"log", "blame", "show", "diff", "find_definition"} <= set(tool_names(rig.model.requests[0]))
+    for rig in build_rig(tmp_path / "small", files=BIG, model_context_tokens=4096):
+        rig.model.enqueue(READ_BIG, text("Lines of x [payments:big.txt#L1]."))
+        assert ask(rig)[0] == "answer"  # the question about code is still answered, with a citation
+        listed = tool_names(rig.model.requests[0])
+        assert listed[:5] == contract and not {"log", "blame", "show", "diff"} & set(listed)
+        assert "line 0 " in str(rig.model.requests[1]["messages"])  # room was left for the read
+
+
 SOURCES = {
     "Ollama num_ctx": ({"ollama_show": {"parameters": "num_ctx 8192"}}, (8192, "Ollama /api/show num_ctx")),
     "Ollama default": (

@@ -5,7 +5,10 @@ until the server reports `usage.prompt_tokens`, then the ratio it measured for w
 (its own tokenizer, its own chat template). What must fit is the request: messages, and the
 tool schemas when tools are listed (many local servers render them into the prompt).
 
-Trimming order, until the request fits: the oldest tool output is replaced by a notice (the
+Tools come first: when the system prompt, the question and every tool's schema leave less than
+`MIN_WORK_ROOM_CHARS` of the budget, the last tools listed (history, then code navigation) are
+withheld one by one, never the contract's five, so a small window (Ollama's default 4,096 tokens)
+still answers questions about code. Then the messages; trimming order, until the request fits: the oldest tool output is replaced by a notice (the
 last one trimmed is cut rather than dropped when that is enough), then the thread's earlier
 turns go, oldest first, then whole tool rounds (a tool-call turn with its replies), oldest
 first. The system prompt and the question are never dropped: when they alone do not fit,
@@ -24,6 +27,7 @@ CUT_NOTICE = "\n[…the rest of this tool output was cut to fit the context budg
 DEFAULT_CHARS_PER_TOKEN = 3.5  # English prose ~4, code and JSON ~3: a middle, until measured
 MIN_CHARS_PER_TOKEN, MAX_CHARS_PER_TOKEN = 1.5, 6.0
 MESSAGE_OVERHEAD_CHARS = 16  # role markers and separators each message costs in a chat template
+MIN_WORK_ROOM_CHARS = 1_500  # left free for tool output and turns once the instructions are in
 MIN_USEFUL_CUT_CHARS = 200  # a cut tool output shorter than this is worth less than its notice
 
 
@@ -67,6 +71,24 @@ def measured_ratio(sent_chars: int, prompt_tokens: int) -> float | None:
     if sent_chars <= 0 or prompt_tokens <= 0:
         return None
     return min(max(sent_chars / prompt_tokens, MIN_CHARS_PER_TOKEN), MAX_CHARS_PER_TOKEN)
+
+
+def fit_tools(
+    tools: list[dict[str, Any]] | None,
+    messages: list[dict[str, Any]],
+    question_at: int,
+    budget: int,
+    keep: int,
+) -> list[dict[str, Any]] | None:
+    """The tools to list: all of them when they leave room to work, else without the last ones,
+    withheld one by one down to the first `keep` (see the module doc). The input is not changed."""
+    if not tools:
+        return tools
+    opening = sum(message_chars(m) for m in messages[: question_at + 1])
+    kept = list(tools)
+    while len(kept) > keep and opening + len(json.dumps(kept)) > budget - MIN_WORK_ROOM_CHARS:
+        kept.pop()
+    return kept
 
 
 def fit(

@@ -44,6 +44,7 @@ from worker.agent.context import (
     ContextTooSmall,
     Window,
     fit,
+    fit_tools,
     fold_tool_history,
     measured_ratio,
     request_chars,
@@ -73,6 +74,7 @@ from worker.agent.wire import (
     make_openai_client,
     turn_from_json,
 )
+from worker.tools import CONTRACT_TOOLS
 
 __all__ = ["ModelClient", "ModelTurn", "ToolCall", "make_openai_client", "retry_wait_seconds"]
 
@@ -299,6 +301,7 @@ class ModelClient:
         if choice == "none" and self._refused(TOOL_CHOICE_NONE, suspected):
             fold, choice, tools = True, None, None
         window = self.window()
+        tools = fit_tools(tools, messages, question_at, window.budget_chars, keep=len(CONTRACT_TOOLS))
         try:
             fitted = fit(messages, tools, window.budget_chars, question_at)
         except ContextTooSmall as exc:
