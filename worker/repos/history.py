@@ -442,10 +442,13 @@ def _processed(found: GitObject | None) -> Version:
     processed = process_blob(found.data, get_redactor())
     if processed.kind != TEXT:
         return Version(processed.kind, found.size, reason=processed.reason)
-    lines = processed.data.decode("utf-8", "replace").split("\n")
+    text = processed.data.decode("utf-8", "replace")
+    lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
-    return Version(TEXT, found.size, tuple(line.removesuffix("\r") for line in lines))
+    if "\r" in text:  # rare: only then is each line looked at
+        lines = [line.removesuffix("\r") for line in lines]
+    return Version(TEXT, found.size, tuple(lines))
 
 
 def link_target(reader: ObjectReader, sha: str) -> str | None:
