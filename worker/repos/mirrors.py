@@ -51,7 +51,7 @@ from worker.repos.assemble import SnapshotRefused, build_snapshot
 from worker.repos.blobstore import BlobStore
 from worker.repos.disk import DiskFull, Watchdog, check_room, free_bytes, remove_partial_fetch, under_reserve
 from worker.repos.git_read import GitReadError
-from worker.repos.history import record_secret_blobs
+from worker.repos.history_content import record_secret_blobs
 from worker.repos.locks import LockTimeout, SnapshotFolder, exclusive_lock, is_sha
 from worker.repos.snapshot import SNAPSHOT_FORMAT, Snapshot, meta_format, read_meta, write_meta
 from worker.repos.symbols import index_path, prune_indexes
@@ -416,7 +416,7 @@ class Mirrors:
 
     def _record_secret_blobs(self, spec: RepoSpec, paths: _Paths, tip: str) -> None:
         """Note every blob that is a secret file somewhere in the fetched history, so that the
-        history tools never show it under another name (worker/repos/history.py)."""
+        history tools never show it under another name (worker/repos/history_content.py)."""
         depth = history_depth(spec, self.settings)
         try:
             record_secret_blobs(paths.mirror, tip, str(depth or "all"), self.settings.git_timeout_seconds,
