@@ -139,3 +139,51 @@ def test_a_citation_is_never_shown_half_written_nor_unchecked(rig: SlackRig) -> 
         assert not re.search(r"\[payments:[^\]]*$", shown), shown  # no open citation at the end
         assert not re.search(r"\[payments:[^\]\s]*\](?!\()", shown), shown  # none unlinked, unmarked
     assert "`payments:payments/retry.py#L900` (unverified)" in message.text
+
+
+def test_a_channel_that_refuses_streaming_gets_the_post_and_update_path_and_is_remembered(
+    rig: SlackRig,
+) -> None:
+    rig.api.fail("chat.startStream", "channel_type_not_supported")
+    first = ask(rig, ANSWER)
+    (reply,) = rig.api.thread_texts("C1", first)  # the placeholder, replaced by the answer
+    assert reply.startswith("The payments service retries") and "<https://github.com/acme/payments" in reply
+    second = ask(rig, ANSWER)
+    assert len(rig.api.calls_to("chat.startStream")) == 1  # remembered: not tried again here
+    assert rig.api.thread_texts("C1", second)[0].startswith("The payments service retries")
+    assert rig.api.reactions("C1", second) == ["white_check_mark"]
+
+
+def test_a_workspace_that_does_not_know_the_streaming_methods_is_remembered_for_every_channel(
+    rig: SlackRig,
+) -> None:
+    rig.api.fail("chat.startStream", "unknown_method")
+    ask(rig, ANSWER)
+    script(rig)
+    ts = rig.mention("and in another channel?", channel="C2")
+    rig.settle()
+    rig.work()
+    assert len(rig.api.calls_to("chat.startStream")) == 1
+    assert rig.api.thread_texts("C2", ts)[0].startswith("The payments service retries")
+
+
+def test_a_stream_refused_midway_ends_as_the_stored_answer_in_the_same_message(rig: SlackRig) -> None:
+    rig.api.fail("chat.appendStream", "message_not_in_streaming_state", count=1000)
+    ts = ask(rig, ANSWER)
+    (message,) = rig.api.thread_messages("C1", ts)  # no second message: the stream was replaced
+    assert message.text.startswith("The payments service retries") and "*Sources*" in message.text
+    assert any(b["type"] == "context_actions" for b in message.blocks)
+    assert rig.api.calls_to("chat.postMessage") == []
+
+
+def test_a_preamble_before_a_tool_call_is_replaced_by_the_answer_alone(rig: SlackRig) -> None:
+    rig.model.enqueue(
+        tool_calls(("read_file", {"repo": "payments", "path": "payments/retry.py"}), content="Let me look. "),
+        paced(0.02, text(ANSWER)),
+    )
+    ts = rig.mention("how does retry work?")
+    rig.settle()
+    rig.work()
+    assert "Let me look" in streamed_text(rig)
+    (message,) = rig.api.thread_messages("C1", ts)
+    assert "Let me look" not in message.text and message.text.startswith("The payments service")

@@ -23,13 +23,18 @@ _triggers = itertools.count(1)
 
 
 def assistant_thread_started(
-    user: str, dm_channel: str, thread_ts: str, context_channel: str | None = None
+    user: str,
+    dm_channel: str,
+    thread_ts: str,
+    context_channel: str | None = None,
+    kind: str = "assistant_thread_started",
 ) -> dict[str, Any]:
+    """`assistant_thread_started` (or, with `kind`, `assistant_thread_context_changed`)."""
     context: dict[str, Any] = {"team_id": TEAM_ID, "enterprise_id": None}
     if context_channel:
         context["channel_id"] = context_channel
     return {
-        "type": "assistant_thread_started",
+        "type": kind,
         "assistant_thread": {
             "user_id": user,
             "context": context,
