@@ -5,14 +5,25 @@ every answer, clicked as Slack sends a click (block_actions) and the 👎 reason
 
 from __future__ import annotations
 
-import pytest
+import csv
+import json
+from pathlib import Path
 
+import pytest
+from rich.console import Console
+
+from tests.support.metrics import metric_value, samples
 from tests.support.model_server import text, tool_calls
 from tests.support.slack_api import message as message_event
 from tests.support.slack_api import signed_post
 from tests.support.slack_interactions import assistant_thread_started, feedback_click, form, view_submission
 from tests.support.slack_rig import SECRET, SlackRig
 from worker.jobs import feedback
+from worker.jobs.admin import status_report
+from worker.jobs.evaluate import run_eval
+from worker.jobs.feedback_cli import run_export
+from worker.jobs.queue import queue_depth
+from worker.ops.metrics import exposition
 
 pytestmark = pytest.mark.rig("slack", slack_streaming=True, slack_stream_interval_seconds=0.05)
 READ = ("read_file", {"repo": "payments", "path": "payments/retry.py"})
@@ -54,7 +65,10 @@ def test_a_question_in_an_assistant_thread_is_answered_there_streamed_without_re
     rig.settle()
     rig.model.enqueue(tool_calls(READ), text("It retries 5 times [payments:payments/retry.py#L3]."))
     asked = rig.next_ts()
-    assert rig.send(message_event("D1", asked, "how does retry work?", thread_ts=thread, channel_type="im")) == 200
+    assert (
+        rig.send(message_event("D1", asked, "how does retry work?", thread_ts=thread, channel_type="im"))
+        == 200
+    )
     rig.settle()
     rig.work()
     (start,) = rig.api.calls_to("chat.startStream")
@@ -94,3 +108,45 @@ def test_a_feedback_click_with_a_forged_value_changes_nothing(rig: SlackRig) -> 
     payload["actions"][0]["value"] = "maybe:q-nothing"  # type: ignore[index]
     assert click(rig, payload) == 200
     assert feedback.votes_of(rig.redis, question_id) == [] and feedback.recent_question_ids(rig.redis) == []
+
+
+def test_feedback_round_trips_through_export_into_codebot_eval(rig: SlackRig, tmp_path: Path) -> None:
+    liked_ts, _liked = answered(rig)
+    rig.model.enqueue(tool_calls(READ), text("It never retries [payments:payments/retry.py#L13]."))
+    disliked_ts = rig.mention("does it ever give up?")
+    rig.settle()
+    rig.work()
+    click(rig, feedback_click(rig.api.thread_messages("C1", liked_ts)[0], positive=True))
+    click(rig, feedback_click(rig.api.thread_messages("C1", disliked_ts)[0], positive=False))
+    (opened,) = rig.api.surfaces.views
+    click(rig, view_submission(opened["view"], {"reason_text": "It does give up."}))
+    exported = tmp_path / "feedback.jsonl"
+    assert run_export(rig.redis, str(exported), Console(record=True)) == 0
+    rows = [json.loads(line) for line in exported.read_text().splitlines()]
+    assert rows[0]["question"] == "how does retry work?" and rows[0]["expected_files"] == [
+        "payments/retry.py"
+    ]
+    assert rows[1]["flagged"] and rows[1]["rejected_files"] == ["payments/retry.py"]
+    assert rows[1]["reasons"] == ["It does give up."] and "expected_files" not in rows[1]
+
+    rig.model.set_handler(
+        lambda body: (
+            text("See [payments:payments/retry.py#L3].") if len(body["messages"]) > 3 else tool_calls(READ)
+        )
+    )
+    out = Console(record=True, width=200)
+    assert run_eval(rig.settings, str(exported), str(tmp_path / "eval.csv"), out) == 0
+    printed = out.export_text()
+    assert "codebot eval: 2 questions" in printed and "👎" in printed
+    assert "1 question(s) users flagged 👎: 1 of the new answers cite again" in printed
+    table = list(csv.DictReader((tmp_path / "eval.csv").open(encoding="utf-8")))
+    assert [(r["flagged"], r["expected_files_cited"]) for r in table] == [("False", "1.0"), ("True", "1.0")]
+
+
+def test_status_shows_admins_the_thumbs_up_rate(rig: SlackRig) -> None:
+    ts, _question_id = answered(rig)
+    (message,) = rig.api.thread_messages("C1", ts)
+    for user, positive in (("U1", True), ("U2", True), ("U3", False), ("U4", True)):
+        click(rig, feedback_click(message, positive=positive, user=user))
+    assert "Feedback in the last 30 days: 3 👍, 1 👎 (75% 👍)" in status_report(rig.redis, rig.runtime)
+    assert metric_value(samples(exposition(rig.redis, queue_depth).decode()), "codebot_feedback_total") == 4

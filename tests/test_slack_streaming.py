@@ -5,6 +5,7 @@ streaming methods as Slack documents them (tests/support/slack_surfaces.py)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from typing import Any
@@ -45,7 +46,7 @@ def test_an_answer_is_seen_growing_in_one_streamed_message_that_ends_with_source
     (message,) = rig.api.thread_messages("C1", ts)  # no placeholder: one message, streamed
     growing = text_states(rig, ts)
     assert len(growing) >= 3, growing  # several distinct states, each extending the one before
-    assert all(later.startswith(earlier) for earlier, later in zip(growing, growing[1:], strict=False))
+    assert all(later.startswith(earlier) for earlier, later in itertools.pairwise(growing))
     link = f"https://github.com/acme/payments/blob/{rig.sha}/payments/retry.py#L3"
     assert f"({link})" in message.text and "**Sources**" in message.text
     assert not message.streaming and rig.api.reactions("C1", ts) == ["white_check_mark"]
@@ -78,7 +79,9 @@ def test_a_loading_state_shows_while_the_model_thinks_and_is_cleared_at_the_end(
     ts = rig.mention("how does retry work?")
     rig.settle()
     rig.work()
-    statuses = [status for channel, thread, status in rig.api.surfaces.statuses if (channel, thread) == ("C1", ts)]
+    statuses = [
+        status for channel, thread, status in rig.api.surfaces.statuses if (channel, thread) == ("C1", ts)
+    ]
     assert statuses[0] == "is thinking…" and statuses[-1] == ""
 
 

@@ -22,14 +22,14 @@ from rq import get_current_job
 from rq.job import Job
 
 from worker.agent.citations import check_answer, check_body
-from worker.agent.live_text import LiveText
 from worker.agent.endpoint_memory import base_url_of, display_url, record_model_error
+from worker.agent.live_text import LiveText
 from worker.agent.loop import Agent, ModelFailure
 from worker.agent.model import make_openai_client
 from worker.jobs import feedback, outbox
 from worker.jobs import runtime as runtime_module
-from worker.jobs.outbox import Final, make_sink
 from worker.jobs.live import LiveEvents, LiveView, live_view
+from worker.jobs.outbox import Final, make_sink
 from worker.jobs.question import Question, ReplyTarget, Turn, reference_id
 from worker.jobs.queue import was_answered
 from worker.jobs.runtime import Runtime
