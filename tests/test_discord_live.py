@@ -6,14 +6,18 @@ reason modal) the adapter handles over the real gateway (bot/discord_feedback.py
 from __future__ import annotations
 
 import itertools
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 
 from tests.support.discord_rig import DiscordRig
 from tests.support.fake_discord import EPHEMERAL
 from tests.support.model_server import paced, text, tool_calls
 from worker.jobs import feedback
+from worker.jobs.feedback_cli import run_export
 
 INTERVAL = 0.3
 pytestmark = pytest.mark.drig(discord_edit_interval_seconds=INTERVAL)
@@ -25,12 +29,14 @@ ANSWER = (
 )
 
 
-def ask(drig: DiscordRig, pace: float = 0.03) -> dict[str, Any]:
+def ask(
+    drig: DiscordRig, pace: float = 0.03, answer: str = ANSWER, question: str = "how does retry work?"
+) -> dict[str, Any]:
     drig.rig.model.enqueue(
         tool_calls(("read_file", {"repo": "payments", "path": "payments/retry.py"})),
-        paced(pace, text(ANSWER)),
+        paced(pace, text(answer)),
     )
-    asked = drig.mention("how does retry work?")
+    asked = drig.mention(question)
     drig.acked(asked)
     drig.work()
     return asked
@@ -98,3 +104,34 @@ def test_a_thumbs_down_opens_a_modal_whose_reason_is_kept_with_the_vote(drig: Di
     drig.fake.wait_for(lambda: feedback.votes_of(drig.rig.redis, question_id)[0].reason)
     (vote,) = feedback.votes_of(drig.rig.redis, question_id)
     assert (vote.vote, vote.reason) == ("down", "It missed the jitter.")
+
+
+def test_every_edit_of_a_growing_answer_is_redacted_and_its_citations_checked(drig: DiscordRig) -> None:
+    secret = "AKIAQWERTYUIOPASDFGHJ"
+    lookalike = "[payments\uff1apayments/retry.py#L3](https://evil.example/x)"  # fullwidth colon
+    asked = ask(drig, answer=f"{ANSWER} The key is {secret}; see {lookalike} for more. That is all.")
+    message = answer_message(drig, asked)
+    states = drig.fake.states(message["id"])
+    assert len([s for s in states if s.endswith(" …")]) >= 3
+    assert not any(secret in s or "](https://evil.example" in s or "](<https://evil" in s for s in states)
+    final = message["content"]
+    assert "[REDACTED:" in final and "That is all." in final
+    assert "/payments/retry.py#L3" in final  # the real citation is a link to the commit read
+
+
+def test_discord_feedback_round_trips_into_codebot_feedback_export(drig: DiscordRig, tmp_path: Path) -> None:
+    liked = answer_message(drig, ask(drig, pace=0.0))
+    disliked = answer_message(drig, ask(drig, pace=0.0, question="does it ever give up?"))
+    drig.fake.click(liked, "👍")
+    drig.fake.click(disliked, "👎")
+    (modal,) = drig.fake.wait_for(lambda: drig.fake.modals)
+    drig.fake.submit_modal(modal["custom_id"], {"reason": "It does give up."})
+    question_id = modal["custom_id"].removeprefix("codebot:fbr:")
+    drig.fake.wait_for(lambda: feedback.votes_of(drig.rig.redis, question_id)[0].reason)
+    exported = tmp_path / "feedback.jsonl"
+    assert run_export(drig.rig.redis, str(exported), Console(record=True)) == 0
+    rows = {row["question"]: row for row in map(json.loads, exported.read_text().splitlines())}
+    assert rows["how does retry work?"]["expected_files"] == ["payments/retry.py"]
+    flagged = rows["does it ever give up?"]
+    assert flagged["flagged"] and flagged["reasons"] == ["It does give up."]
+    assert flagged["rejected_files"] == ["payments/retry.py"]
