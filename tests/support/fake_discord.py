@@ -235,10 +235,7 @@ class FakeDiscord:
         data = p.component_interaction(
             self.bot_id, message, button["custom_id"], user or self.human, channel, channel.get("guild_id")
         )
-        with self._lock:
-            self._interaction_channels[data["token"]] = channel["id"]
-        self.dispatch("INTERACTION_CREATE", data)
-        return data
+        return self._interact(data, channel["id"])
 
     def submit_modal(
         self,
@@ -252,10 +249,7 @@ class FakeDiscord:
         data = p.modal_submit_interaction(
             self.bot_id, custom_id, values, user or self.human, channel_data, channel_data.get("guild_id")
         )
-        with self._lock:
-            self._interaction_channels[data["token"]] = channel_data["id"]
-        self.dispatch("INTERACTION_CREATE", data)
-        return data
+        return self._interact(data, channel_data["id"])
 
     def interaction(
         self,
@@ -276,8 +270,12 @@ class FakeDiscord:
             channel_data,
             channel_data.get("guild_id"),
         )
+        return self._interact(data, channel_data["id"])
+
+    def _interact(self, data: dict[str, Any], channel: str) -> dict[str, Any]:
+        """Send an INTERACTION_CREATE; its callbacks and follow-ups land in `channel`."""
         with self._lock:
-            self._interaction_channels[data["token"]] = channel_data["id"]
+            self._interaction_channels[data["token"]] = channel
         self.dispatch("INTERACTION_CREATE", data)
         return data
 
