@@ -81,7 +81,7 @@ class ReasonModal(discord.ui.Modal):
     """Sent in answer to a 👎; its submission is handled statelessly by FeedbackInteractions."""
 
     reason: discord.ui.TextInput[ReasonModal] = discord.ui.TextInput(
-        label=texts.FEEDBACK_MODAL_LABEL[:45],
+        label=texts.FEEDBACK_MODAL_SHORT_LABEL,
         style=discord.TextStyle.long,
         required=False,
         max_length=feedback.REASON_MAX_CHARS,

@@ -52,6 +52,7 @@ FEEDBACK_UP_LABEL = "This answer helped"
 FEEDBACK_DOWN_LABEL = "This answer did not help"
 FEEDBACK_MODAL_TITLE = "What was wrong?"
 FEEDBACK_MODAL_LABEL = "Optional: what was missing or wrong (helps improve codebot)"
+FEEDBACK_MODAL_SHORT_LABEL = "What was missing or wrong? (optional)"  # Discord: at most 45
 FEEDBACK_MODAL_SUBMIT = "Send"
 FEEDBACK_MODAL_CLOSE = "Skip"
 FEEDBACK_THANKS = "Thanks, noted."

@@ -5,6 +5,7 @@ reason modal) the adapter handles over the real gateway (bot/discord_feedback.py
 
 from __future__ import annotations
 
+import copy
 import itertools
 import json
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from tests.support import discord_payloads as payloads
 from tests.support.discord_rig import DiscordRig
 from tests.support.fake_discord import EPHEMERAL
 from tests.support.model_server import paced, text, tool_calls
@@ -135,3 +137,16 @@ def test_discord_feedback_round_trips_into_codebot_feedback_export(drig: Discord
     flagged = rows["does it ever give up?"]
     assert flagged["flagged"] and flagged["reasons"] == ["It does give up."]
     assert flagged["rejected_files"] == ["payments/retry.py"]
+
+
+def test_a_click_with_a_forged_button_id_stores_nothing(drig: DiscordRig) -> None:
+    message = answer_message(drig, ask(drig, pace=0.0))
+    forged = copy.deepcopy(message)
+    button = forged["components"][0]["components"][0]
+    question_id = button["custom_id"].split(":", 3)[3]
+    button["custom_id"] = f"codebot:fb:maybe:{question_id}"
+    drig.fake.click(forged, "👍", user=payloads.user("mallory"))
+    drig.fake.click(message, "👎")  # handled after the forged one: that one had its turn
+    drig.fake.wait_for(lambda: drig.fake.modals)
+    votes = feedback.votes_of(drig.rig.redis, question_id)
+    assert [(v.vote, v.user) for v in votes] == [("down", drig.fake.human["id"])]

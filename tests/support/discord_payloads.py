@@ -263,3 +263,15 @@ def modal_submit_interaction(
     ]
     data["data"] = {"custom_id": custom_id, "components": rows}
     return data
+
+
+def modal_fits(modal: dict[str, Any]) -> bool:
+    """Discord's limits on a modal: title and each text input's label at most 45 characters,
+    custom_ids at most 100, 1 to 5 rows."""
+    inputs = [c for row in modal.get("components") or [] for c in row.get("components") or []]
+    return (
+        0 < len(modal.get("title") or "") <= 45
+        and 0 < len(modal.get("custom_id") or "") <= 100
+        and 1 <= len(modal.get("components") or []) <= 5
+        and all(0 < len(i.get("label") or "") <= 45 and len(i.get("custom_id") or "") <= 100 for i in inputs)
+    )

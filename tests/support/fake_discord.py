@@ -21,7 +21,8 @@ every content they showed (`states(id)`: what a reader saw after each post and e
 `click(message, emoji)` sends the INTERACTION_CREATE of a click on one of the bot's buttons (type
 3, MESSAGE_COMPONENT), `submit_modal(custom_id, values)` the one of a submitted modal (type 5);
 interaction callbacks of type 4 (a message, ephemeral with flags 64) post one, type 9 (MODAL)
-are kept in `modals`; `POST /channels/{id}/typing` is recorded.
+are kept in `modals` (a title or text-input label over 45 characters, a custom_id over 100:
+400 Invalid Form Body, as Discord answers); `POST /channels/{id}/typing` is recorded.
 
 Gateway: HELLO (op 10); IDENTIFY (op 2) → READY (bot user, application, one unavailable
 guild) and GUILD_CREATE (a text channel); heartbeats (op 1) → ACK (op 11). Tests inject
@@ -387,6 +388,8 @@ class FakeDiscord:
             ]
             return 200, self.commands
         if parts[0] == "interactions" and parts[-1] == "callback":
+            if body.get("type") == 9 and not p.modal_fits(body.get("data") or {}):
+                return 400, {"message": "Invalid Form Body", "code": 50035}
             return 200, self._callback(parts[1], parts[2], body)
         if parts[0] == "webhooks":
             return self._webhook(method, parts[2], parts[3:], body)
