@@ -79,9 +79,14 @@ redis.call('ZADD', KEYS[3], ARGV[6], ARGV[7])
 return 1
 """
 # KEYS: entry, due set. ARGV: token, now, lease end, question id.
-# 1: the attempt is this token's; 0: another attempt holds it; -1: nothing pending.
+# 1: the attempt is this token's; 0: another attempt holds it; -1: nothing pending (its place in
+# the due set goes too: an entry deleted or evicted while due would be looked at by every pass,
+# and a batch full of them would hold up every delivery due after them).
 _TAKE = """
-if redis.call('HGET', KEYS[1], 'state') ~= 'pending' then return -1 end
+if redis.call('HGET', KEYS[1], 'state') ~= 'pending' then
+  redis.call('ZREM', KEYS[2], ARGV[4])
+  return -1
+end
 local due = redis.call('ZSCORE', KEYS[2], ARGV[4])
 if redis.call('HGET', KEYS[1], 'lease') ~= ARGV[1] then
   if due and tonumber(due) > tonumber(ARGV[2]) then return 0 end

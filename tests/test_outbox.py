@@ -1,0 +1,34 @@
+"""The outbox's own bookkeeping (worker/jobs/outbox.py), on the embedded Redis: what is due is
+delivered, whatever else the due list holds.
+
+A final message can vanish from Redis while its delivery is due: an operator deletes it, or a
+server with a `volatile-*` eviction policy (warned about at start) evicts it, since the outbox's
+keys carry a TTL. Its place in the due list must go with it; otherwise every pass looks at it
+again, and once a pass's batch is full of such places nothing due after them is ever delivered.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support.delivery import deliver_until_settled
+from tests.support.e2e import Rig
+from worker.jobs import outbox
+from worker.jobs.outbox import DUE_BATCH, DUE_KEY, Final
+from worker.ops.claims import new_token
+
+# the run's own attempt is leased for this long: here the housekeeper's pass may try at once
+pytestmark = pytest.mark.rig("e2e", delivery_lease_seconds=0.01)
+
+
+def test_final_messages_gone_from_redis_do_not_hold_up_the_deliveries_due_after_them(rig: Rig) -> None:
+    for n in range(DUE_BATCH):  # a full batch of due messages, then evicted
+        gone = rig.question(f"question {n}")
+        assert outbox.store(rig.redis, rig.settings, gone, Final(apology="never seen"), new_token())
+        rig.redis.delete(outbox.entry_key(gone.id))
+    waiting = rig.question("how does retry work?")
+    assert outbox.store(rig.redis, rig.settings, waiting, Final(apology="Sorry, later."), new_token())
+    assert deliver_until_settled(rig.redis, rig.runtime, waiting.id) == "delivered"
+    kind, fields = rig.final(rig.events(waiting))
+    assert (kind, fields["text"]) == ("failed", "Sorry, later.")
+    assert rig.redis.zcard(DUE_KEY) == 0  # nothing left for later passes to look at
