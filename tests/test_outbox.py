@@ -9,12 +9,16 @@ again, and once a pass's batch is full of such places nothing due after them is 
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from tests.support.delivery import deliver_until_settled
+from tests.support.delivery import FAST_DELIVERY, deliver_until_settled
 from tests.support.e2e import Rig
 from worker.jobs import outbox
+from worker.jobs.admin import status_report
 from worker.jobs.outbox import DUE_BATCH, DUE_KEY, Final
+from worker.jobs.question import reference_id
 from worker.ops.claims import new_token
 
 # the run's own attempt is leased for this long: here the housekeeper's pass may try at once
@@ -32,3 +36,15 @@ def test_final_messages_gone_from_redis_do_not_hold_up_the_deliveries_due_after_
     kind, fields = rig.final(rig.events(waiting))
     assert (kind, fields["text"]) == ("failed", "Sorry, later.")
     assert rig.redis.zcard(DUE_KEY) == 0  # nothing left for later passes to look at
+
+
+@pytest.mark.rig("e2e", delivery_lease_seconds=0.01, delivery_give_up_seconds=1.0, **FAST_DELIVERY)
+def test_a_stored_message_this_release_cannot_read_is_given_up_and_shown_in_status(rig: Rig) -> None:
+    question = rig.question("how does retry work?")
+    assert outbox.store(rig.redis, rig.settings, question, Final(apology="Sorry."), new_token())
+    # as a release with another answer format would have stored it, mid-deploy
+    rig.redis.hset(outbox.entry_key(question.id), "final", json.dumps({"kind": "answer", "body": "..."}))
+    assert deliver_until_settled(rig.redis, rig.runtime, question.id) == "undeliverable"
+    report = status_report(rig.redis, rig.runtime)
+    assert "Answers never delivered (given up) in the last 7 days: 1" in report
+    assert f"`{reference_id(question.id)}` on console" in report and "KeyError" in report

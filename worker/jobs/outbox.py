@@ -242,10 +242,11 @@ def deliver(
     fields = _decoded(redis.hgetall(key))
     if "question" not in fields:  # expired between the two calls
         return "none"
-    question = Question.model_validate_json(fields["question"])
-    final = Final.from_json(fields["final"])
-    platform = question.target.platform
     try:
+        # an entry this release cannot read (stored by another one, mid-deploy) fails like a
+        # delivery: tried again, then given up and shown, never left pending unseen
+        question = Question.model_validate_json(fields["question"])
+        final = Final.from_json(fields["final"])
         final.send(sink if sink is not None else make_sink(runtime, redis, question))
     except DeliveryFailed as exc:
         return _not_delivered(redis, settings, fields, question_id, token, exc)
@@ -264,7 +265,7 @@ def deliver(
             attempts,
             extra={"job_id": question_id, "ref": reference_id(question_id)},
         )
-    count(redis, "codebot_deliveries_total", platform=platform, result="delivered")
+    count(redis, "codebot_deliveries_total", platform=question.target.platform, result="delivered")
     return "delivered"
 
 
