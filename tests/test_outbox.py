@@ -15,11 +15,15 @@ import pytest
 
 from tests.support.delivery import FAST_DELIVERY, deliver_until_settled
 from tests.support.e2e import Rig
+from tests.support.metrics import samples
+from tests.support.model_server import text
 from worker.jobs import outbox
 from worker.jobs.admin import status_report
 from worker.jobs.outbox import DUE_BATCH, DUE_KEY, Final
 from worker.jobs.question import reference_id
+from worker.jobs.queue import queue_depth
 from worker.ops.claims import new_token
+from worker.ops.metrics import exposition
 
 # the run's own attempt is leased for this long: here the housekeeper's pass may try at once
 pytestmark = pytest.mark.rig("e2e", delivery_lease_seconds=0.01)
@@ -48,3 +52,17 @@ def test_a_stored_message_this_release_cannot_read_is_given_up_and_shown_in_stat
     report = status_report(rig.redis, rig.runtime)
     assert "Answers never delivered (given up) in the last 7 days: 1" in report
     assert f"`{reference_id(question.id)}` on console" in report and "KeyError" in report
+
+
+@pytest.mark.rig("e2e", delivery_lease_seconds=0.01, delivery_give_up_seconds=1.0, **FAST_DELIVERY)
+def test_deliveries_and_give_ups_are_served_on_metrics_by_platform(rig: Rig) -> None:
+    rig.model.set_handler(lambda _body: text("It retries 5 times."))
+    _asked, events = rig.ask("how does retry work?")
+    assert rig.final(events)[0] == "answer"
+    unreadable = rig.question("and backoff?")
+    assert outbox.store(rig.redis, rig.settings, unreadable, Final(apology="Sorry."), new_token())
+    rig.redis.hset(outbox.entry_key(unreadable.id), "final", "{}")
+    assert deliver_until_settled(rig.redis, rig.runtime, unreadable.id) == "undeliverable"
+    found = samples(exposition(rig.redis, queue_depth).decode())
+    assert found['codebot_deliveries_total{platform="console",result="delivered"}'] == 1
+    assert found['codebot_deliveries_total{platform="console",result="undeliverable"}'] == 1
