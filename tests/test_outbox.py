@@ -19,7 +19,7 @@ from tests.support.metrics import samples
 from tests.support.model_server import text
 from worker.jobs import outbox
 from worker.jobs.admin import status_report
-from worker.jobs.outbox import DUE_BATCH, DUE_KEY, Final
+from worker.jobs.outbox import DUE_BATCH, DUE_KEY, Final, backlog, deliver_due
 from worker.jobs.question import reference_id
 from worker.jobs.queue import queue_depth
 from worker.ops.claims import new_token
@@ -66,3 +66,17 @@ def test_deliveries_and_give_ups_are_served_on_metrics_by_platform(rig: Rig) -> 
     found = samples(exposition(rig.redis, queue_depth).decode())
     assert found['codebot_deliveries_total{platform="console",result="delivered"}'] == 1
     assert found['codebot_deliveries_total{platform="console",result="undeliverable"}'] == 1
+
+
+@pytest.mark.rig("e2e", delivery_lease_seconds=0.01, **FAST_DELIVERY)
+def test_status_counts_every_answer_being_retried_not_one_batch_of_them(rig: Rig) -> None:
+    refused = [rig.question(f"question {n}") for n in range(DUE_BATCH + 1)]
+    for question in refused:  # each refused once: here, unreadable (see above) until given up
+        assert outbox.store(rig.redis, rig.settings, question, Final(apology="Sorry."), new_token())
+        rig.redis.hset(outbox.entry_key(question.id), "final", "{}")
+    attempted: set[str] = set()
+    while len(attempted) < len(refused):
+        attempted.update(deliver_due(rig.redis, rig.runtime))
+    assert backlog(rig.redis).retrying == DUE_BATCH + 1
+    report = status_report(rig.redis, rig.runtime)
+    assert f"tried again with backoff: {DUE_BATCH + 1} (given up after" in report

@@ -374,7 +374,8 @@ class Backlog:
 
 def backlog(redis: Redis, shown: int = 5) -> Backlog:
     now = time.time()
-    waiting = [_text(raw) for raw in redis.zrange(DUE_KEY, 0, DUE_BATCH - 1)]
+    # all of them (a long outage leaves thousands), not one pass's batch: an admin command, read rarely
+    waiting = [_text(raw) for raw in redis.zrange(DUE_KEY, 0, -1)]
     # an entry not attempted yet is being delivered by the run that stored it
     retrying = [entry for entry in _entries(redis, waiting, now) if entry.attempts > 0]
     retrying.sort(key=lambda entry: -entry.age_seconds)
