@@ -10,18 +10,22 @@ again, and once a pass's batch is full of such places nothing due after them is 
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from rq import Queue
 
+from bot.slack_sink import SlackSink
 from tests.support.delivery import FAST_DELIVERY, deliver_until_settled
 from tests.support.e2e import Rig
 from tests.support.metrics import samples
 from tests.support.model_server import text
+from tests.support.slack_rig import SlackRig
 from worker.jobs import outbox
 from worker.jobs.admin import status_report
 from worker.jobs.outbox import DUE_BATCH, DUE_KEY, Final, backlog, deliver_due
-from worker.jobs.question import reference_id
-from worker.jobs.queue import queue_depth
+from worker.jobs.question import Question, reference_id
+from worker.jobs.queue import QUESTIONS_QUEUE, queue_depth
 from worker.ops.claims import new_token
 from worker.ops.metrics import exposition
 
@@ -80,3 +84,30 @@ def test_status_counts_every_answer_being_retried_not_one_batch_of_them(rig: Rig
     assert backlog(rig.redis).retrying == DUE_BATCH + 1
     report = status_report(rig.redis, rig.runtime)
     assert f"tried again with backoff: {DUE_BATCH + 1} (given up after" in report
+
+
+HELD_SECONDS = 8.0  # Slack holds the first attempt's call this long: its lease (1 s) runs out
+
+
+@pytest.mark.slow
+@pytest.mark.rig("slack", delivery_lease_seconds=1.0, delivery_give_up_seconds=2.0, **FAST_DELIVERY)
+def test_an_attempt_that_outlived_its_lease_does_not_give_up_an_answer_another_delivered(
+    rig: SlackRig,
+) -> None:
+    ts = rig.mention("how does retry work?")
+    rig.settle()
+    (job,) = Queue(QUESTIONS_QUEUE, connection=rig.redis).jobs
+    question = Question.model_validate_json(job.args[0])
+    SlackSink(rig.settings, rig.redis, question).received()  # the placeholder
+    first = new_token()
+    assert outbox.store(rig.redis, rig.settings, question, Final(apology="Sorry, later."), first)
+    rig.api.hang("chat.update", HELD_SECONDS, containing="Sorry, later.")
+    with ThreadPoolExecutor(1) as pool:
+        late = pool.submit(outbox.deliver, rig.redis, rig.runtime, question.id, first)
+        rig.api.wait_for("chat.update")
+        assert deliver_until_settled(rig.redis, rig.runtime, question.id) == "delivered"  # the housekeeper
+        rig.api.outage("http500")  # the held call comes back refused, past the give-up bound
+        assert late.result() != "undeliverable"
+    rig.api.outage(None)
+    assert [text for text in rig.api.thread_texts("C1", ts) if "Sorry" in text] == ["Sorry, later."]
+    assert "given up) in the last 7 days: 0" in status_report(rig.redis, rig.runtime)

@@ -111,10 +111,12 @@ redis.call('HSET', KEYS[1], 'lease', '', 'attempts', ARGV[5], 'last_error', ARGV
 redis.call('ZADD', KEYS[2], ARGV[3], ARGV[2])
 return 1
 """
-# KEYS: entry, due set, given-up set. ARGV: question id, now, error, attempts, forget before.
+# KEYS: entry, due set, given-up set. ARGV: question id, now, error, attempts, forget before, token.
+# 0: the attempt had lost its lease (it outlived it, and another attempt took over, maybe
+# delivered): that one's outcome stands.
 _GIVE_UP = """
+if redis.call('HGET', KEYS[1], 'lease') ~= ARGV[6] then return 0 end
 redis.call('ZREM', KEYS[2], ARGV[1])
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 redis.call('HSET', KEYS[1], 'state', 'undeliverable', 'lease', '', 'last_error', ARGV[3],
   'attempts', ARGV[4], 'gave_up_at', ARGV[2])
 redis.call('ZADD', KEYS[3], ARGV[2], ARGV[1])
@@ -284,12 +286,13 @@ def _not_delivered(
     extra = {"job_id": question_id, "ref": reference_id(question_id)}
     age = now - float(fields.get("stored_at") or now)
     if not retryable or age + _backoff(settings, attempts) > settings.delivery_give_up_seconds:
-        run_script(
+        if not run_script(
             redis,
             _GIVE_UP,
             [entry_key(question_id), DUE_KEY, GAVE_UP_KEY],
-            [question_id, f"{now:.3f}", error, attempts, f"{now - GAVE_UP_SHOWN_SECONDS:.3f}"],
-        )
+            [question_id, f"{now:.3f}", error, attempts, f"{now - GAVE_UP_SHOWN_SECONDS:.3f}", token],
+        ):
+            return "busy"
         log.error(
             "gave up delivering the final message of %s after %d attempt(s) over %.0f s: %s",
             question_id,
