@@ -26,6 +26,7 @@ from discord import app_commands
 from discord.gateway import DiscordWebSocket
 
 from bot.discord_commands import Commands
+from bot.discord_feedback import FeedbackInteractions
 from bot.discord_handlers import MessageHandler, RedisHolder
 from bot.discord_rest import use_api_base
 from bot.intake import REDIS_DOWN, Intake
@@ -80,6 +81,7 @@ class CodebotDiscord(discord.Client):
         self.intake = Intake(settings, runtime.whitelist, self.redis.get)
         self.handler = MessageHandler(self, self.intake, settings)
         self.commands = Commands(self.intake, runtime)
+        self.feedback = FeedbackInteractions(settings, self.redis.get)
         self.tree: app_commands.CommandTree[Any] = self.commands.build_tree(self)
         self.synced: list[app_commands.AppCommand] = []
 
@@ -109,6 +111,10 @@ class CodebotDiscord(discord.Client):
 
     async def on_message(self, message: discord.Message) -> None:
         await self.handler.on_message(message)
+
+    async def on_interaction(self, interaction: discord.Interaction) -> None:
+        """Clicks on the 👍/👎 under answers and the 👎 reason modal; commands are the tree's."""
+        await self.feedback.on_interaction(interaction)
 
 
 def build_client(settings: Settings, runtime: Runtime | None = None, **options: Any) -> CodebotDiscord:

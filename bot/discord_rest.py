@@ -91,6 +91,7 @@ class DiscordRest:
         nonce: str,
         reference: tuple[str, str] | None = None,
         embed: dict[str, Any] | None = None,
+        components: list[dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
         """`send`, returning the message as Discord has it: for a nonce seen before, the earlier
         message with its earlier content."""
@@ -100,6 +101,8 @@ class DiscordRest:
             "enforce_nonce": True,
             "allowed_mentions": NO_MENTIONS,
         }
+        if components is not None:
+            payload["components"] = components
         if reference is not None:
             ref_channel, ref_message = reference
             payload["message_reference"] = {
@@ -114,15 +117,26 @@ class DiscordRest:
         return data
 
     async def edit(
-        self, channel: str, message: str, content: str, embed: dict[str, Any] | None = None
+        self,
+        channel: str,
+        message: str,
+        content: str,
+        embed: dict[str, Any] | None = None,
+        components: list[dict[str, Any]] | None = None,
     ) -> None:
         payload: dict[str, Any] = {"content": content, "allowed_mentions": NO_MENTIONS}
         if embed is not None:
             payload["embeds"] = [embed]
+        if components is not None:
+            payload["components"] = components
         route = Route(
             "PATCH", "/channels/{channel_id}/messages/{message_id}", channel_id=channel, message_id=message
         )
         await self.http.request(route, json=payload)
+
+    async def typing(self, channel: str) -> None:
+        """The "codebot is typing…" indicator (lasts about 10 s, or until a message is sent)."""
+        await self.http.send_typing(channel)
 
     async def dm_channel(self, user: str) -> str:
         """The DM channel with a user (created if needed)."""

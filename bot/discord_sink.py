@@ -38,10 +38,14 @@ from redis import Redis
 from redis.exceptions import RedisError
 
 from bot import texts
+from bot.discord_feedback import feedback_buttons
 from bot.discord_format import message_nonce, one_message, render_answer, split_message, thread_name
+from bot.discord_live import DiscordLiveView
 from bot.discord_rest import THREAD_ALREADY_EXISTS, DiscordRest, use_api_base
 from config.errors import ConfigError
 from config.settings import Settings
+from worker.agent.live_text import LiveText
+from worker.jobs.live import LiveView
 from worker.jobs.question import Question, ReplyTarget
 from worker.jobs.sink import Answer, DeliveryFailed
 
@@ -58,6 +62,7 @@ DESTINATION_SLOT = "d"  # the channel or thread the question's messages went to
 # Records outlive the outbox's last attempt (delivery_give_up_seconds) by this much.
 RECORD_MARGIN_SECONDS = 24 * 3600
 T = TypeVar("T")
+Components = list[dict[str, Any]]
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -103,6 +108,7 @@ class DiscordSink:
         self._last_progress = float("-inf")
         self._messages_key = MESSAGES_KEY_PREFIX + question.id
         self._record_seconds = int(settings.delivery_give_up_seconds) + RECORD_MARGIN_SECONDS
+        self._view: DiscordLiveView | None = None
 
     # --- ReplySink ---------------------------------------------------------------------------
     def received(self) -> None:
@@ -121,7 +127,22 @@ class DiscordSink:
         except TRANSIENT as exc:  # progress is cosmetic: never fail the question for it
             log.warning("progress update failed question=%s: %s", self.question.id, exc)
 
+    def live(self, text: LiveText) -> LiveView | None:
+        """The progress message edited as the answer grows (bot/discord_live.py)."""
+        if not self.settings.discord_live_edits or self._notice_only:
+            return None
+        try:
+            self._run(self._ensure_progress())
+        except TRANSIENT as exc:
+            log.warning("no live view for question=%s: %s", self.question.id, exc)
+            return None
+        assert self._destination is not None and self._progress_id is not None
+        self._view = DiscordLiveView(self.settings, self._destination, self._progress_id, text)
+        return self._view
+
     def answer(self, answer: Answer) -> None:
+        if self._view is not None:
+            self._view.close()  # nothing more is shown: the answer replaces it
         try:
             self._run(self._answer(answer))
         except TRANSIENT as exc:
@@ -130,6 +151,8 @@ class DiscordSink:
             self.close()
 
     def failed(self, message: str) -> None:
+        if self._view is not None:
+            self._view.close()
         try:
             self._run(self._failed(one_message(message)))
         except TRANSIENT as exc:
@@ -232,21 +255,46 @@ class DiscordSink:
                 return t.channel
         return t.thread
 
-    async def _post(self, content: str, slot: str, embed: dict[str, Any] | None = None) -> str:
-        return str((await self._post_message(content, slot, embed))["id"])
+    async def _post(
+        self,
+        content: str,
+        slot: str,
+        embed: dict[str, Any] | None = None,
+        components: Components | None = None,
+    ) -> str:
+        return str((await self._post_message(content, slot, embed, components))["id"])
 
     async def _post_message(
-        self, content: str, slot: str, embed: dict[str, Any] | None = None
+        self,
+        content: str,
+        slot: str,
+        embed: dict[str, Any] | None = None,
+        components: Components | None = None,
     ) -> dict[str, Any]:
         destination = await self._ensure_destination()
         reference, self._reference = self._reference, None  # only the first reply quotes the question
         message = await self._rest.post(
-            destination, content, message_nonce(self.question.id, slot), reference=reference, embed=embed
+            destination,
+            content,
+            message_nonce(self.question.id, slot),
+            reference=reference,
+            embed=embed,
+            components=components,
         )
         self._record(DESTINATION_SLOT, destination)
         return message
 
-    async def _show(self, content: str, embed: dict[str, Any] | None = None) -> None:
+    async def _ensure_progress(self) -> None:
+        """The progress message exists (posted by received(), or now), and where it is."""
+        if self._progress_id is None:
+            self._progress_id = self._recorded().get(PROGRESS_SLOT)
+        if self._progress_id is None:
+            await self._show(texts.QUEUED)
+        await self._ensure_destination()
+
+    async def _show(
+        self, content: str, embed: dict[str, Any] | None = None, components: Components | None = None
+    ) -> None:
         """`content` in the progress message: the one recorded for the question (an earlier run,
         the failure callback, an earlier delivery attempt) is edited; without one it is posted
         and recorded. A post that Discord answers with an earlier message of the same nonce
@@ -256,18 +304,18 @@ class DiscordSink:
         destination = await self._ensure_destination()
         if self._progress_id is not None:
             try:
-                await self._rest.edit(destination, self._progress_id, content, embed)
+                await self._rest.edit(destination, self._progress_id, content, embed, components)
                 return
             except NotFound:
                 self._progress_id = None
                 slot = "p-again"
         else:
             slot = PROGRESS_SLOT
-        message = await self._post_message(content, slot, embed)
+        message = await self._post_message(content, slot, embed, components)
         self._progress_id = str(message["id"])
         self._record(PROGRESS_SLOT, self._progress_id)
         if message.get("content") != content:
-            await self._rest.edit(destination, self._progress_id, content, embed)
+            await self._rest.edit(destination, self._progress_id, content, embed, components)
 
     # --- the steps ---------------------------------------------------------------------------
     async def _received(self) -> None:
@@ -289,29 +337,35 @@ class DiscordSink:
         recorded = self._recorded()
         for index, chunk in enumerate(rendered.chunks):
             embed = rendered.embed if index == last else None
+            buttons = feedback_buttons(self.question.id) if index == last else []
             if index == 0:
-                await self._show(chunk, embed)  # the progress message becomes the answer
+                await self._show(chunk, embed, buttons)  # the progress message becomes the answer
             else:
-                await self._show_part(f"a{index}", recorded.get(f"a{index}"), chunk, embed)
+                await self._show_part(f"a{index}", recorded.get(f"a{index}"), chunk, embed, buttons)
         await self._mark(DONE, remove=EYES)
 
     async def _show_part(
-        self, slot: str, recorded: str | None, content: str, embed: dict[str, Any] | None
+        self,
+        slot: str,
+        recorded: str | None,
+        content: str,
+        embed: dict[str, Any] | None,
+        components: Components | None = None,
     ) -> None:
         """A further part of the answer: its recorded message edited, or posted and recorded."""
         if recorded is not None:
             try:
-                await self._rest.edit(await self._ensure_destination(), recorded, content, embed)
+                await self._rest.edit(await self._ensure_destination(), recorded, content, embed, components)
                 return
             except NotFound:
                 slot += "-again"
-        message_id = await self._post(content, slot, embed)
+        message_id = await self._post(content, slot, embed, components)
         self._record(slot.removesuffix("-again"), message_id)
 
     async def _failed(self, message: str) -> None:
         if self._notice_only and await self._notice(message):
             return
-        await self._show(message)  # replaces the progress, also one an earlier run posted
+        await self._show(message, components=[])  # replaces the progress, also one an earlier run posted
         await self._mark(WARNING, remove=EYES)
 
     async def _notice(self, content: str) -> bool:

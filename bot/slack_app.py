@@ -25,6 +25,8 @@ from slack_bolt import App, BoltResponse
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
+from bot.slack_assistant import SlackAssistant
+from bot.slack_feedback import ACTION_ID, REASON_CALLBACK_ID, SlackFeedback
 from bot.slack_handlers import SlackDeps, SlackHandlers
 from bot.slack_http import EVENTS_PATH, SlackHTTPServer
 from bot.slack_sink import make_client
@@ -43,9 +45,15 @@ def register(app: App, deps: SlackDeps) -> SlackHandlers:
     gets a 404, which Slack retries; the last line makes sure that never happens.
     """
     handlers = SlackHandlers(deps)
+    assistant = SlackAssistant(deps.runtime.whitelist)
+    votes = SlackFeedback(deps.settings, lambda: deps.redis)
     app.event("app_mention")(handlers.on_app_mention)  # @codebot in a channel the app is in
     app.event("message")(handlers.on_message)  # message.im: DMs; message.channels/groups: follow-ups
+    app.event("assistant_thread_started")(assistant.on_thread_started)  # the AI-apps side panel
+    app.event("assistant_thread_context_changed")(assistant.on_context_changed)
     app.command("/codebot")(handlers.on_command)  # repos | help | refresh NAME|all | status
+    app.action(ACTION_ID)(votes.on_click)  # 👍/👎 under an answer (interactivity)
+    app.view(REASON_CALLBACK_ID)(votes.on_reason)  # the optional reason after a 👎
     app.event(re.compile(".*"))(handlers.ignore)  # anything else subscribed: ack, drop
     app.use(_app_rate_limited)  # not an event_callback: no listener would match it (a 404)
     app.error(_log_error)

@@ -15,6 +15,8 @@ two is closed at the end of one chunk and reopened at the start of the next.
 from __future__ import annotations
 
 import re
+import uuid
+from typing import Any
 
 from bot import texts
 from bot.chunking import split_keeping_code_blocks
@@ -188,3 +190,62 @@ def split_messages(mrkdwn: str, limit: int = CHUNK_CHARS) -> list[str]:
 def format_for_slack(markdown: str, limit: int = CHUNK_CHARS) -> list[str]:
     """The model's Markdown -> the mrkdwn messages to post, in order (empty for empty text)."""
     return split_messages(to_mrkdwn(markdown), limit)
+
+
+# --- blocks and streamed Markdown -----------------------------------------------------------
+
+FEEDBACK_ACTION_ID = "codebot_feedback"  # the feedback buttons' action (bot/slack_feedback.py)
+SECTION_CHARS = 2_900  # a section block holds 3,000 characters of text
+_MENTION_OPENER = re.compile(r"(<|&lt;)(?=[!@#])")
+_MD_LINK_TARGET = re.compile(
+    r"(!?)\[((?:[^\[\]\n]|\[[^\[\]\n]*\])*)\]"
+    r"\(\s*<?([^()\s<>]*(?:\([^()\s]*\)[^()\s<>]*)*)>?(?:\s+\"[^\"\n]*\")?\s*\)"
+)
+
+
+def text_blocks(mrkdwn: str) -> list[dict[str, object]]:
+    """One message's mrkdwn as section blocks (what a reader sees when blocks are sent)."""
+    return [
+        {"type": "section", "text": {"type": "mrkdwn", "text": part}}
+        for part in split_messages(mrkdwn, SECTION_CHARS)
+        if part.strip()
+    ]
+
+
+def safe_markdown(markdown: str) -> str:
+    """Standard Markdown as a chat stream sends it (`markdown_text`), inert like a post: nothing
+    can form a Slack control sequence (`<!here>`, `<@U…>`, `<#C…>`, escaped or not), a literal
+    @here/@channel/@everyone cannot notify, and a link with another scheme than http(s) or
+    mailto is shown as text. Local: the text of a prefix is a prefix of the text of the whole,
+    as long as no link is cut (worker/agent/live_text.py holds open links back)."""
+
+    def link(match: re.Match[str]) -> str:
+        url = match.group(3)
+        if _safe_url(url) is not None:
+            return match.group(0)
+        return f"{match.group(2)} ({url})"
+
+    text = _MD_LINK_TARGET.sub(link, markdown)
+    text = _MENTION_OPENER.sub(lambda m: m.group(1) + _WORD_JOINER, text)
+    return _BROADCAST.sub(lambda m: "@" + _WORD_JOINER + m.group(1), text)
+
+
+def feedback_block(question_id: str) -> dict[str, Any]:
+    """The block that ends an answer: Slack's thumbs up / thumbs down buttons."""
+
+    def button(text: str, label: str, value: str) -> dict[str, Any]:
+        return {"text": {"type": "plain_text", "text": text}, "accessibility_label": label, "value": value}
+
+    return {
+        "type": "context_actions",
+        # Slack wants a new block_id for each version of a message
+        "block_id": f"codebot_feedback_{uuid.uuid4().hex[:12]}",
+        "elements": [
+            {
+                "type": "feedback_buttons",
+                "action_id": FEEDBACK_ACTION_ID,
+                "positive_button": button("👍", texts.FEEDBACK_UP_LABEL, f"up:{question_id}"),
+                "negative_button": button("👎", texts.FEEDBACK_DOWN_LABEL, f"down:{question_id}"),
+            }
+        ],
+    }

@@ -62,6 +62,7 @@ class Incoming:
     in_thread: bool  # a reply inside an existing thread
     mentioned: bool  # codebot is mentioned in it
     mentions_other: bool  # someone else is mentioned in it
+    team: str | None = None  # the workspace: a streamed answer in a channel names its recipient's
 
     @property
     def conversation(self) -> str:
@@ -70,7 +71,12 @@ class Incoming:
 
     def ask(self, bot_user_id: str | None) -> Ask:
         target = ReplyTarget(
-            platform="slack", channel=self.channel, thread=self.thread, message=self.ts, is_dm=self.is_dm
+            platform="slack",
+            channel=self.channel,
+            thread=self.thread,
+            message=self.ts,
+            is_dm=self.is_dm,
+            team=self.team,
         )
         return Ask(
             asker=self.user,
@@ -83,7 +89,7 @@ class Incoming:
         )
 
 
-def parse_message(event: dict[str, Any], bot_user_id: str | None) -> Incoming | None:
+def parse_message(event: dict[str, Any], bot_user_id: str | None, team: str | None = None) -> Incoming | None:
     """The event as a possible question, or None for what is never answered."""
     if event.get("subtype") not in _ANSWERED_SUBTYPES or event.get("bot_id") or event.get("bot_profile"):
         return None
@@ -106,6 +112,7 @@ def parse_message(event: dict[str, Any], bot_user_id: str | None) -> Incoming | 
         in_thread=bool(thread) and thread != ts,
         mentioned=event.get("type") == "app_mention" or (bot_user_id in mentioned_ids),
         mentions_other=bool(mentioned_ids - {bot_user_id}),
+        team=str(event.get("team") or team or "") or None,
     )
 
 
@@ -125,13 +132,13 @@ class SlackHandlers:
     # --- events --------------------------------------------------------------------------------
 
     def on_app_mention(self, event: dict[str, Any], context: dict[str, Any], client: WebClient) -> None:
-        incoming = parse_message(event, context.get("bot_user_id"))
+        incoming = parse_message(event, context.get("bot_user_id"), context.get("team_id"))
         if incoming is not None:
             self.handle(incoming, client, context.get("bot_user_id"))
 
     def on_message(self, event: dict[str, Any], context: dict[str, Any], client: WebClient) -> None:
         bot = context.get("bot_user_id")
-        incoming = parse_message(event, bot)
+        incoming = parse_message(event, bot, context.get("team_id"))
         if incoming is None:
             return
         addressed = incoming.is_dm or incoming.mentioned

@@ -28,7 +28,7 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.http_retry.builtin_handlers import ConnectionErrorRetryHandler, RateLimitErrorRetryHandler
 
 from bot import texts
-from bot.slack_format import format_for_slack
+from bot.slack_format import feedback_block, format_for_slack, text_blocks
 from config.settings import Settings
 from worker.jobs.question import Question, ReplyTarget
 from worker.jobs.sink import Answer, DeliveryFailed
@@ -48,6 +48,10 @@ _HARMLESS_REACTION_ERRORS = {"already_reacted", "no_reaction", "message_not_foun
 # What "Slack could not be reached or said no" looks like, after the client's own retries.
 SLACK_FAILURES = (SlackClientError, OSError)
 _GONE_ERRORS = {"message_not_found", "cant_update_message", "edit_window_closed", "msg_too_long"}
+# chat.update of a message that is still streaming (measured on Slack; documented nowhere)
+STREAMING_STATE_CONFLICT = "streaming_state_conflict"
+# A stream that takes no more: stopped already, by the user, or not ours (chat.appendStream docs)
+STREAM_OVER_ERRORS = {"message_not_in_streaming_state", "stopped_by_user", "message_not_owned_by_app"}
 # Slack saying it never will take a message there: the outbox stops at once (listed in status).
 _NEVER_ERRORS = {"channel_not_found", "is_archived"}
 # Slack errors that pass: an outage, a rate limit, a server error (HTTP 200 with ok:false too).
@@ -103,16 +107,42 @@ def make_client(settings: Settings) -> WebClient:
 # --- Web API calls -----------------------------------------------------------------------------
 
 
-def post_message(*, client: WebClient, channel: str, thread_ts: str | None, text: str) -> str:
-    """Post one mrkdwn message (already formatted and within limits); returns its ts."""
+Blocks = list[dict[str, Any]]
+
+
+def post_message(
+    *, client: WebClient, channel: str, thread_ts: str | None, text: str, blocks: Blocks | None = None
+) -> str:
+    """Post one mrkdwn message (already formatted and within limits); returns its ts. With
+    `blocks`, `text` is the notification and screen-reader fallback."""
     response = client.chat_postMessage(
-        channel=channel, thread_ts=thread_ts, text=text, unfurl_links=False, unfurl_media=False
+        channel=channel, thread_ts=thread_ts, text=text, blocks=blocks, unfurl_links=False, unfurl_media=False
     )
     return str(response["ts"])
 
 
-def update_message(*, client: WebClient, channel: str, ts: str, text: str) -> None:
-    client.chat_update(channel=channel, ts=ts, text=text)
+def update_message(
+    *, client: WebClient, channel: str, ts: str, text: str, blocks: Blocks | None = None
+) -> None:
+    """Replace a message's text (and blocks). A message still streaming (a stream whose run
+    died, or that never got its stop) refuses edits with `streaming_state_conflict`: the stream
+    is stopped first, then the message replaced."""
+    try:
+        client.chat_update(channel=channel, ts=ts, text=text, blocks=blocks)
+    except SlackApiError as exc:
+        if exc.response.get("error") != STREAMING_STATE_CONFLICT:
+            raise
+        stop_stream(client=client, channel=channel, ts=ts)
+        client.chat_update(channel=channel, ts=ts, text=text, blocks=blocks)
+
+
+def stop_stream(*, client: WebClient, channel: str, ts: str) -> None:
+    """End a stream as it is (already ended: nothing to do)."""
+    try:
+        client.chat_stopStream(channel=channel, ts=ts)
+    except SlackApiError as exc:
+        if exc.response.get("error") not in STREAM_OVER_ERRORS:
+            raise
 
 
 def post_markdown(*, client: WebClient, channel: str, thread_ts: str | None, markdown: str) -> list[str]:
@@ -159,6 +189,7 @@ class SlackSink:
         self.settings = settings
         self.redis = redis
         self.target = question.target
+        self.question_id = question.id
         self.key = PLACEHOLDER_KEY_PREFIX + question.id
         self.chunks_key = CHUNKS_KEY_PREFIX + question.id
         self.record_seconds = int(settings.delivery_give_up_seconds) + RECORD_MARGIN_SECONDS
@@ -197,14 +228,14 @@ class SlackSink:
     def answer(self, answer: Answer) -> None:
         chunks = format_for_slack(answer.markdown) or format_for_slack(texts.EMPTY_ANSWER)
         try:
-            self._show(chunks)
+            self._show(chunks, closing=[feedback_block(self.question_id)])
             self._finish(ANSWERED)
         except SLACK_FAILURES as exc:
             raise delivery_failed("answer", exc) from exc
 
     def failed(self, message: str) -> None:
         try:
-            self._show(format_for_slack(message))
+            self._show(format_for_slack(message), closing=[])
             self._finish(FAILED)
         except SLACK_FAILURES as exc:
             raise delivery_failed("apology", exc) from exc
@@ -243,21 +274,29 @@ class SlackSink:
         except RedisError:
             log.warning("could not remember chunk %d of %s", number, self.chunks_key)
 
-    def _show(self, chunks: list[str]) -> None:
+    def _show(self, chunks: list[str], closing: Blocks | None = None) -> None:
         """Each chunk in its recorded message (the first in the placeholder), updated; a chunk
-        with no message yet, or whose message was deleted, is posted and recorded at once."""
+        with no message yet, or whose message was deleted, is posted and recorded at once.
+        With `closing` (a final message), each message's text is also given as blocks, so it
+        replaces whatever the message showed (a stream's text and task cards), and the last
+        one ends with the `closing` blocks (the feedback buttons)."""
         channel = self.target.channel
         known = self._chunk_ts() if len(chunks) > 1 else {}
         for number, chunk in enumerate(chunks):
+            blocks = None
+            if closing is not None:
+                blocks = text_blocks(chunk) + (closing if number == len(chunks) - 1 else [])
             ts = self._placeholder_ts() if number == 0 else known.get(number)
             if ts is not None:
                 try:
-                    update_message(client=self.client, channel=channel, ts=ts, text=chunk)
+                    update_message(client=self.client, channel=channel, ts=ts, text=chunk, blocks=blocks)
                     continue
                 except SlackApiError as exc:
                     if exc.response.get("error") not in _GONE_ERRORS:
                         raise
-            ts = post_message(client=self.client, channel=channel, thread_ts=self.thread, text=chunk)
+            ts = post_message(
+                client=self.client, channel=channel, thread_ts=self.thread, text=chunk, blocks=blocks
+            )
             if number == 0:
                 self._remember(ts)
             else:

@@ -59,3 +59,31 @@ REFRESH_USAGE = "Usage: `/codebot refresh NAME` or `/codebot refresh all`."
 EMPTY_ANSWER = (
     "I found nothing to say about this; try rephrasing the question or naming a repo with `repo:NAME`."
 )
+
+# --- feedback on answers (👍/👎) ---------------------------------------------------------------
+FEEDBACK_UP_LABEL = "This answer helped"
+FEEDBACK_DOWN_LABEL = "This answer did not help"
+FEEDBACK_MODAL_TITLE = "What was wrong?"
+FEEDBACK_MODAL_LABEL = "Optional: what was missing or wrong (helps improve codebot)"
+FEEDBACK_MODAL_SHORT_LABEL = "What was missing or wrong? (optional)"  # Discord: at most 45
+FEEDBACK_MODAL_SUBMIT = "Send"
+FEEDBACK_MODAL_CLOSE = "Skip"
+FEEDBACK_THANKS = "Thanks, noted."
+FEEDBACK_EXPIRED = "Thanks, but this answer is too old to take feedback on."
+
+# --- Slack's Agents & AI Apps side panel ---------------------------------------------------------
+ASSISTANT_THREAD_TITLE = "Questions about the code"
+ASSISTANT_GREETING = (
+    "Hi! Ask me anything about {repos}: I answer from the code itself, citing the exact lines. "
+    "Add `repo:NAME` to a question to keep it to one repo."
+)
+ASSISTANT_GREETING_NO_REPOS = (
+    "Hi! No repository is open to direct messages yet; ask in a channel where codebot answers, "
+    "or ask an admin to open one (see `/codebot repos`)."
+)
+ASSISTANT_PROMPTS_TITLE = "Try asking:"
+ASSISTANT_PROMPT_TITLE = "How is {repo} organised?"
+ASSISTANT_PROMPT_MESSAGE = "repo:{repo} Give me a tour: what are the main parts and where do they live?"
+ASSISTANT_PROMPT_REPOS_TITLE = "Which repos can I ask about?"
+ASSISTANT_PROMPT_REPOS = "Which repositories can you answer questions about?"
+FEEDBACK_NOT_STORED = "Sorry, I could not record that right now. Please try again in a minute."

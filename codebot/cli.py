@@ -78,6 +78,13 @@ def _parser() -> argparse.ArgumentParser:
 
     sub.add_parser("status", help="queue, workers, failures, refreshes and today's usage")
 
+    votes = sub.add_parser("feedback", help="👍/👎 users gave answers")
+    votes_sub = votes.add_subparsers(dest="feedback_command", required=True, metavar="ACTION")
+    listing = votes_sub.add_parser("list", help="the latest votes, with reasons")
+    listing.add_argument("--limit", type=int, default=20, help="how many votes (default 20)")
+    export = votes_sub.add_parser("export", help="JSONL golden questions for `codebot eval`")
+    export.add_argument("--output", "-o", default="-", help="the file to write (default: standard output)")
+
     redis_cmd = sub.add_parser("redis", help="the embedded Redis server")
     redis_sub = redis_cmd.add_subparsers(dest="redis_command", required=True, metavar="ACTION")
     stop = redis_sub.add_parser("stop", help="stop the embedded server (its data is kept)")
@@ -197,6 +204,16 @@ def _cmd_status(settings: Settings, args: argparse.Namespace, out: Console) -> i
     return 0
 
 
+def _cmd_feedback(settings: Settings, args: argparse.Namespace, out: Console) -> int:
+    from worker.jobs.feedback_cli import run_export, run_list
+    from worker.ops.redis_connection import connect
+
+    redis = connect(settings)
+    if args.feedback_command == "list":
+        return run_list(redis, args.limit, out)
+    return run_export(redis, args.output, out)
+
+
 def _cmd_redis(settings: Settings, args: argparse.Namespace, out: Console) -> int:
     from worker.ops.redis_connection import RedisUnavailable, StopOutcome, describe, embedded
 
@@ -251,6 +268,7 @@ COMMANDS: dict[str, Callable[[Settings, argparse.Namespace, Console], int]] = {
     "slack": _cmd_slack,
     "discord": _cmd_discord,
     "status": _cmd_status,
+    "feedback": _cmd_feedback,
     "redis": _cmd_redis,
 }
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from bot import discord_sink, slack_sink
+from bot import discord_sink, slack_sink, slack_stream
 from config.settings import Settings
 from worker.jobs import runtime as runtime_module
 from worker.jobs.question import Platform
@@ -18,7 +18,7 @@ from worker.jobs.runtime import Runtime
 from worker.jobs.sink import Notifier, SinkFactory
 
 SINKS: Mapping[Platform, SinkFactory] = {
-    "slack": slack_sink.SlackSink,
+    "slack": slack_stream.SlackStreamSink,  # streams where it can, else slack_sink.SlackSink's way
     "discord": discord_sink.DiscordSink,
 }
 NOTIFIERS: Mapping[Platform, Notifier] = {

@@ -142,6 +142,9 @@ class Settings(BaseSettings):
     max_tool_calls_per_turn: int = Field(default=8, ge=1, le=128)
     # chat.update is Tier 3 (~50/min per workspace): one edit per 1.5 s per question (docs/platform-notes.md, pitfall 21)
     progress_min_interval_seconds: float = Field(default=1.5, ge=0)
+    # A streamed answer shows the model's text only up to the word being written and at least
+    # this many characters back: a secret or a citation split across pieces is judged whole.
+    stream_holdback_chars: int = Field(default=24, ge=0, le=1000)
     # RQ's own worker maintenance pass (RQ's default is 10 min).
     worker_maintenance_interval_seconds: int = Field(default=30, ge=1)
     # A dead worker's questions (worker/jobs/reaper.py): a busy worker proves it is alive every
@@ -189,6 +192,13 @@ class Settings(BaseSettings):
     # Answers one machine tries to deliver at once (an attempt may wait out a rate limit).
     delivery_max_parallel: int = Field(default=8, ge=1, le=64)
 
+    # --- feedback (👍/👎 on answers, `codebot feedback`) -----------------------------------------
+    # How long an answer's feedback record (and the votes on it) is kept in Redis.
+    feedback_keep_days: float = Field(default=90.0, gt=0)
+    # Keep the question's text with its feedback record, for `codebot feedback export`; false:
+    # votes are counted but the export has no questions to offer.
+    feedback_keep_question_text: bool = True
+
     # --- chat platforms ----------------------------------------------------------------------
     # Slack's Bot User OAuth Token, xoxb-… (docs/slack.md).
     slack_bot_token: SecretStr | None = Field(default=None, validation_alias=_env("SLACK_BOT_TOKEN"))
@@ -224,6 +234,18 @@ class Settings(BaseSettings):
     slack_http_idle_seconds: float = Field(default=5.0, gt=0)
     # Slack HTTP mode: threads verifying signatures and acking (listeners have their own).
     slack_http_dispatch_threads: int = Field(default=32, ge=1, le=256)
+    # --- Slack streaming (docs/slack.md, "Streaming") -------------------------------------------
+    # Stream answers with chat.startStream/appendStream/stopStream, tool calls as task cards;
+    # false: the placeholder edited with progress, then the answer (as before streaming).
+    slack_streaming: bool = True
+    # Streamed text is sent at most this often per answer (chat.appendStream is Tier 4, shared by
+    # every answer of a workspace); what arrives meanwhile goes in the next call.
+    slack_stream_interval_seconds: float = Field(default=0.5, ge=0)
+    # Text streamed into one message at most (Slack takes 12,000 per call); a longer answer is
+    # finished by replacing the stream with the answer's messages.
+    slack_stream_max_chars: int = Field(default=11_000, ge=100, le=12_000)
+    # A workspace (or channel) that refused the streaming methods is answered without them this long.
+    slack_stream_refusal_memory_seconds: float = Field(default=86400.0, gt=0)
     # --- Discord adapter and sink ---------------------------------------------------------------
     # Application commands go to this guild only (appear at once; for development); unset: global.
     discord_command_guild: int | None = None
@@ -234,6 +256,10 @@ class Settings(BaseSettings):
     discord_thread_archive_minutes: int = 1440
     # A 429 asking the worker to wait longer than this raises instead of sleeping (>= 30).
     discord_max_ratelimit_wait_seconds: float = Field(default=60.0, ge=30)
+    # Show the answer as it is written by editing the progress message; false: progress lines only.
+    discord_live_edits: bool = True
+    # At most one edit of that message per this many seconds (Discord limits edits per message).
+    discord_edit_interval_seconds: float = Field(default=1.5, ge=0)
 
     # --- mirrors -----------------------------------------------------------------------------
     git_timeout_seconds: float = Field(default=600.0, gt=0)  # one git fetch or clone

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from config.settings import load_settings
+from tests.support.cli import run_codebot
 from tests.support.e2e import DEFAULT_FILES
 from tests.support.fixture_repos import make_repo
 from tests.support.model_server import ScriptedModel, text, tool_calls
@@ -39,13 +38,7 @@ def project(tmp_path: Path) -> Iterator[dict[str, str]]:
 
 
 def codebot(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "codebot.cli", *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **env},
-        timeout=120,
-    )
+    return run_codebot(*args, env=env, timeout=120)
 
 
 def test_ask_without_a_model_endpoint_says_exactly_what_to_set(project: dict[str, str]) -> None:

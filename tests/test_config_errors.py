@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,21 +11,7 @@ import pytest
 from config.errors import ConfigError
 from config.repos import infer_web_url, load_whitelist
 from config.settings import load_settings
-
-CODEBOT = [sys.executable, "-m", "codebot.cli"]
-
-
-def run_codebot(
-    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*CODEBOT, *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **(env or {})},
-        cwd=cwd,
-        timeout=60,
-    )
+from tests.support.cli import run_codebot
 
 
 def test_a_non_numeric_limit_is_named_with_its_variable_in_one_line() -> None:

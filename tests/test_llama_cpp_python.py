@@ -10,14 +10,13 @@ server installed (tests/support/llama_server.py says how); the build is too long
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from config.settings import load_settings
+from tests.support.cli import run_codebot
 from tests.support.e2e import DEFAULT_FILES
 from tests.support.fixture_repos import make_repo
 from tests.support.llama_server import LLAMA_PYTHON_VARIABLE, llama_python, llama_server
@@ -44,13 +43,7 @@ CLEAR_CAUSES = (
 
 
 def codebot(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "codebot.cli", *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **env},
-        timeout=600,
-    )
+    return run_codebot(*args, env=env, timeout=600)
 
 
 def test_a_question_against_llama_cpp_python_with_default_settings_ends_clearly(tmp_path: Path) -> None:

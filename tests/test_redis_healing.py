@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +19,7 @@ import redis
 
 from bot import texts
 from config.settings import Settings, load_settings
+from tests.support.cli import run_codebot
 from tests.support.redis_outage import kill_embedded_server
 from tests.support.redis_servers import persist_now
 from tests.support.worker_procs import PROJECT_ROOT, alive, settings_env, wait_dead
@@ -57,14 +57,7 @@ def refuse_writes_misconf(client: redis.Redis, tmp_path: Path) -> None:
 
 
 def codebot(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "codebot.cli", *args],
-        capture_output=True,
-        text=True,
-        env=settings_env(settings),
-        cwd=PROJECT_ROOT,
-        timeout=120,
-    )
+    return run_codebot(*args, env=settings_env(settings), cwd=PROJECT_ROOT, inherit_environment=False)
 
 
 def test_a_killed_embedded_redis_is_started_again_by_the_next_call_with_its_data(settings: Settings) -> None:

@@ -10,6 +10,7 @@ import pytest
 from codebot.cli import main
 from config.settings import load_settings
 from tests.support.slack_api import SlackAPI
+from tests.support.slack_interactions import assistant_thread_started
 from tests.support.slack_rig import SlackRig
 from worker.ops.redis_connection import stop_embedded_server
 
@@ -19,6 +20,8 @@ EVENT_SCOPES = {
     "message.im": "im:history",
     "message.channels": "channels:history",
     "message.groups": "groups:history",
+    "assistant_thread_started": "assistant:write",
+    "assistant_thread_context_changed": "assistant:write",
 }
 
 
@@ -46,7 +49,13 @@ def test_every_subscribed_event_has_its_scope_and_is_acknowledged(rig: SlackRig)
     for event in events:
         kind = "app_mention" if event == "app_mention" else "message"
         payload = {"type": kind, "user": "U1", "text": "hi", "ts": rig.next_ts(), "channel": "C9"}
+        if event.startswith("assistant_thread"):
+            payload = assistant_thread_started("U1", "D9", rig.next_ts(), "C9", kind=event)
         assert rig.send(payload) == 200, event  # an unhandled event would get 404 and be retried
+
+
+def test_the_manifest_turns_interactivity_on_for_the_feedback_buttons() -> None:
+    assert re.search(r"^\s*interactivity:\n\s*is_enabled: true$", MANIFEST.read_text(), re.MULTILINE)
 
 
 def test_codebot_slack_without_a_bot_token_stops_with_one_clear_line(

@@ -194,10 +194,25 @@ def command_interaction(
 ) -> dict[str, Any]:
     """INTERACTION_CREATE for `/codebot <sub> name:value…` (type 2, a subcommand of a group)."""
     sub_options = [{"name": k, "type": 3, "value": v} for k, v in options.items()]
+    data = _interaction_base(2, application_id, invoker, channel, guild_id)
+    data["data"] = {
+        "id": command_id,
+        "name": "codebot",
+        "type": 1,
+        "options": [{"name": sub, "type": 1, "options": sub_options}],
+    }
+    if guild_id:
+        data["data"]["guild_id"] = guild_id
+    return data
+
+
+def _interaction_base(
+    kind: int, application_id: str, invoker: dict[str, Any], channel: dict[str, Any], guild_id: str | None
+) -> dict[str, Any]:
     data: dict[str, Any] = {
         "id": snowflake(),
         "application_id": application_id,
-        "type": 2,
+        "type": kind,
         "token": f"tok{snowflake()}",
         "version": 1,
         "channel_id": channel["id"],
@@ -208,16 +223,55 @@ def command_interaction(
         "context": 0 if guild_id else 1,
         "attachment_size_limit": 10485760,
         "authorizing_integration_owners": {"0": guild_id or "0"},
-        "data": {
-            "id": command_id,
-            "name": "codebot",
-            "type": 1,
-            "options": [{"name": sub, "type": 1, "options": sub_options}],
-        },
     }
     if guild_id:
         data.update(guild_id=guild_id, guild_locale="en-US", member={**member(invoker), "permissions": "0"})
-        data["data"]["guild_id"] = guild_id
     else:
         data["user"] = invoker
     return data
+
+
+def component_interaction(
+    application_id: str,
+    message: dict[str, Any],
+    custom_id: str,
+    invoker: dict[str, Any],
+    channel: dict[str, Any],
+    guild_id: str | None,
+) -> dict[str, Any]:
+    """INTERACTION_CREATE for a click on a button (type 3, MESSAGE_COMPONENT, component_type 2)."""
+    data = _interaction_base(3, application_id, invoker, channel, guild_id)
+    data["message"] = message
+    data["data"] = {"custom_id": custom_id, "component_type": 2}
+    return data
+
+
+def modal_submit_interaction(
+    application_id: str,
+    custom_id: str,
+    values: dict[str, str],
+    invoker: dict[str, Any],
+    channel: dict[str, Any],
+    guild_id: str | None,
+) -> dict[str, Any]:
+    """INTERACTION_CREATE for a submitted modal (type 5, MODAL_SUBMIT): each text input (type 4)
+    in its action row, with the value typed."""
+    data = _interaction_base(5, application_id, invoker, channel, guild_id)
+    rows = [
+        {"type": 1, "components": [{"type": 4, "custom_id": key, "value": value}]}
+        for key, value in values.items()
+    ]
+    data["data"] = {"custom_id": custom_id, "components": rows}
+    return data
+
+
+def modal_fits(modal: dict[str, Any]) -> bool:
+    """Discord's limits on a modal: title and each text input's label at most 45 characters,
+    custom_ids at most 100, 1 to 5 rows."""
+    inputs = [c for row in modal.get("components") or [] for c in row.get("components") or []]
+    return (
+        0 < len(modal.get("title") or "") <= 45
+        and 0 < len(modal.get("custom_id") or "") <= 100
+        and 1 <= len(modal.get("components") or []) <= 5
+        and all(0 < len(i.get("label") or "") <= 45 and len(i.get("custom_id") or "") <= 100 for i in inputs)
+    )

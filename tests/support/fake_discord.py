@@ -16,6 +16,14 @@ retry_after=s)` rate-limits every call). Messages honour `nonce` +
 `enforce_nonce` like Discord: the same nonce in a channel returns the earlier message. A
 thread started from a message gets the message's id; a second one fails with code 160004.
 
+Components and interactions: messages keep their `components` (buttons in action rows) and
+every content they showed (`states(id)`: what a reader saw after each post and edit, in order);
+`click(message, emoji)` sends the INTERACTION_CREATE of a click on one of the bot's buttons (type
+3, MESSAGE_COMPONENT), `submit_modal(custom_id, values)` the one of a submitted modal (type 5);
+interaction callbacks of type 4 (a message, ephemeral with flags 64) post one, type 9 (MODAL)
+are kept in `modals` (a title or text-input label over 45 characters, a custom_id over 100:
+400 Invalid Form Body, as Discord answers); `POST /channels/{id}/typing` is recorded.
+
 Gateway: HELLO (op 10); IDENTIFY (op 2) → READY (bot user, application, one unavailable
 guild) and GUILD_CREATE (a text channel); heartbeats (op 1) → ACK (op 11). Tests inject
 dispatches (MESSAGE_CREATE, INTERACTION_CREATE, …), sent with increasing sequence numbers.
@@ -72,6 +80,8 @@ class FakeDiscord:
         self.channels = {self.channel_id: p.text_channel(self.channel_id, self.guild_id, "general")}
         self.reactions: list[tuple[str, str, str, str]] = []  # (method, channel, message, emoji)
         self.interaction_messages: dict[str, str] = {}  # interaction token -> @original message id
+        self.modals: list[dict[str, Any]] = []  # modals sent in answer to interactions (callback type 9)
+        self.history: dict[str, list[str]] = {}  # message id -> every content it showed, in order
         self.commands: list[dict[str, Any]] = []
         self.command_route = ""  # where the commands were last synced
         self.announce_threads = True  # False: no THREAD_CREATE, as if the adapter was restarted since
@@ -217,6 +227,36 @@ class FakeDiscord:
             self.channels[channel_id] = p.dm_channel(channel_id, self.human)
         return channel_id
 
+    def states(self, message_id: str) -> list[str]:
+        with self._lock:
+            return list(self.history.get(message_id, []))
+
+    def click(
+        self, message: dict[str, Any], emoji: str, user: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """A user clicks the button showing `emoji` on one of the bot's messages."""
+        buttons = [c for row in message.get("components") or [] for c in row.get("components", [])]
+        (button,) = [b for b in buttons if (b.get("emoji") or {}).get("name") == emoji]
+        channel = self.channels[message["channel_id"]]
+        data = p.component_interaction(
+            self.bot_id, message, button["custom_id"], user or self.human, channel, channel.get("guild_id")
+        )
+        return self._interact(data, channel["id"])
+
+    def submit_modal(
+        self,
+        custom_id: str,
+        values: dict[str, str],
+        user: dict[str, Any] | None = None,
+        channel: str | None = None,
+    ) -> dict[str, Any]:
+        """A user submits a modal the bot sent, with these text inputs filled."""
+        channel_data = self.channels[channel or self.channel_id]
+        data = p.modal_submit_interaction(
+            self.bot_id, custom_id, values, user or self.human, channel_data, channel_data.get("guild_id")
+        )
+        return self._interact(data, channel_data["id"])
+
     def interaction(
         self,
         sub: str,
@@ -236,8 +276,12 @@ class FakeDiscord:
             channel_data,
             channel_data.get("guild_id"),
         )
+        return self._interact(data, channel_data["id"])
+
+    def _interact(self, data: dict[str, Any], channel: str) -> dict[str, Any]:
+        """Send an INTERACTION_CREATE; its callbacks and follow-ups land in `channel`."""
         with self._lock:
-            self._interaction_channels[data["token"]] = channel_data["id"]
+            self._interaction_channels[data["token"]] = channel
         self.dispatch("INTERACTION_CREATE", data)
         return data
 
@@ -349,6 +393,8 @@ class FakeDiscord:
             ]
             return 200, self.commands
         if parts[0] == "interactions" and parts[-1] == "callback":
+            if body.get("type") == 9 and not p.modal_fits(body.get("data") or {}):
+                return 400, {"message": "Invalid Form Body", "code": 50035}
             return 200, self._callback(parts[1], parts[2], body)
         if parts[0] == "webhooks":
             return self._webhook(method, parts[2], parts[3:], body)
@@ -360,6 +406,8 @@ class FakeDiscord:
             return 404, {"message": "Unknown Channel", "code": 10003}
         if len(parts) == 1:
             return 200, self.channels[channel]
+        if parts[1:] == ["typing"] and method == "POST":
+            return 204, None
         if parts[1:] == ["messages"] and method == "POST":
             return 200, self._create_message(channel, body)
         message = self.messages.get(parts[2] if len(parts) > 2 else "")
@@ -388,21 +436,25 @@ class FakeDiscord:
             return 201, made
         return 404, {"message": "404: Not Found", "code": 0}
 
-    @staticmethod
-    def _edit(message: dict[str, Any], body: dict[str, Any]) -> None:
+    def _edit(self, message: dict[str, Any], body: dict[str, Any]) -> None:
         message.update(
-            {k: v for k, v in body.items() if k in ("content", "embeds", "flags", "allowed_mentions")}
+            {
+                k: v
+                for k, v in body.items()
+                if k in ("content", "embeds", "flags", "allowed_mentions", "components")
+            }
         )
         message["edited_timestamp"] = p.JOINED
+        self.history.setdefault(message["id"], []).append(message["content"])
 
     def _create_message(self, channel: str, body: dict[str, Any]) -> dict[str, Any]:
         nonce = body.get("nonce")
         if nonce and body.get("enforce_nonce") and (channel, nonce) in self._nonces:
             return self.messages[self._nonces[(channel, nonce)]]
-        fields = {
-            k: body[k] for k in ("embeds", "flags", "allowed_mentions", "message_reference") if k in body
-        }
+        kept = ("embeds", "flags", "allowed_mentions", "message_reference", "components")
+        fields = {k: body[k] for k in kept if k in body}
         message = p.message(channel, self.bot_user, body.get("content") or "", **fields)
+        self.history[message["id"]] = [message["content"]]
         guild = self.channels.get(channel, {}).get("guild_id")
         if guild:
             message["guild_id"] = guild
@@ -414,6 +466,11 @@ class FakeDiscord:
     def _callback(self, interaction_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
         kind, data = body["type"], body.get("data") or {}
         channel = self._interaction_channels.get(token, self.channel_id)
+        if kind in (6, 9):  # a deferred update (nothing shown), or a modal (shown to the clicker)
+            if kind == 9:
+                self.modals.append(data)
+            interaction = {"id": interaction_id, "type": 3, "response_message_loading": False}
+            return {"interaction": interaction, "resource": {"type": kind}}
         message = self._create_message(channel, data)
         self.interaction_messages[token] = message["id"]
         ephemeral = bool(message["flags"] & EPHEMERAL)

@@ -223,6 +223,8 @@ class _RequestHandler(BaseHTTPRequestHandler):
                     return
                 self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
                 self.wfile.flush()
+                if index == 1 and reply is not None and reply.content:  # events[1]: the first text piece
+                    self.server.model.first_text_sent.append((time.monotonic(), reply.content))
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
         except OSError:
@@ -381,6 +383,8 @@ class ScriptedModel:
         self.failures: list[str] = []  # server-side problems: unscripted requests, handler errors...
         # seconds spent inside the server answering chat requests (benchmarks subtract "model time")
         self.busy_seconds = 0.0
+        # (monotonic time, the reply's text) when a streamed text reply's first piece was sent
+        self.first_text_sent: list[tuple[float, str]] = []
 
         self._server = _Server(("127.0.0.1", 0), _RequestHandler)
         self._server.model = self

@@ -38,6 +38,8 @@ from urllib.parse import parse_qsl, urlencode
 
 from slack_sdk.signature import SignatureVerifier
 
+from tests.support.slack_surfaces import Posted, Surfaces
+
 Outage = Literal["http500", "ratelimited", "429"]
 BOT_USER_ID = "UBOT"
 BOT_ID = "BBOT"
@@ -50,15 +52,6 @@ class Call:
     body: dict[str, Any]
     headers: dict[str, str]
     at: float = field(default_factory=time.monotonic)
-
-
-@dataclass
-class Posted:
-    channel: str
-    ts: str
-    thread_ts: str | None
-    text: str
-    reactions: list[str] = field(default_factory=list)
 
 
 class _Server(ThreadingHTTPServer):
@@ -108,6 +101,7 @@ class SlackAPI:
         self._outage: tuple[Outage, frozenset[str] | None, int] | None = None  # kind, methods, retry_after
         self._hangs: list[tuple[str, float, str | None]] = []  # (method, seconds, text it contains)
         self.socket_url: str | None = None  # what apps.connections.open answers (Socket Mode)
+        self.surfaces = Surfaces(self.messages, self._ts)  # streaming, Assistant, blocks, modals
         self._server = _Server(("127.0.0.1", 0), _Handler)
         self._server.api = self
         self._thread = threading.Thread(
@@ -185,6 +179,18 @@ class SlackAPI:
         with self._lock:
             return [m.text for m in self.messages if m.channel == channel and m.thread_ts == thread_ts]
 
+    def message(self, channel: str, ts: str) -> Posted:
+        """One of the bot's messages as it reads now (streamed or posted)."""
+        with self._lock:
+            found = self.surfaces.find(channel, ts)
+        if found is None:
+            raise AssertionError(f"no message {ts} in {channel}")
+        return found
+
+    def thread_messages(self, channel: str, thread_ts: str) -> list[Posted]:
+        with self._lock:
+            return [m for m in self.messages if m.channel == channel and m.thread_ts == thread_ts]
+
     def reactions(self, channel: str, ts: str) -> list[str]:
         """Reactions currently on a user's message (added minus removed)."""
         current: list[str] = []
@@ -249,17 +255,18 @@ class SlackAPI:
                 "team_id": TEAM_ID,
                 "user": "codebot",
             }
-        if method in ("chat.postMessage", "chat.postEphemeral"):
+        if method == "chat.postMessage":
+            return self.surfaces.post(body)
+        if method == "chat.postEphemeral":
             ts = f"1700000000.{next(self._ts):06d}"
-            if method == "chat.postMessage":
-                self.messages.append(Posted(body["channel"], ts, body.get("thread_ts"), body.get("text", "")))
             return {"ok": True, "channel": body.get("channel"), "ts": ts, "message_ts": ts}
         if method == "chat.update":
-            for message in self.messages:
-                if message.channel == body["channel"] and message.ts == body["ts"]:
-                    message.text = body.get("text", "")
-                    return {"ok": True, "channel": body["channel"], "ts": body["ts"]}
-            return {"ok": False, "error": "message_not_found"}
+            return self.surfaces.update(body)
+        if method == "chat.delete":
+            return self.surfaces.delete(body)
+        answered = self.surfaces.answer(method, body)
+        if answered is not None:
+            return answered
         if method == "conversations.replies":
             return {"ok": True, "messages": [], "has_more": False}
         return {"ok": True}

@@ -135,6 +135,8 @@ def rig_settings(
         "model_max_retries": 0,
         "model_timeout_seconds": 10.0,
         "progress_min_interval_seconds": 0.0,
+        # the post-and-update path (also the fallback of streaming); streaming tests opt in
+        "slack_streaming": False,
     }
     return load_settings(env_file=None, **{**options, **overrides})
 

@@ -13,6 +13,7 @@ says how many could not be verified.
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 
 from worker.agent.links import commit_url, file_url
@@ -59,6 +60,8 @@ _MARKDOWN_LINK = re.compile(
 _CITATION_LIKE = re.compile(
     r"[\w.-]+\s*:\s*[^\s:\]]+?(?:\s*#\s*L\s*\d|:\d)|[\w.-]+\s*@\s*[0-9a-f]{7,40}\b", re.IGNORECASE
 )
+# A line anchor with or without the `repo:` prefix ([retry.py#L3](url), [src/a.py#L1-L9](url)).
+_LINE_ANCHOR = re.compile(r"#\s*L\s*\d", re.IGNORECASE)
 MAX_CITED_LINES = 2000
 
 
@@ -178,8 +181,9 @@ class CheckedAnswer:
     unverified: int
 
 
-def check_answer(ctx: ToolContext, text: str) -> CheckedAnswer:
-    """Link verified citations, unlink the rest, and close with a Sources section."""
+def check_body(ctx: ToolContext, text: str) -> CheckedAnswer:
+    """The answer's text with verified citations linked and the rest unlinked, without the
+    closing Sources section (a streamed answer shows this as it is written)."""
     text = _MARKDOWN_LINK.sub(_unlink_citation_like, text)
     text = _PRELINKED.sub(lambda m: m.group(1), text)
     sources: dict[str, Source] = {}
@@ -199,23 +203,37 @@ def check_answer(ctx: ToolContext, text: str) -> CheckedAnswer:
         return f"[{_shown(source)}]({source.url})" if source.url else f"`{source.label}`"
 
     body = _ANY_CITATION.sub(replace, text).rstrip()
+    return CheckedAnswer(markdown=body, sources=list(sources.values()), unverified=unverified)
+
+
+def check_answer(ctx: ToolContext, text: str) -> CheckedAnswer:
+    """Link verified citations, unlink the rest, and close with a Sources section."""
+    checked = check_body(ctx, text)
     closing = []
-    if sources:
+    if checked.sources:
         closing.append("**Sources**")
-        for source in sources.values():
+        for source in checked.sources:
             closing.append(f"- [{source.label}]({source.url})" if source.url else f"- `{source.label}`")
+    unverified = checked.unverified
     if unverified:
         noun = "citation" if unverified == 1 else "citations"
         closing.append(
             f"_{unverified} {noun} could not be verified against the code read and {'is' if unverified == 1 else 'are'} not linked._"
         )
-    markdown = body + ("\n\n" + "\n".join(closing) if closing else "")
-    return CheckedAnswer(markdown=markdown, sources=list(sources.values()), unverified=unverified)
+    markdown = checked.markdown + ("\n\n" + "\n".join(closing) if closing else "")
+    return CheckedAnswer(markdown=markdown, sources=checked.sources, unverified=unverified)
+
+
+def looks_like_citation(label: str) -> bool:
+    """A link text a reader would take for a citation, also when it is spelled with fullwidth
+    or zero-width characters or without the `repo:` prefix: only check_answer may link those."""
+    seen = "".join(c for c in unicodedata.normalize("NFKC", label) if unicodedata.category(c) != "Cf")
+    return bool(_CITATION_LIKE.search(seen) or _LINE_ANCHOR.search(seen))
 
 
 def _unlink_citation_like(match: re.Match[str]) -> str:
     label = match.group("label").strip()
-    if not _CITATION_LIKE.search(label):
+    if not looks_like_citation(label):
         return match.group(0)
     return label if label.startswith("[") and label.endswith("]") else f"[{label}]"
 

@@ -35,8 +35,8 @@ from worker.agent.endpoint_memory import (
     known_endpoints,
     recent_model_errors,
 )
+from worker.jobs import feedback, texts
 from worker.jobs import runtime as runtime_module
-from worker.jobs import texts
 from worker.jobs.outbox import Undelivered, backlog
 from worker.jobs.question import ReplyTarget, reference_id
 from worker.jobs.queue import ADMIN_QUEUE, questions_queue, queue_depth
@@ -51,6 +51,7 @@ REFRESH_RESULT_TTL_SECONDS = 24 * 3600
 FAILED_WINDOW_SECONDS = 3600  # "failed questions in the last hour"
 RECENT_FINISHED_SCANNED = 500  # finished questions looked at for answers that were apologies
 SHOWN_REFS = 5
+FEEDBACK_WINDOW_DAYS = 30  # the 👍 rate /codebot status shows
 SHOWN_MODEL_ERRORS = 5
 
 
@@ -308,6 +309,7 @@ def status_report(redis: Redis, runtime: Runtime) -> str:
         refs = ", ".join(f"`{reference_id(job_id)}`" for job_id in failed[-SHOWN_REFS:])
         lines.append(texts.STATUS_FAILED_REFS.format(refs=refs))
     lines.extend(delivery_status_lines(redis, runtime.settings))
+    lines.append(feedback_status_line(redis, now))
     lines.append(texts.STATUS_REPOS)
     for fact in repo_facts(redis, runtime, runtime.whitelist.names()):
         if fact.sha and fact.host:
@@ -327,6 +329,15 @@ def status_report(redis: Redis, runtime: Runtime) -> str:
         lines.append(texts.STATUS_REPO_LINE.format(name=fact.name, detail=detail))
     lines.extend(model_status_lines(redis, runtime.settings, now))
     return "\n".join(lines)
+
+
+def feedback_status_line(redis: Redis, now: float) -> str:
+    """The 👍 rate of the answers users voted on recently (a changed vote counts as its latest)."""
+    votes = feedback.tally(redis, now - FEEDBACK_WINDOW_DAYS * 86400)
+    if votes.up_rate is None:
+        return texts.STATUS_FEEDBACK_NONE.format(days=FEEDBACK_WINDOW_DAYS)
+    rate = f"{votes.up_rate:.0%}"
+    return texts.STATUS_FEEDBACK.format(days=FEEDBACK_WINDOW_DAYS, up=votes.up, down=votes.down, rate=rate)
 
 
 def model_status_lines(redis: Redis, settings: Settings, now: float) -> list[str]:

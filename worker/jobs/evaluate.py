@@ -8,6 +8,11 @@ that changed PATH), `first:PATH` (the commit that added it, across renames) or `
 Per question: keyword hit rate (in the answer), expected files and commits cited and verified,
 verified and unverified citations, hops, tokens, seconds. The questions run in-process through
 the same QuestionRun as chat (console sink), one after another.
+
+Rows from `codebot feedback export` (worker/jobs/feedback.py) may be `"flagged": true`: users
+gave that answer a 👎. Such a row has no expected files, only `rejected_files` (what the
+disliked answer cited) and `reasons`; the report marks it 👎 and says how many of the rejected
+files the new answer cites again, so a reviewer knows which answers to read first.
 """
 
 from __future__ import annotations
@@ -39,6 +44,9 @@ class GoldenQuestion(BaseModel):
     expected_keywords: list[str] = Field(default_factory=list)
     expected_files: list[str] = Field(default_factory=list)
     expected_commits: list[str] = Field(default_factory=list)  # rules: last:PATH, first:PATH, subject:TEXT
+    flagged: bool = False  # users gave the answer this came from a 👎 (codebot feedback export)
+    rejected_files: list[str] = Field(default_factory=list)  # what that answer cited
+    reasons: list[str] = Field(default_factory=list)  # why, in the users' words
 
 
 @dataclass
@@ -48,6 +56,8 @@ class EvalRow:
     keyword_hit_rate: float
     expected_files_cited: float
     expected_commits_cited: float
+    flagged: bool
+    rejected_files_cited: int  # of a flagged row's rejected files, how many the answer cites again
     verified: int
     unverified: int
     verified_rate: float
@@ -100,9 +110,11 @@ def score(
     hits = sum(1 for k in keywords if k.lower() in lowered)
     # Sources lines: "- [label](url)", or "- `label`" for a repo without a web URL
     cited_paths = {line for line in outcome.answer.splitlines() if line.startswith(("- [", "- `"))}
-    files_hit = sum(
-        1 for f in golden.expected_files if any(f"{f}:" in c or f"/{f}#" in c for c in cited_paths)
-    )
+
+    def cited(path: str) -> bool:
+        return any(f"{path}:" in c or f"/{path}#" in c for c in cited_paths)
+
+    files_hit = sum(1 for f in golden.expected_files if cited(f))
     repo = golden.repo or ""
     commits_hit = sum(
         1
@@ -116,6 +128,8 @@ def score(
         keyword_hit_rate=hits / len(keywords) if keywords else 1.0,
         expected_files_cited=files_hit / len(golden.expected_files) if golden.expected_files else 1.0,
         expected_commits_cited=commits_hit / len(commits) if commits else 1.0,
+        flagged=golden.flagged,
+        rejected_files_cited=sum(1 for f in golden.rejected_files if cited(f)) if golden.flagged else 0,
         verified=outcome.verified,
         unverified=outcome.unverified,
         verified_rate=outcome.verified / total if total else 0.0,
@@ -164,6 +178,7 @@ def run_eval(settings: Settings, file: str, csv_path: str, out: Console) -> int:
     table = Table(title=f"codebot eval: {len(rows)} questions, model {settings.model}")
     for column in (
         "question",
+        "flag",
         "status",
         "keywords",
         "files",
@@ -178,6 +193,7 @@ def run_eval(settings: Settings, file: str, csv_path: str, out: Console) -> int:
     for row in rows:
         table.add_row(
             row.question[:50],
+            "👎" if row.flagged else "",
             row.status,
             f"{row.keyword_hit_rate:.0%}",
             f"{row.expected_files_cited:.0%}",
@@ -200,6 +216,13 @@ def run_eval(settings: Settings, file: str, csv_path: str, out: Console) -> int:
             f"unverified {sum(r.unverified for r in rows)} · hops {mean([r.hops for r in rows]):.1f} · "
             f"tokens {mean([r.tokens for r in rows]):.0f} · seconds {mean([r.seconds for r in rows]):.1f} per question"
         )
+        flagged = [r for r in rows if r.flagged]
+        if flagged:
+            again = sum(1 for r in flagged if r.rejected_files_cited)
+            out.print(
+                f"{len(flagged)} question(s) users flagged 👎: {again} of the new answers cite again "
+                "a file the disliked answer cited; read those first"
+            )
     with open(csv_path, "w", newline="", encoding="utf-8") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(EvalRow.__dataclass_fields__))
         writer.writeheader()

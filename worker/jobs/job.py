@@ -21,12 +21,14 @@ from redis.exceptions import RedisError
 from rq import get_current_job
 from rq.job import Job
 
-from worker.agent.citations import check_answer
+from worker.agent.citations import check_answer, check_body
 from worker.agent.endpoint_memory import base_url_of, display_url, record_model_error
+from worker.agent.live_text import LiveText
 from worker.agent.loop import Agent, ModelFailure
 from worker.agent.model import make_openai_client
-from worker.jobs import outbox
+from worker.jobs import feedback, outbox
 from worker.jobs import runtime as runtime_module
+from worker.jobs.live import LiveEvents, LiveView, live_view
 from worker.jobs.outbox import Delivery, Final, make_sink
 from worker.jobs.question import Question, ReplyTarget, Turn, reference_id
 from worker.jobs.queue import was_answered
@@ -115,6 +117,7 @@ class QuestionRun:
         self.ref = reference_id(question.id)
         self.token = new_token()  # this run's claim on the question's one final message
         self.sink: ReplySink | None = None
+        self.view: LiveView | None = None  # the sink's live view of this run, if it offered one
 
     def _outcome(self, status: Status, **facts: Any) -> QuestionOutcome:
         return QuestionOutcome(status=status, ref=self.ref, **facts)
@@ -144,7 +147,12 @@ class QuestionRun:
             log.exception("question crashed", extra={"job_id": question.id, "ref": self.ref})
             final = Final(apology=f"Sorry, something went wrong while answering. Reference: `{self.ref}`")
             outcome = self._outcome("failed", reason="crash")
-        return self._finish(self.conclude(outcome, final), started)
+        try:
+            concluded = self.conclude(outcome, final)
+        finally:
+            if self.view is not None:  # the sink closed it if it delivered; else nothing more is shown
+                self.view.close()
+        return self._finish(concluded, started)
 
     def conclude(self, outcome: QuestionOutcome, final: Final) -> QuestionOutcome:
         """Store the final message as the question's one, then try to deliver it now; the
@@ -168,6 +176,7 @@ class QuestionRun:
                 record_turn(self.redis, self.question.target, turn)
             except RedisError:  # only a follow-up's context is lost
                 log.warning("could not record the thread turn", extra={"job_id": self.question.id})
+            self._record_answered(final.answer, outcome)
         try:
             outcome.delivery = outbox.deliver(
                 self.redis, self.runtime, self.question.id, self.token, self.sink
@@ -176,6 +185,15 @@ class QuestionRun:
             log.warning("delivery left to the outbox: %s", exc, extra={"job_id": self.question.id})
             outcome.delivery = "pending"
         return outcome
+
+    def _record_answered(self, answer: Answer, outcome: QuestionOutcome) -> None:
+        """What feedback on this answer will be filed with (worker/jobs/feedback.py)."""
+        try:
+            feedback.record_answer(
+                self.redis, self.runtime.settings, self.question, answer, outcome.snapshots
+            )
+        except RedisError:  # only the context of a later 👍/👎 is lost
+            log.warning("could not record the answer for feedback", extra={"job_id": self.question.id})
 
     def _finish(self, outcome: QuestionOutcome, started: float) -> QuestionOutcome:
         """Log, count and account one question: the same facts everywhere, never its code."""
@@ -289,6 +307,15 @@ class QuestionRun:
 
         return report
 
+    def _live_events(self, view: LiveView, text: LiveText, redact: Callable[[str], str]) -> LiveEvents:
+        def answered_elsewhere() -> bool:
+            try:
+                return was_answered(self.redis, self.question.id)
+            except RedisError:
+                return False
+
+        return LiveEvents(view, text, redact, answered_elsewhere)
+
     def _answer(self, sink: ReplySink) -> tuple[QuestionOutcome, Final]:
         runtime = self.runtime
         # another machine may have refreshed a repo: fetch that commit first, bounded (worker/repos/refresh.py)
@@ -299,14 +326,20 @@ class QuestionRun:
                 return self._outcome("no_snapshot"), Final(apology=NO_SNAPSHOT_MESSAGE)
             ctx = make_context(runtime.settings, snapshots)
             client = make_model_client(runtime)
+            text = LiveText(
+                ctx.redact, lambda raw: check_body(ctx, raw).markdown, runtime.settings.stream_holdback_chars
+            )
+            view = live_view(sink, text)
             agent = Agent(
                 runtime.settings,
                 client,
                 runtime.registry,
                 ctx,
                 progress=progress,
+                events=self._live_events(view, text, ctx.redact) if view is not None else None,
                 redis=self.redis,
             )
+            self.view = view
             result = agent.run(self.question)
             if result.failure is not None:  # answered from what was found; admins still see why
                 self._record_model_failure(result.failure)

@@ -28,6 +28,8 @@ STATUS_DELIVERY_RETRYING = (
 )
 STATUS_DELIVERY_GIVEN_UP = "• Answers never delivered (given up) in the last 7 days: {count}"
 STATUS_DELIVERY_LINE = "  ◦ `{ref}` on {platform}: {attempts} attempt(s) in {age}; last error: {error}"
+STATUS_FEEDBACK = "• Feedback in the last {days} days: {up} 👍, {down} 👎 ({rate} 👍)"
+STATUS_FEEDBACK_NONE = "• Feedback in the last {days} days: none yet"
 STATUS_REPOS = "• Last refresh per repo:"
 STATUS_REPO_LINE = "  ◦ `{name}`: {detail}"
 STATUS_REPO_REFRESHED = "commit `{sha}`, refreshed {age} ago on `{host}`"

@@ -16,6 +16,7 @@ Binary and withheld blobs are stored as placeholders (worker/repos/placeholders.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,11 +62,14 @@ _KEY_FILE_START = _re2(
 _MAX_FORMAT_LINES = 5000  # credentials files are short; longer texts are not checked line by line
 
 
-def _content_lines(data: bytes) -> list[bytes] | None:
-    """The non-blank, non-comment lines, or None when there are too many to be a credentials file."""
+def _content_lines(data: bytes) -> Callable[[], Iterator[bytes]] | None:
+    """The non-blank, non-comment lines, each time read afresh and lazily (most texts fail a
+    check on their first such line, so the rest are never matched), or None when there are too
+    many lines for a credentials file."""
     if data.count(b"\n") > _MAX_FORMAT_LINES:
         return None
-    return [line for line in data.split(b"\n") if not _COMMENT_OR_BLANK.match(line)]
+    split = data.split(b"\n")
+    return lambda: (line for line in split if not _COMMENT_OR_BLANK.match(line))
 
 
 def credentials_file(original: bytes, secrets: int) -> str | None:
@@ -77,17 +81,21 @@ def credentials_file(original: bytes, secrets: int) -> str | None:
     if _DOCKER_AUTHS.search(original):
         return "a container registry auth config"
     lines = _content_lines(original)
-    if not lines:
+    if lines is None or next(lines(), None) is None:
         return None
-    if all(_NETRC_LINE.match(line) for line in lines) and any(b"password" in line for line in lines):
+    if (
+        b"password" in original  # a content line must hold it (cheap to rule out first)
+        and all(_NETRC_LINE.match(line) for line in lines())
+        and any(b"password" in line for line in lines())
+    ):
         return "a netrc file (machine passwords)"
-    if all(_PGPASS_LINE.match(line) for line in lines):
+    if all(_PGPASS_LINE.match(line) for line in lines()):
         return "a PostgreSQL password file"
     if _AWS_SECRET.search(original) and all(
-        _INI_SECTION.match(line) or _INI_LINE.match(line) for line in lines
+        _INI_SECTION.match(line) or _INI_LINE.match(line) for line in lines()
     ):
         return "an AWS credentials file"
-    if secrets and all(_ENV_LINE.match(line) for line in lines):
+    if secrets and all(_ENV_LINE.match(line) for line in lines()):
         return "an environment file holding secrets"
     return None
 

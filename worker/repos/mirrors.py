@@ -31,60 +31,32 @@ import logging
 import os
 import re
 import shutil
-import signal
 import sqlite3
-import subprocess
-import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import ExitStack, contextmanager, suppress
+from collections.abc import Iterable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import IO, Any
-from urllib.parse import urlsplit
 
-from config.repos import ALL_HISTORY, RepoSpec, Whitelist
+from config.repos import RepoSpec, Whitelist
 from config.settings import Settings
 from worker.repos.assemble import SnapshotRefused, build_snapshot
 from worker.repos.blobstore import BlobStore
-from worker.repos.disk import DiskFull, Watchdog, check_room, free_bytes, remove_partial_fetch, under_reserve
+from worker.repos.disk import DiskFull, check_room, free_bytes, remove_partial_fetch, under_reserve
 from worker.repos.git_read import GitReadError
-from worker.repos.history import record_secret_blobs
+from worker.repos.history_content import record_secret_blobs
 from worker.repos.locks import LockTimeout, SnapshotFolder, exclusive_lock, is_sha
+from worker.repos.mirror_git import REMOTE, GitError, Progress, history_depth, run_mirror_git, scrub
 from worker.repos.snapshot import SNAPSHOT_FORMAT, Snapshot, meta_format, read_meta, write_meta
 from worker.repos.symbols import index_path, prune_indexes
 
 log = logging.getLogger(__name__)
 
-Progress = Callable[[str, float | None], None]
-_REMOTE = "codebot"  # a remote whose url reaches git only through the environment
-_PROGRESS_LINE = re.compile(r"^(?:remote: )?([A-Z][a-z]+(?: [a-z]+)*):\s+(\d+)%")
-# The fetch phases we can measure, as slices of one bar; making the snapshot takes the rest.
-# (Small fetches are unpacked as loose objects instead of received as a pack.)
-_PHASE_SPAN = {
-    "Receiving objects": (0.0, 0.7),
-    "Unpacking objects": (0.0, 0.7),
-    "Resolving deltas": (0.7, 0.85),
-}
-_SNAPSHOT_START = 0.85
-_URL_USERINFO = re.compile(r"([a-zA-Z][a-zA-Z0-9+.-]*://)[^/\s@'\"]+@")
-
-
+_SNAPSHOT_START = 0.85  # of the progress bar; the fetch's phases (worker/repos/mirror_git.py) take the rest
 _UNKNOWN = "unknown"  # state.json of a mirror made before history_depth was recorded
-
-
-def history_depth(spec: RepoSpec, settings: Settings) -> int | None:
-    """Commits of history the mirror of `spec` keeps back from the tip; None: all of it.
-
-    The repo's `history_depth` (repos.toml), else `history_depth` (the setting), capped by
-    `history_max_depth`."""
-    depth = spec.history_depth if spec.history_depth is not None else settings.history_depth
-    cap = settings.history_max_depth
-    if depth == ALL_HISTORY:
-        return cap or None
-    return min(depth, cap) if cap else depth
 
 
 def _shorter(depth: int | None, before: object) -> bool:
@@ -96,10 +68,6 @@ def _shorter(depth: int | None, before: object) -> bool:
 
 class UnknownRepoError(ValueError):
     """A name that is not in the whitelist (callers check names first, so this is a bug)."""
-
-
-class GitError(Exception):
-    """A git step failed; the message is scrubbed of credentials and fit to show a user."""
 
 
 @dataclass(frozen=True)
@@ -133,65 +101,6 @@ class _Paths:
         self.current = root / "current"
         self.state = root / "state.json"
         self.refresh_lock = root / "refresh.lock"
-
-
-def scrub(text: str, spec: RepoSpec) -> str:
-    """Remove the repo URL's credential (and any `user:pass@` in any URL) from text."""
-    text = text.replace(spec.url, spec.display_url)
-    parts = urlsplit(spec.url) if "://" in spec.url else None
-    secrets = [parts.password] if parts and parts.password else []
-    if parts and parts.username and not parts.password and len(parts.username) >= 20:
-        secrets.append(parts.username)  # a token used as the user name
-    for secret in secrets:
-        if secret and len(secret) >= 3:
-            text = text.replace(secret, "***")
-    return _URL_USERINFO.sub(r"\1", text)
-
-
-def _git_env(spec: RepoSpec) -> dict[str, str]:
-    """The user's environment (SSH agent, credential helpers) plus our remote and no prompts.
-
-    The URL goes in as config through the environment, not argv: argv is world-readable in
-    `ps`, so a credential there would leak to every local user. Local paths become file://
-    URLs because git ignores --depth for plain paths.
-    """
-    env = dict(os.environ)
-    env["GIT_TERMINAL_PROMPT"] = "0"
-    config = {f"remote.{_REMOTE}.url": Path(spec.url).as_uri() if spec.url.startswith("/") else spec.url}
-    if "://" in spec.url and urlsplit(spec.url).username:
-        # The URL carries its own credential: keep helpers from storing it (`store` would
-        # write it in plain text to ~/.git-credentials) by emptying the helper list.
-        config["credential.helper"] = ""
-    index = int(env.get("GIT_CONFIG_COUNT") or 0)
-    for key, value in config.items():
-        env[f"GIT_CONFIG_KEY_{index}"], env[f"GIT_CONFIG_VALUE_{index}"] = key, value
-        index += 1
-    env["GIT_CONFIG_COUNT"] = str(index)
-    return env
-
-
-def _reason(lines: list[str]) -> str:
-    """git's most specific complaint: its first `fatal:`/`error:` line, else its last line."""
-    complaints = [line for line in lines if line.startswith(("fatal:", "error:"))]
-    line = complaints[0] if complaints else lines[-1] if lines else "git failed without a message"
-    return re.sub(r"^(fatal|error):\s*", "", line)[:300]
-
-
-def _kill_group(proc: subprocess.Popen[Any]) -> None:
-    """Kill a process and its helpers (ssh, git-remote-https), which share its session.
-
-    Killing git alone would leave a helper holding our pipe open, and reading it would hang.
-    """
-    with suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)
-
-
-def _report_git_progress(line: str, report: Progress) -> None:
-    match = _PROGRESS_LINE.match(line)
-    if match:
-        span = _PHASE_SPAN.get(match.group(1))
-        fraction = span[0] + (span[1] - span[0]) * int(match.group(2)) / 100 if span else None
-        report(match.group(1).lower(), fraction)
 
 
 class Mirrors:
@@ -333,7 +242,7 @@ class Mirrors:
             self._git(
                 spec,
                 paths,
-                [*args, _REMOTE, f"+refs/heads/{branch}:refs/heads/{branch}"],
+                [*args, REMOTE, f"+refs/heads/{branch}:refs/heads/{branch}"],
                 report,
                 watch_disk=True,
             )
@@ -348,7 +257,7 @@ class Mirrors:
         return branch
 
     def _default_branch(self, spec: RepoSpec, paths: _Paths) -> str:
-        out = self._git(spec, paths, ["ls-remote", "--symref", _REMOTE, "HEAD"])
+        out = self._git(spec, paths, ["ls-remote", "--symref", REMOTE, "HEAD"])
         match = re.search(r"^ref: refs/heads/(\S+)\tHEAD$", out, re.MULTILINE)
         if not match:
             raise GitError(f"{spec.display_url} has no default branch (empty?): set branch in the repos file")
@@ -363,60 +272,15 @@ class Mirrors:
         stdout: IO[bytes] | None = None,
         watch_disk: bool = False,
     ) -> str:
-        """Run git on the mirror: its stdout, or GitError with its complaint (scrubbed).
-
-        stderr is read as it comes, to drive `report` from --progress; stdout goes to a file,
-        so no pipe can fill up and stall git. start_new_session detaches git and ssh from our
-        terminal, so neither can prompt there: a missing credential fails instead of hanging.
-        """
-        timeout = self.settings.git_timeout_seconds
-        with tempfile.TemporaryFile() as out:
-            try:
-                proc = subprocess.Popen(
-                    ["git", "--git-dir", str(paths.mirror), *args],
-                    stdin=subprocess.DEVNULL,
-                    stdout=stdout or out,
-                    stderr=subprocess.PIPE,
-                    env=_git_env(spec),
-                    start_new_session=True,
-                )
-            except FileNotFoundError:
-                raise GitError("git is not installed (not found on PATH)") from None
-            started = time.monotonic()
-            timer = threading.Timer(timeout, _kill_group, [proc])
-            timer.start()
-            lines: list[str] = []
-            reserve = self.settings.disk_reserve_bytes if watch_disk else 0
-            watchdog = Watchdog(self.root, reserve, partial(_kill_group, proc))
-            try:
-                watchdog.__enter__()
-                assert proc.stderr is not None
-                pending = b""
-                while chunk := proc.stderr.read1(65536):  # type: ignore[attr-defined]
-                    *complete, pending = re.split(rb"[\r\n]", pending + chunk)
-                    for raw in complete:
-                        if line := raw.decode("utf-8", "replace").strip():
-                            lines = [*lines[-49:], line]
-                            if report is not None:
-                                _report_git_progress(line, report)
-                lines.append(pending.decode("utf-8", "replace").strip())
-                proc.wait()
-            finally:
-                watchdog.__exit__()
-                timer.cancel()
-                proc.stderr.close()  # type: ignore[union-attr]
-            if watchdog.tripped is not None:
-                raise GitError(watchdog.message(f"git {args[0]}"))
-            if proc.returncode == -signal.SIGKILL and time.monotonic() - started >= timeout:
-                raise GitError(f"git {args[0]} timed out after {timeout:g} s")
-            if proc.returncode != 0:
-                raise GitError(scrub(_reason([line for line in lines if line]), spec))
-            out.seek(0)
-            return out.read().decode("utf-8", "replace").strip()
+        """Run git on the mirror: its stdout, or GitError with its complaint (scrubbed)."""
+        reserve = self.settings.disk_reserve_bytes if watch_disk else 0
+        return run_mirror_git(
+            spec, paths.mirror, args, self.settings.git_timeout_seconds, self.root, reserve, report, stdout
+        )
 
     def _record_secret_blobs(self, spec: RepoSpec, paths: _Paths, tip: str) -> None:
         """Note every blob that is a secret file somewhere in the fetched history, so that the
-        history tools never show it under another name (worker/repos/history.py)."""
+        history tools never show it under another name (worker/repos/history_content.py)."""
         depth = history_depth(spec, self.settings)
         try:
             record_secret_blobs(paths.mirror, tip, str(depth or "all"), self.settings.git_timeout_seconds,

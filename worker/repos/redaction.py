@@ -151,7 +151,7 @@ VALUE_CHECKS: dict[str, Callable[[bytes], bool]] = {
 class _Compiled:
     kind: bytes  # the marker to write
     regex: Any  # re2._Regexp
-    keywords: tuple[str, ...]
+    keywords: frozenset[str]  # the rule runs only when one of them is in the text (none: always)
     check: Callable[[bytes], bool] | None
 
 
@@ -216,7 +216,7 @@ class Redactor:
             _Compiled(
                 f"[REDACTED:{rule.kind}]".encode(),
                 _compile(rule.pattern),
-                rule.keywords,
+                frozenset(rule.keywords),
                 VALUE_CHECKS[rule.check] if rule.check else None,
             )
             for rule in rules
@@ -260,7 +260,7 @@ class Redactor:
         if "private-lines" in present:
             spans += self._putty_blocks(data)
         for rule in self._compiled:
-            if rule.keywords and not any(k in present for k in rule.keywords):
+            if rule.keywords and present.isdisjoint(rule.keywords):
                 continue
             spans += self._matches(rule, data)
         lines = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)

@@ -15,8 +15,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from worker.repos.diff_parse import diff_args, parse_diff
 from worker.repos.git_read import GitReadError, ObjectReader, run_git, shallow_edge
-from worker.repos.history import Commit, blame_args, diff_args, parse_blame, parse_diff
+from worker.repos.history import Commit, blame_args, parse_blame
 from worker.repos.snapshot import Snapshot
 from worker.repos.visible import shown_name
 from worker.tools.context import ToolContext, ToolError

@@ -1,7 +1,7 @@
 """How `show` and `diff` present a change: the stat first, then each file's hunks, within a budget.
 
 Every line shown comes from the file version processed as a snapshot's file is
-(worker/repos/history.py `processed_versions`): redacted as a whole, with its own line numbers;
+(worker/repos/history_content.py `processed_versions`): redacted as a whole, with its own line numbers;
 git contributes only which lines were added, removed or kept. Secret file names (either side of
 a rename) are counted, never named; a version withheld by content, binary, too large, or a
 symlink naming a secret file is described, never shown. Lines shown are recorded, per commit,
@@ -13,19 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from worker.repos.diff_parse import Hunk, ParsedDiff, Section
 from worker.repos.git_read import ObjectReader
-from worker.repos.history import (
-    GITLINK,
-    SYMLINK,
-    ZERO_SHA,
-    Hunk,
-    ParsedDiff,
-    RawEntry,
-    Section,
-    Version,
-    link_target,
-    processed_versions,
-)
+from worker.repos.history import GITLINK, SYMLINK, ZERO_SHA, RawEntry
+from worker.repos.history_content import Version, link_target, processed_versions
 from worker.repos.placeholders import BINARY, OVERSIZED, TEXT, WITHHELD
 from worker.repos.visible import is_git_dir, secret_path, shown_name
 from worker.tools.context import ToolContext

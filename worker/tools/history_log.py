@@ -2,7 +2,7 @@
 
 With a query, git finds candidates (`--grep`, `-S`, `-G` over the raw history), then only the
 commits whose *redacted* message, or whose changes in files processed as a snapshot's are
-(worker/repos/history.py), still match are listed: a query cannot test for the presence of a
+(worker/repos/history_content.py), still match are listed: a query cannot test for the presence of a
 secret (no oracle), as `search` cannot, and a secret file's changes never match.
 """
 
@@ -17,7 +17,8 @@ from typing import Any
 import re2
 
 from worker.repos.git_read import GitProcess, GitReadError, ObjectReader
-from worker.repos.history import GITLINK, LOG_FORMAT, SYMLINK, LogParser, LogRecord, processed_versions
+from worker.repos.history import GITLINK, LOG_FORMAT, SYMLINK, LogParser, LogRecord
+from worker.repos.history_content import processed_versions
 from worker.repos.placeholders import TEXT
 from worker.repos.snapshot import Snapshot
 from worker.repos.visible import secret_path, shown_name

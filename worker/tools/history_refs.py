@@ -16,7 +16,7 @@ from pathlib import Path
 
 from worker.repos.git_read import GitReadError, ObjectReader, object_reader, run_git, shallow_edge
 from worker.repos.history import Commit, read_commit
-from worker.repos.mirrors import history_depth
+from worker.repos.mirror_git import history_depth
 from worker.repos.snapshot import Snapshot
 from worker.repos.visible import shown_name, unshown
 from worker.tools.context import ToolContext, ToolError

@@ -1,0 +1,144 @@
+"""Discord answers that appear as they are written: the progress message edited as the text grows.
+
+`DiscordLiveView` is the Discord sink's live view (worker/jobs/live.py). It runs an event loop
+of its own in a thread, with its own REST session (one `GET /users/@me` more per question), so
+Discord's latency and rate limits never slow the model: the agent only records what changed.
+
+- While tools run the message says what the bot is doing (today's progress line) and the
+  "codebot is typing…" indicator is on (refreshed every `TYPING_SECONDS`, it lasts ~10 s).
+- Once the model writes its answer, the message shows the text so far (the LiveText's stable
+  part: redacted, citations checked, worker/agent/live_text.py) followed by `…`, cut to one
+  message; links show no preview cards, as in the final answer.
+- At most one edit per `discord_edit_interval_seconds` (Discord limits edits per message);
+  what changes meanwhile goes in the next edit. A 429 is honoured by discord.py, which waits
+  the `retry_after` Discord sends before it tries again (bot/discord_rest.py).
+- `close()` stops the sender; the sink's `answer()` then edits the same message into the first
+  part of the stored answer (and posts the rest), `failed()` into the apology.
+Every edit carries `allowed_mentions` that parse nothing, like every post.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import threading
+import time
+
+from bot import texts
+from bot.discord_format import MESSAGE_CHARS, one_message, split_message, suppress_link_previews
+from bot.discord_rest import DiscordRest
+from config.settings import Settings
+from worker.agent.live_text import LiveText
+
+log = logging.getLogger("codebot.discord.live")
+
+TYPING_SECONDS = 8.0  # Discord shows typing for ~10 s after each call
+WRITING_MARK = " …"
+LIVE_CHARS = MESSAGE_CHARS - 100  # room for the mark and a closed code fence
+
+
+def live_content(markdown: str, step: str | None) -> str:
+    """What the message shows now: the text so far, else what the bot is doing."""
+    if markdown.strip():
+        first = split_message(suppress_link_previews(markdown), LIVE_CHARS)[0]
+        return first + WRITING_MARK
+    return one_message(texts.PROGRESS.format(step=step)) if step else ""
+
+
+class DiscordLiveView:
+    """worker.jobs.live.LiveView editing one Discord message (the module's docstring says how)."""
+
+    def __init__(self, settings: Settings, channel: str, message: str, text: LiveText) -> None:
+        assert settings.discord_bot_token is not None
+        self.channel = channel
+        self.message = message
+        self.text = text
+        self.interval = settings.discord_edit_interval_seconds
+        self._rest = DiscordRest(
+            settings.discord_bot_token.get_secret_value(), settings.discord_max_ratelimit_wait_seconds
+        )
+        self._step: str | None = None
+        self._shown = ""
+        self._edited_at = float("-inf")
+        self._typing_at = float("-inf")
+        self._typing_wanted = False  # a tool started since the indicator was last refreshed
+        self._loop = asyncio.new_event_loop()
+        self._changed = asyncio.Event()
+        self._closed = False
+        self._task: concurrent.futures.Future[None] | None = None
+        self._thread = threading.Thread(target=self._loop.run_forever, name="discord-live", daemon=True)
+        self._thread.start()
+        self._task = asyncio.run_coroutine_threadsafe(self._run(), self._loop)
+
+    # --- LiveView (the agent's thread) --------------------------------------------------------
+    def _poke(self) -> None:
+        if not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._changed.set)
+
+    def thinking(self) -> None:
+        self._poke()
+
+    def text_changed(self) -> None:
+        self._poke()
+
+    def tool_started(self, call_id: str, title: str) -> None:
+        self._step = title
+        self._typing_wanted = True
+        self._poke()
+
+    def tool_finished(self, call_id: str, ok: bool) -> None:
+        self._poke()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._poke()
+        if self._task is not None:
+            try:
+                self._task.result(timeout=60)
+            except Exception:
+                log.warning("discord live view: the sender did not stop cleanly", exc_info=True)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)
+        self._loop.close()
+
+    # --- the sender (its own loop) -------------------------------------------------------------
+    async def _run(self) -> None:
+        try:
+            await self._rest.open()
+            while not self._closed:
+                await self._changed.wait()
+                self._changed.clear()
+                if self._closed:
+                    break
+                await self._typing()
+                wait = self.interval - (time.monotonic() - self._edited_at)
+                if wait > 0:
+                    await asyncio.sleep(wait)
+                    if self._closed:
+                        break
+                await self._edit()
+        except Exception:
+            log.warning("discord live view stopped; the answer will replace what it showed", exc_info=True)
+        finally:
+            await self._rest.close()
+
+    async def _typing(self) -> None:
+        if self._typing_wanted and time.monotonic() - self._typing_at >= TYPING_SECONDS:
+            self._typing_at, self._typing_wanted = time.monotonic(), False
+            try:
+                await self._rest.typing(self.channel)
+            except Exception as exc:  # cosmetic
+                log.info("discord typing indicator failed: %s", exc)
+
+    async def _edit(self) -> None:
+        content = live_content(self.text.snapshot().markdown, self._step)
+        if not content or content == self._shown:
+            return
+        try:
+            await self._rest.edit(self.channel, self.message, content)
+        finally:  # the interval runs from when Discord answered: edits arrive at least that far apart
+            self._edited_at = time.monotonic()
+        self._shown = content

@@ -1,0 +1,425 @@
+"""Slack answers that stream: text as the model writes it, tool calls as task cards, loading
+states, and the verified Sources with the feedback buttons at the end.
+
+`SlackStreamSink` is the worker's Slack sink (worker/jobs/sink.py, worker/jobs/live.py). For
+a question it can stream, it posts no placeholder: it reacts 👀 and hands the job a live view,
+`SlackLiveView`, whose sender thread does every Web API call, so Slack's latency and rate limits
+never slow the model down:
+
+- `assistant.threads.setStatus` shows a loading state while the model thinks (cleared at the end);
+- the first thing to show opens the stream, `chat.startStream` in the question's thread, with
+  the asker as `recipient_user_id`/`recipient_team_id` (required outside DMs), always with
+  `chunks` (a stream keeps the shape it was opened with): a `task_update` per tool call
+  (in_progress, then complete or error) and `markdown_text` for the answer;
+- text goes out at most every `slack_stream_interval_seconds` (chat.appendStream is Tier 4 for
+  the whole workspace): what arrives meanwhile waits in the next call. It is the LiveText's
+  stable part (worker/agent/live_text.py: redacted and citation-checked on a held-back window)
+  made inert like a post (bot/slack_format.safe_markdown). Text that no longer extends what was
+  sent (a redaction or a check changed its mind) stops being shown for that turn;
+- `answer()` ends the stream with `chat.stopStream`: the rest of the answer, its Sources, and
+  the feedback block, when what streamed is the start of the stored answer. Otherwise (a
+  preamble, a retried turn, a cut-off, an answer too long for one message, an outage) the
+  stored answer replaces the streamed message (SlackSink._show: the stream is stopped, then
+  the message updated), so what the asker ends with is always the stored, verified answer, once.
+
+Where Slack refuses the streaming methods with a code that means "not here" (the workspace does
+not know them, the channel type takes none), the view falls back by itself to the placeholder
+and progress lines of `SlackSink`, and the refusal is remembered in Redis for the workspace (or
+the channel) for `slack_stream_refusal_memory_seconds`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from redis import Redis
+from redis.exceptions import RedisError
+from slack_sdk.errors import SlackApiError
+
+from bot import texts
+from bot.slack_format import feedback_block, safe_markdown
+from bot.slack_sink import (
+    ANSWERED,
+    RECEIVED,
+    SLACK_FAILURES,
+    STREAM_OVER_ERRORS,
+    SlackSink,
+    add_reaction,
+    delivery_failed,
+    is_transient,
+    stop_stream,
+)
+from config.settings import Settings
+from worker.agent.live_text import LiveText
+from worker.jobs.live import LiveView
+from worker.jobs.question import Question
+from worker.jobs.sink import Answer
+
+log = logging.getLogger("codebot.slack.stream")
+
+REFUSED_KEY_PREFIX = "codebot:slack:nostream:"  # + team (+ ":" + channel) -> the refusal's code
+# Refusals that mean the workspace cannot stream at all (an older or restricted Slack) ...
+TEAM_REFUSALS = {"unknown_method", "not_allowed_token_type", "method_deprecated", "feature_not_enabled"}
+# ... or that this channel cannot (chat.startStream's documented errors)
+CHANNEL_REFUSALS = {
+    "channel_type_not_supported",
+    "restricted_action",
+    "restricted_action_non_threadable_channel",
+    "restricted_action_thread_only_channel",
+    "messages_tab_disabled",
+}
+START_TRIES = 3  # a stream that cannot be opened after this many transient failures: placeholder instead
+TITLE_MAX_CHARS = 150
+STATUS_THINKING = "is thinking…"
+STATUS_READING = "is reading the code…"
+STATUS_REFRESH_SECONDS = 90.0  # Slack clears a status after 2 minutes without a message
+
+
+def refusal_keys(team: str | None, channel: str) -> tuple[str, str]:
+    return REFUSED_KEY_PREFIX + (team or "-"), REFUSED_KEY_PREFIX + f"{team or '-'}:{channel}"
+
+
+class SlackStreamSink(SlackSink):
+    """SlackSink that streams when it can (the module's docstring says how)."""
+
+    def __init__(self, settings: Settings, redis: Redis, question: Question) -> None:
+        super().__init__(settings, redis, question)
+        self.asker = question.asker
+        self.view: SlackLiveView | None = None
+
+    def can_stream(self) -> bool:
+        t = self.target
+        if not (self.settings.slack_streaming and t.message) or not (t.is_dm or (t.team and self.asker)):
+            return False
+        try:
+            if self._placeholder_ts() is not None:  # an earlier run posted one: answer in it
+                return False
+            return not any(self.redis.exists(key) for key in refusal_keys(t.team, t.channel))
+        except RedisError:
+            return False
+
+    def remember_refusal(self, error: str) -> None:
+        team_key, channel_key = refusal_keys(self.target.team, self.target.channel)
+        key = team_key if error in TEAM_REFUSALS else channel_key
+        log.warning("slack: streaming refused (%s): answering with progress edits in %s", error, key)
+        with contextlib.suppress(RedisError):
+            self.redis.set(key, error, ex=int(self.settings.slack_stream_refusal_memory_seconds))
+
+    def claim_stream(self, ts: str) -> bool:
+        """Record the stream's message as the question's first message, unless a run of the
+        same question recorded another meanwhile."""
+        try:
+            claimed = bool(self.redis.set(self.key, ts, nx=True, ex=self.record_seconds))
+        except RedisError:
+            claimed = True  # not recorded: a later delivery posts anew rather than lose the answer
+        if claimed:
+            self._placeholder = ts
+        return claimed
+
+    # --- ReplySink ---------------------------------------------------------------------------
+    def received(self) -> None:
+        if not self.can_stream():
+            super().received()
+            return
+        add_reaction(client=self.client, channel=self.target.channel, ts=self.target.message, name=RECEIVED)
+
+    def progress(self, text: str) -> None:
+        if self.view is not None and self.view.streaming:
+            return  # the stream shows the work as task cards
+        super().progress(text)
+
+    def live(self, text: LiveText) -> LiveView | None:
+        if not self.can_stream():
+            return None
+        self.view = SlackLiveView(self, text)
+        return self.view
+
+    def answer(self, answer: Answer) -> None:
+        view = self.view
+        if view is not None:
+            view.close()
+            rest = view.rest_of(answer)
+            if rest is not None:
+                try:
+                    view.finish(rest, [feedback_block(self.question_id)])
+                    self._finish(ANSWERED)
+                except SLACK_FAILURES as exc:
+                    raise delivery_failed("answer", exc) from exc
+                return
+        super().answer(answer)
+
+    def failed(self, message: str) -> None:
+        if self.view is not None:
+            self.view.close()
+        super().failed(message)
+
+
+@dataclass
+class _Text:
+    """Text ready to go out, and what the turn will have sent once it has."""
+
+    chunk: dict[str, Any]
+    turn_sent: str
+
+
+class SlackLiveView:
+    """worker.jobs.live.LiveView on a Slack chat stream; one sender thread per question does
+    every call (also the fallback's progress lines), so nothing here is called concurrently."""
+
+    def __init__(self, sink: SlackStreamSink, text: LiveText) -> None:
+        self.sink = sink
+        self.client = sink.client
+        self.text = text
+        self.settings = sink.settings
+        self.channel = sink.target.channel
+        self.thread = sink.thread or ""
+        self.ts: str | None = None
+        self.sent = ""  # the markdown streamed so far, every turn
+        self.streaming = False  # a stream is open and takes appends
+        self.fallback = False  # Slack refused streaming: progress lines instead
+        self._turn = 0
+        self._turn_sent = ""  # safe markdown sent for the current turn
+        self._frozen_turn = -1  # a turn whose text stopped extending what was sent
+        self._full = False  # slack_stream_max_chars reached
+        self._tasks: list[dict[str, Any]] = []  # task_update chunks waiting to be sent
+        self._titles: dict[str, str] = {}
+        self._progress: str | None = None  # the fallback's progress line waiting to be shown
+        self._status_wanted = ""
+        self._status_shown = ""
+        self._status_at = float("-inf")
+        self._statuses_work = True
+        self._text_due = float("-inf")  # when text may go out again (pacing)
+        self._failures = 0
+        self._lock = threading.Condition()
+        self._dirty = False  # the LiveText has more than was looked at
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="slack-stream", daemon=True)
+        self._thread.start()
+
+    # --- LiveView (the agent's thread) --------------------------------------------------------
+    def thinking(self) -> None:
+        with self._lock:
+            self._status_wanted = STATUS_THINKING
+            self._lock.notify()
+
+    def text_changed(self) -> None:
+        with self._lock:
+            self._dirty = True
+            self._lock.notify()
+
+    def tool_started(self, call_id: str, title: str) -> None:
+        title = safe_markdown(title)[:TITLE_MAX_CHARS] or "…"
+        with self._lock:
+            self._titles[call_id] = title
+            self._status_wanted = STATUS_READING
+            if self.fallback:
+                self._progress = title
+            else:
+                self._tasks.append(
+                    {"type": "task_update", "id": call_id, "title": title, "status": "in_progress"}
+                )
+            self._lock.notify()
+
+    def tool_finished(self, call_id: str, ok: bool) -> None:
+        with self._lock:
+            title = self._titles.get(call_id)
+            if title is None or self.fallback:
+                return
+            status = "complete" if ok else "error"
+            self._tasks.append({"type": "task_update", "id": call_id, "title": title, "status": status})
+            self._lock.notify()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            self._lock.notify()
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout=60)
+
+    # --- the end (the job's thread, after close) -----------------------------------------------
+    def rest_of(self, answer: Answer) -> str | None:
+        """What the stream still lacks to read as `answer`, or None when it cannot end as that
+        answer (no stream, or it showed something else, or the answer is too long for it)."""
+        if not self.streaming or self.ts is None:
+            return None
+        whole = safe_markdown(answer.markdown)
+        if not whole.startswith(self.sent) or len(whole) > self.settings.slack_stream_max_chars:
+            return None
+        return whole[len(self.sent) :]
+
+    def finish(self, rest: str, blocks: list[dict[str, Any]]) -> None:
+        """The stream's last call: task cards not sent yet, the rest of the answer, `blocks`."""
+        assert self.ts is not None
+        chunks = self._tasks + ([{"type": "markdown_text", "text": rest}] if rest else [])
+        self.client.chat_stopStream(channel=self.channel, ts=self.ts, chunks=chunks or None, blocks=blocks)
+        self.streaming = False
+
+    # --- the sender thread ---------------------------------------------------------------------
+    def _ready(self, now: float) -> bool:
+        status = self._statuses_work and (
+            self._status_wanted != self._status_shown
+            or (self._status_shown and now - self._status_at > STATUS_REFRESH_SECONDS)
+        )
+        text = self._dirty and now >= self._text_due and not self.fallback
+        return self._closed or bool(self._tasks) or self._progress is not None or text or bool(status)
+
+    def _timeout(self, now: float) -> float | None:
+        waits = []
+        if self._dirty and not self.fallback:
+            waits.append(self._text_due - now)
+        if self._status_shown and self._statuses_work:
+            waits.append(self._status_at + STATUS_REFRESH_SECONDS - now)
+        return max(0.0, min(waits)) if waits else None
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                while not self._ready(time.monotonic()):
+                    self._lock.wait(self._timeout(time.monotonic()))
+                if self._closed:
+                    break
+                with_text = self._dirty and time.monotonic() >= self._text_due
+                if with_text:
+                    self._dirty = False
+                tasks, self._tasks = self._tasks, []
+                progress, self._progress = self._progress, None
+            try:
+                self._send(tasks, with_text, progress)
+            except Exception:
+                log.warning("slack stream: sending failed; the answer will replace it", exc_info=True)
+                self.streaming = False
+        self._clear_status()
+
+    def _send(self, tasks: list[dict[str, Any]], with_text: bool, progress: str | None) -> None:
+        self._update_status()
+        if self.fallback:
+            if progress is not None:
+                self.sink.progress(progress)
+            return
+        text = self._text() if with_text else None
+        chunks = tasks + ([text.chunk] if text else [])
+        if not chunks:
+            return
+        if self.ts is None:
+            self._start(chunks, text)
+        elif self.streaming:
+            self._append(chunks, text)
+
+    def _text(self) -> _Text | None:
+        """The text that can go out now, or None (nothing new, frozen or full)."""
+        if self._full:
+            return None
+        shown = self.text.snapshot()
+        if shown.turn != self._turn:
+            self._turn, self._turn_sent = shown.turn, ""
+        if shown.turn == self._frozen_turn:
+            return None
+        markdown = safe_markdown(shown.markdown)
+        if not markdown.startswith(self._turn_sent):
+            log.info("slack stream: turn %d changed what it showed; the answer will replace it", shown.turn)
+            self._frozen_turn = shown.turn
+            return None
+        delta = markdown[len(self._turn_sent) :]
+        if not delta:
+            return None
+        piece = ("\n\n" if self.sent and not self._turn_sent else "") + delta
+        if len(self.sent) + len(piece) > self.settings.slack_stream_max_chars:
+            self._full = True
+            return None
+        return _Text({"type": "markdown_text", "text": piece}, markdown)
+
+    def _sent(self, text: _Text | None) -> None:
+        if text is not None:
+            self.sent += text.chunk["text"]
+            self._turn_sent = text.turn_sent
+            self._text_due = time.monotonic() + self.settings.slack_stream_interval_seconds
+
+    def _again(self, chunks: list[dict[str, Any]], text: _Text | None) -> None:
+        """A call that failed for now: its task cards and its text go with the next one."""
+        with self._lock:
+            self._tasks[:0] = [c for c in chunks if c["type"] == "task_update"]
+            self._dirty = self._dirty or text is not None
+            self._text_due = time.monotonic() + self.settings.slack_stream_interval_seconds
+
+    def _start(self, chunks: list[dict[str, Any]], text: _Text | None) -> None:
+        target = self.sink.target
+        recipient = (
+            {} if target.is_dm else {"recipient_user_id": self.sink.asker, "recipient_team_id": target.team}
+        )
+        try:
+            response = self.client.chat_startStream(
+                channel=self.channel, thread_ts=self.thread, chunks=chunks, **recipient
+            )
+        except SLACK_FAILURES as exc:
+            self._start_refused(exc, chunks, text)
+            return
+        ts = str(response["ts"])
+        if not self.sink.claim_stream(ts):  # another run of this question answers in its message
+            try:
+                stop_stream(client=self.client, channel=self.channel, ts=ts)
+                self.client.chat_delete(channel=self.channel, ts=ts)
+            except SLACK_FAILURES as exc:
+                log.warning("slack stream: could not remove a second stream: %s", exc)
+            self._fall_back(chunks)
+            return
+        self.ts, self.streaming = ts, True
+        self._sent(text)
+
+    def _start_refused(self, exc: Exception, chunks: list[dict[str, Any]], text: _Text | None) -> None:
+        error = exc.response.get("error") if isinstance(exc, SlackApiError) else None
+        if error in TEAM_REFUSALS or error in CHANNEL_REFUSALS:
+            self.sink.remember_refusal(str(error))
+        elif is_transient(exc) and self._failures + 1 < START_TRIES:
+            self._failures += 1
+            self._again(chunks, text)
+            return
+        else:
+            log.warning("slack stream: chat.startStream failed (%s); progress edits instead", error or exc)
+        self._fall_back(chunks)
+
+    def _fall_back(self, chunks: list[dict[str, Any]]) -> None:
+        self.fallback = True
+        titles = [c["title"] for c in chunks if c["type"] == "task_update"]
+        self.sink.progress(titles[-1] if titles else texts.QUEUED)
+
+    def _append(self, chunks: list[dict[str, Any]], text: _Text | None) -> None:
+        assert self.ts is not None
+        try:
+            self.client.chat_appendStream(channel=self.channel, ts=self.ts, chunks=chunks)
+        except SLACK_FAILURES as exc:
+            error = exc.response.get("error") if isinstance(exc, SlackApiError) else None
+            if error in STREAM_OVER_ERRORS or not is_transient(exc):
+                log.info("slack stream: chat.appendStream refused (%s); the answer will replace it", error)
+                self.streaming = False
+            else:
+                self._again(chunks, text)
+            return
+        self._sent(text)
+
+    # --- loading states ------------------------------------------------------------------------
+    def _update_status(self) -> None:
+        with self._lock:
+            wanted = self._status_wanted
+        stale = time.monotonic() - self._status_at > STATUS_REFRESH_SECONDS
+        if self._statuses_work and (wanted != self._status_shown or (wanted and stale)):
+            self._set_status(wanted)
+
+    def _set_status(self, status: str) -> None:
+        try:
+            self.client.assistant_threads_setStatus(
+                channel_id=self.channel, thread_ts=self.thread, status=status
+            )
+        except SLACK_FAILURES as exc:
+            if not is_transient(exc):  # not allowed here (scope, channel): no loading states
+                self._statuses_work = False
+            log.info("slack: setStatus failed: %s", exc)
+        self._status_shown, self._status_at = status, time.monotonic()
+
+    def _clear_status(self) -> None:
+        if self._status_shown and self._statuses_work:
+            self._set_status("")
