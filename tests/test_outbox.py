@@ -111,3 +111,27 @@ def test_an_attempt_that_outlived_its_lease_does_not_give_up_an_answer_another_d
     rig.api.outage(None)
     assert [text for text in rig.api.thread_texts("C1", ts) if "Sorry" in text] == ["Sorry, later."]
     assert "given up) in the last 7 days: 0" in status_report(rig.redis, rig.runtime)
+
+
+@pytest.mark.slow
+@pytest.mark.rig("slack", delivery_lease_seconds=1.0, delivery_give_up_seconds=2.0, **FAST_DELIVERY)
+def test_an_answer_a_late_attempt_delivered_after_another_gave_up_is_not_listed_as_given_up(
+    rig: SlackRig,
+) -> None:
+    ts = rig.mention("how does retry work?")
+    rig.settle()
+    (job,) = Queue(QUESTIONS_QUEUE, connection=rig.redis).jobs
+    question = Question.model_validate_json(job.args[0])
+    SlackSink(rig.settings, rig.redis, question).received()  # the placeholder
+    first = new_token()
+    assert outbox.store(rig.redis, rig.settings, question, Final(apology="Sorry, later."), first)
+    rig.api.hang("chat.update", HELD_SECONDS, containing="Sorry, later.")
+    with ThreadPoolExecutor(1) as pool:
+        late = pool.submit(outbox.deliver, rig.redis, rig.runtime, question.id, first)
+        rig.api.wait_for("chat.update")
+        rig.api.outage("http500")  # the housekeeper's attempts are refused past the bound
+        assert deliver_until_settled(rig.redis, rig.runtime, question.id) == "undeliverable"
+        rig.api.outage(None)  # and then Slack takes the held call after all
+        assert late.result() == "delivered"
+    assert [text for text in rig.api.thread_texts("C1", ts) if "Sorry" in text] == ["Sorry, later."]
+    assert "given up) in the last 7 days: 0" in status_report(rig.redis, rig.runtime)

@@ -95,9 +95,11 @@ end
 redis.call('ZADD', KEYS[2], ARGV[3], ARGV[4])
 return 1
 """
-# KEYS: entry, due set. ARGV: question id, now, seconds the delivered entry is kept.
+# KEYS: entry, due set, given-up set. ARGV: question id, now, seconds the delivered entry is kept.
+# An attempt that outlived its lease may land after another gave up: delivered is what stands.
 _DONE = """
 redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('ZREM', KEYS[3], ARGV[1])
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 redis.call('HSET', KEYS[1], 'state', 'delivered', 'lease', '', 'delivered_at', ARGV[2])
 redis.call('EXPIRE', KEYS[1], ARGV[3])
@@ -257,7 +259,9 @@ def deliver(
             log.exception("delivery of %s crashed", question_id, extra={"job_id": question_id})
         failure = DeliveryFailed(f"{type(exc).__name__}: {exc}")
         return _not_delivered(redis, settings, fields, question_id, token, failure)
-    run_script(redis, _DONE, [key, DUE_KEY], [question_id, f"{time.time():.3f}", DELIVERED_KEEP_SECONDS])
+    run_script(
+        redis, _DONE, [key, DUE_KEY, GAVE_UP_KEY], [question_id, f"{time.time():.3f}", DELIVERED_KEEP_SECONDS]
+    )
     attempts = int(fields.get("attempts") or 0)
     if attempts:
         log.info(
