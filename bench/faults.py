@@ -1,13 +1,16 @@
 """Fault bench: questions asked through real processes while a fault is injected; nobody left silent?
 
 Every scenario runs the real thing on loopback: `codebot slack --port N` (HTTP mode) fed signed
-Events API deliveries, one `codebot worker --concurrency C`, the scripted model (two turns of
-`--turn-seconds` each: a read_file call, then a cited answer), the fake Slack Web API and the
-embedded Redis (or a Sentinel group: primary, replica, three sentinels). Questions are asked at
-a steady rate for `--send-seconds`; the fault starts `--fault-at` seconds in. The bench then
-waits until every question has settled (or `--settle-seconds` passed) and sorts each thread:
+Events API deliveries (or, for the Discord scenarios, `codebot discord` on the fake Discord's
+gateway, fed MESSAGE_CREATE mentions), one `codebot worker --concurrency C` with its
+housekeeper, the scripted model (two turns of `--turn-seconds` each: a read_file call, then a
+cited answer), the fake Slack Web API (or fake Discord REST) and the embedded Redis (or a
+Sentinel group: primary, replica, three sentinels). Questions are asked at a steady rate for
+`--send-seconds`; the fault starts `--fault-at` seconds in and lasts the scenario's
+`fault_seconds`. The bench then waits until every question has settled (or `--settle-seconds`
+passed) and sorts each thread:
 
-- answered once: exactly one message, the answer, with ✅;
+- answered once: exactly one message, the answer, with ✅ (and 👀 gone);
 - told to try again: the one message is "my queue (Redis) is unreachable / refuses writes";
 - apologised: one message, an apology with a reference (⚠️);
 - duplicated: more than one answer or apology;
@@ -15,11 +18,15 @@ waits until every question has settled (or `--settle-seconds` passed) and sorts 
 
     .venv/bin/python bench/faults.py                       # every scenario
     .venv/bin/python bench/faults.py redis-stall redis-kill --questions 40
+    .venv/bin/python bench/faults.py slack-500 discord-500 worker-killed-in-window
 
 Adding a scenario: subclass Scenario (its `env`, `redis`, `inject` and `recover` hooks) and add
-it to SCENARIOS. The fake Slack API can fail methods (`bench.api.fail`, `rate_limit`), the model
-handler can be replaced (`model_reply`), any process can be signalled (`bench.worker`,
-`bench.adapter`); results go to bench/RESULTS.md, "Fault bench".
+it to SCENARIOS (`platform = "discord"` for one on Discord). The fake Slack API has outages
+(`bench.api.outage("http500" | "ratelimited" | "429")`, `fail`, `rate_limit`, `hang`), the fake
+Discord too (`bench.discord.outage(500)`), the model handler can be replaced (`model_reply`),
+any process can be signalled (`bench.worker`, `bench.adapter`); results go to
+bench/RESULTS.md, "Fault bench". A scenario whose dependency is missing says so (`needs`) and
+is skipped.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -46,11 +54,13 @@ from bench.slack_ack import free_port, wait_healthy  # noqa: E402
 from bot import texts  # noqa: E402
 from bot.slack_format import format_for_slack  # noqa: E402
 from config.settings import load_settings  # noqa: E402
-from tests.support.e2e import DEFAULT_FILES, make_git_repo  # noqa: E402
+from tests.support.e2e import DEFAULT_FILES  # noqa: E402
+from tests.support.fake_discord import FakeDiscord  # noqa: E402
+from tests.support.fixture_repos import make_repo  # noqa: E402
 from tests.support.model_server import Reply, ScriptedModel, last_user_text, slow, text, tool_calls  # noqa: E402
 from tests.support.redis_outage import kill_embedded_server  # noqa: E402
 from tests.support.redis_servers import SentinelGroup, sentinel_group  # noqa: E402
-from tests.support.slack_api import SlackAPI, event_body, mention, signed_post  # noqa: E402
+from tests.support.slack_api import Outage, SlackAPI, event_body, mention, signed_post  # noqa: E402
 from worker.jobs.runtime import build_runtime  # noqa: E402
 from worker.ops.redis_connection import (  # noqa: E402
     SOCKET_TIMEOUT_SECONDS,
@@ -58,6 +68,7 @@ from worker.ops.redis_connection import (  # noqa: E402
     server_pid,
     stop_embedded_server,
 )
+from worker.repos.refresh import REPO_KEY_PREFIX  # noqa: E402
 
 SECRET = "faults-signing-secret"
 CHANNEL = "CFAULT"
@@ -73,8 +84,9 @@ class Bench:
         self.work = work
         self.scenario = scenario
         self.api = SlackAPI()
+        self.discord = FakeDiscord().start() if scenario.platform == "discord" else None
         self.model = ScriptedModel(scenario.model_reply(args.turn_seconds))
-        make_git_repo(work / "payments-src", DEFAULT_FILES)
+        make_repo(work / "payments-src", DEFAULT_FILES)
         self.repos = work / "repos.toml"
         self.repos.write_text(
             f'[[repo]]\nname = "payments"\nurl = "{work / "payments-src"}"\n'
@@ -83,7 +95,7 @@ class Bench:
         self.data_dir = work / "data"
         self.sentinels: SentinelGroup | None = None
         self.processes: list[subprocess.Popen[bytes]] = []
-        self.asked: dict[str, int] = {}  # message ts -> question number
+        self.asked: dict[str, int] = {}  # message ts (Discord: message id) -> question number
         self.events: list[tuple[float, str]] = []  # (seconds since start, what happened)
         self.started = time.monotonic()
 
@@ -102,6 +114,11 @@ class Bench:
             "SLACK_API_URL": self.api.url,
             "OPENAI_BASE_URL": self.model.base_url,
             "OPENAI_API_KEY": "faults",
+            **(
+                {"DISCORD_BOT_TOKEN": "faults-token", "DISCORD_API_URL": self.discord.base_url}
+                if self.discord
+                else {}
+            ),
             **self.scenario.env(self),
         }
 
@@ -131,14 +148,23 @@ class Bench:
         settings = self.settings()
         assert build_runtime(settings).mirrors.sync("payments").ok
         connect(settings)  # the embedded Redis (or the Sentinel primary) answers
-        port = free_port()
-        self.adapter = self.start("slack", "--port", str(port), name="slack")
-        self.events_url = f"http://127.0.0.1:{port}/slack/events"
-        wait_healthy(f"http://127.0.0.1:{port}/health")
-        warm = {"type": "reaction_added", "user": "U0", "reaction": "x", "item": {}, "event_ts": "1.0"}
-        signed_post(self.events_url, event_body(warm), SECRET)  # bolt's one-off auth.test
-        self.worker = self.start("worker", "--concurrency", str(self.args.concurrency), name="worker")
+        if self.discord is not None:
+            discord = self.discord
+            self.adapter = self.start("discord", name="discord")
+            discord.wait_for(lambda: discord.gateway_sessions, timeout=60)
+            time.sleep(3.0)  # READY, then GUILD_CREATE and discord.py's wait for more guilds (2 s)
+        else:
+            port = free_port()
+            self.adapter = self.start("slack", "--port", str(port), name="slack")
+            self.events_url = f"http://127.0.0.1:{port}/slack/events"
+            wait_healthy(f"http://127.0.0.1:{port}/health")
+            warm = {"type": "reaction_added", "user": "U0", "reaction": "x", "item": {}, "event_ts": "1.0"}
+            signed_post(self.events_url, event_body(warm), SECRET)  # bolt's one-off auth.test
+        self.start_worker()
         self.model_requests_before = len(self.model.requests)
+
+    def start_worker(self) -> None:
+        self.worker = self.start("worker", "--concurrency", str(self.args.concurrency), name="worker")
 
     def note(self, what: str) -> None:
         self.events.append((round(time.monotonic() - self.started, 1), what))
@@ -146,6 +172,11 @@ class Bench:
     # --- traffic -------------------------------------------------------------------------------
 
     def ask(self, n: int) -> None:
+        if self.discord is not None:
+            bot = self.discord.bot_user
+            asked = self.discord.message_create(f"<@{bot['id']}> fault question {n}?", mentions=[bot])
+            self.asked[asked["id"]] = n
+            return
         ts = f"1730000000.{n:06d}"
         self.asked[ts] = n
         body = event_body(mention(CHANNEL, ts, f"fault question {n}?", user=f"U{n:05d}"))
@@ -163,15 +194,32 @@ class Bench:
 
     # --- the verdict ---------------------------------------------------------------------------
 
+    def thread(self, ts: str) -> tuple[list[str], list[str]]:
+        """What the asker sees: the bot's messages for the question, and the reactions on it."""
+        if self.discord is None:
+            return self.api.thread_texts(CHANNEL, ts), self.api.reactions(CHANNEL, ts)
+        fake = self.discord
+        replies = [  # the answer thread, or replies to the question in the channel
+            m
+            for m in fake.posted(ts) + fake.posted(fake.channel_id)
+            if m["channel_id"] == ts or (m.get("message_reference") or {}).get("message_id") == ts
+        ]
+        reactions: list[str] = []
+        for method, _channel, message, emoji in list(fake.reactions):
+            if message == ts and method == "PUT" and emoji not in reactions:
+                reactions.append(emoji)
+            elif message == ts and method == "DELETE" and emoji in reactions:
+                reactions.remove(emoji)
+        return [m["content"] for m in replies], [DISCORD_REACTIONS.get(r, r) for r in reactions]
+
     def outcome(self, ts: str) -> str:
-        posted = self.api.thread_texts(CHANNEL, ts)
-        reactions = self.api.reactions(CHANNEL, ts)
+        posted, reactions = self.thread(ts)
         n = self.asked[ts]
         answers = [t for t in posted if f"answer to: fault question {n}?" in t]
         apologies = [t for t in posted if "Reference: `" in t and t not in answers]
         if len(answers) + len(apologies) > 1:
             return "duplicated"
-        if answers and len(posted) == 1 and "white_check_mark" in reactions:
+        if answers and len(posted) == 1 and "white_check_mark" in reactions and "eyes" not in reactions:
             return "answered once"
         if posted in TRY_AGAIN:
             return "told to try again"
@@ -191,6 +239,7 @@ class Bench:
             time.sleep(self.args.fault_at)
             self.note(f"fault: {self.scenario.name}")
             self.scenario.inject(self)
+            self.note("fault injected")
             time.sleep(self.scenario.fault_seconds)
             self.scenario.recover(self)
             self.note("fault over")
@@ -228,6 +277,8 @@ class Bench:
             except subprocess.TimeoutExpired:
                 os.killpg(process.pid, signal.SIGKILL)
         self.api.close()
+        if self.discord is not None:
+            self.discord.close()
         self.model.close()
 
 
@@ -238,6 +289,12 @@ class Scenario:
     name: ClassVar[str] = ""
     describe: ClassVar[str] = ""
     fault_seconds: ClassVar[float] = 0.0
+    platform: ClassVar[str] = "slack"  # or "discord": `codebot discord` on the fake gateway
+
+    @classmethod
+    def needs(cls) -> str | None:
+        """What this scenario needs that is not there yet (it is then skipped), or None."""
+        return None
 
     def env(self, bench: Bench) -> dict[str, str]:
         """Extra environment for every codebot process of the run."""
@@ -320,7 +377,176 @@ class SentinelFailover(Scenario):
         bench.note("replica promoted")
 
 
-SCENARIOS: dict[str, type[Scenario]] = {s.name: s for s in (RedisStall, RedisKill, SentinelFailover)}
+class SlackOutage(Scenario):
+    """Every Slack Web API call (or those of `methods`) fails as in one of Slack's outages."""
+
+    kind: ClassVar[Outage] = "http500"
+    methods: ClassVar[list[str] | None] = None
+    fault_seconds = 60.0
+
+    def inject(self, bench: Bench) -> None:
+        bench.api.outage(self.kind, self.methods)
+
+    def recover(self, bench: Bench) -> None:
+        bench.api.outage(None)
+
+
+class Slack500(SlackOutage):
+    name = "slack-500"
+    describe = "every Slack Web API call answered HTTP 500 (an HTML page) for 60 s"
+
+
+class SlackRatelimited(SlackOutage):
+    name = "slack-ratelimited"
+    describe = 'every Slack Web API call answered HTTP 200 {"ok": false, "error": "ratelimited"} for 60 s'
+    kind = "ratelimited"
+
+
+class Slack429(SlackOutage):
+    name = "slack-429"
+    describe = "every Slack Web API call answered HTTP 429 with Retry-After: 1 for 60 s"
+    kind = "429"
+
+
+class SlackUpdate500(SlackOutage):
+    name = "slack-update-500"
+    describe = "chat.update alone answered HTTP 500 for 30 s (placeholders posted, answers refused)"
+    methods: ClassVar[list[str] | None] = ["chat.update"]
+    fault_seconds = 30.0
+
+
+class Discord500(Scenario):
+    name = "discord-500"
+    describe = "every Discord REST call answered HTTP 500 for 60 s (discord.py retries each 5 times, 16 s)"
+    platform = "discord"
+    fault_seconds = 60.0
+
+    def inject(self, bench: Bench) -> None:
+        assert bench.discord is not None
+        bench.discord.outage(500)
+
+    def recover(self, bench: Bench) -> None:
+        assert bench.discord is not None
+        bench.discord.outage(None)
+
+
+class WorkerKilledInWindow(Scenario):
+    name = "worker-killed-in-window"
+    describe = (
+        "Slack holds the first answer's chat.update 30 s; the whole `codebot worker` is SIGKILLed "
+        "while it waits (answer stored, not posted); a new worker is started"
+    )
+    fault_seconds = 0.0
+    HOLD_SECONDS = 30.0
+
+    def inject(self, bench: Bench) -> None:
+        bench.api.hang("chat.update", self.HOLD_SECONDS, containing="answer to:")
+        deadline = time.monotonic() + 60
+        while not bench.api.held:
+            if time.monotonic() > deadline:
+                bench.note("no answer reached chat.update in 60 s: nothing killed")
+                return
+            time.sleep(0.02)
+        os.killpg(bench.worker.pid, signal.SIGKILL)  # the worker, its horses, its housekeeper
+        bench.note(f"worker {bench.worker.pid} SIGKILLed with an answer stored and its post held")
+        bench.start_worker()
+        bench.note(f"new worker {bench.worker.pid}")
+
+
+class TricklingModel(Scenario):
+    name = "trickling-model"
+    describe = (
+        "for 60 s the model trickles its reply one byte every 2 s; each attempt is cut at "
+        "CODEBOT_MODEL_TIMEOUT_SECONDS=10, the question at CODEBOT_QUESTION_DEADLINE_SECONDS=40"
+    )
+    fault_seconds = 60.0
+
+    def __init__(self) -> None:
+        self.trickling = threading.Event()
+
+    @classmethod
+    def needs(cls) -> str | None:
+        try:
+            from tests.support.model_server import trickle  # noqa: F401
+        except ImportError:
+            return "needs issue 14 (each model attempt's total-time bound) on main"
+        return None
+
+    def env(self, bench: Bench) -> dict[str, str]:
+        return {
+            **super().env(bench),
+            "CODEBOT_MODEL_TIMEOUT_SECONDS": "10",
+            "CODEBOT_QUESTION_DEADLINE_SECONDS": "40",
+        }
+
+    def model_reply(self, turn_seconds: float) -> Any:
+        from tests.support.model_server import trickle
+
+        answer = super().model_reply(turn_seconds)
+
+        def maybe_trickling(body: dict[str, Any]) -> Reply:
+            reply: Reply = answer(body)
+            return trickle(2.0, reply) if self.trickling.is_set() else reply
+
+        return maybe_trickling
+
+    def inject(self, bench: Bench) -> None:
+        self.trickling.set()
+
+    def recover(self, bench: Bench) -> None:
+        self.trickling.clear()
+
+
+class FullDisk(Scenario):
+    name = "full-disk"
+    describe = (
+        "the worker's disk reserve (CODEBOT_DISK_RESERVE_BYTES) is larger than the free space, and "
+        "a newer commit is recorded as wanted: every catch-up fetch is refused for lack of space"
+    )
+    fault_seconds = 0.0
+
+    @classmethod
+    def needs(cls) -> str | None:
+        try:
+            from worker.repos.disk import DiskFull  # noqa: F401
+        except ImportError:
+            return "needs issue 10 (the disk reserve check) on main"
+        return None
+
+    def env(self, bench: Bench) -> dict[str, str]:
+        free = shutil.disk_usage(bench.work).free
+        return {**super().env(bench), "CODEBOT_DISK_RESERVE_BYTES": str(free + (1 << 30))}
+
+    def inject(self, bench: Bench) -> None:
+        source = bench.work / "payments-src"
+        (source / "NEWS.md").write_text("a commit no worker can fetch: the disk is full\n")
+        git = ["git", "-C", str(source)]
+        subprocess.run([*git, "add", "-A"], check=True, capture_output=True)
+        subprocess.run([*git, "commit", "-qm", "news"], check=True, capture_output=True)
+        sha = subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout
+        connect(bench.settings()).hset(
+            REPO_KEY_PREFIX + "payments", "sha", sha.strip()
+        )  # "refreshed elsewhere"
+        bench.note(f"commit {sha.strip()[:7]} recorded as wanted")
+
+
+SCENARIOS: dict[str, type[Scenario]] = {
+    s.name: s
+    for s in (
+        RedisStall,
+        RedisKill,
+        SentinelFailover,
+        Slack500,
+        SlackRatelimited,
+        Slack429,
+        SlackUpdate500,
+        Discord500,
+        WorkerKilledInWindow,
+        TricklingModel,
+        FullDisk,
+    )
+}
+DISCORD_REACTIONS = {"👀": "eyes", "✅": "white_check_mark", "⚠️": "warning"}
 
 
 def main() -> int:
@@ -338,6 +564,10 @@ def main() -> int:
         parser.error(f"unknown scenario {', '.join(unknown)}; choose from {', '.join(SCENARIOS)}")
     reports = []
     for name in args.scenarios or list(SCENARIOS):
+        missing = SCENARIOS[name].needs()
+        if missing:
+            print(json.dumps({"scenario": name, "skipped": missing}), flush=True)
+            continue
         work = Path(tempfile.mkdtemp(prefix=f"codebot-faults-{name}-"))
         bench = Bench(args, work, SCENARIOS[name]())
         try:

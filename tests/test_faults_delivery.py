@@ -121,7 +121,7 @@ def test_a_worker_killed_between_storing_and_posting_its_answer_ends_with_it_del
     first = start_worker(rig.settings, log=tmp_path / "first.log")
     second = None
     try:
-        wait_until(lambda: any(containing in str(c.body) for c in rig.api.calls_to(method)), timeout=60)
+        wait_until(lambda: rig.api.held, timeout=60)
         held_at = time.monotonic()  # the answer is stored; Slack holds the call that posts it
         second = start_worker(rig.settings, log=tmp_path / "second.log")
         os.killpg(first.pid, signal.SIGKILL)  # the whole machine: worker, its horse, its housekeeper
