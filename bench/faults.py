@@ -16,6 +16,11 @@ passed) and sorts each thread:
 - duplicated: more than one answer or apology;
 - silent: nothing, or a "Looking into the code…" placeholder never replaced. Must be 0.
 
+It also notes how long each asker waited (asking to the thread's outcome) and prints the median
+and the longest wait of each scenario as a ratio against the fault-free baseline of the same
+platform (`baseline`, `baseline-discord`), run first in the same invocation (`--no-baseline`
+skips it).
+
     .venv/bin/python bench/faults.py                       # every scenario
     .venv/bin/python bench/faults.py redis-stall redis-kill --questions 40
     .venv/bin/python bench/faults.py slack-500 discord-500 worker-killed-in-window
@@ -73,7 +78,11 @@ from worker.repos.refresh import REPO_KEY_PREFIX  # noqa: E402
 SECRET = "faults-signing-secret"
 CHANNEL = "CFAULT"
 OUTCOMES = ("answered once", "told to try again", "apologised", "duplicated", "silent")
-TRY_AGAIN = [format_for_slack(texts.QUEUE_UNAVAILABLE), format_for_slack(texts.QUEUE_REFUSES_WRITES)]
+TRY_AGAIN = [  # what a try-again reply reads as, on Slack (mrkdwn) and on Discord (as written)
+    *(format_for_slack(t) for t in (texts.QUEUE_UNAVAILABLE, texts.QUEUE_REFUSES_WRITES)),
+    [texts.QUEUE_UNAVAILABLE],
+    [texts.QUEUE_REFUSES_WRITES],
+]
 
 
 class Bench:
@@ -96,6 +105,8 @@ class Bench:
         self.sentinels: SentinelGroup | None = None
         self.processes: list[subprocess.Popen[bytes]] = []
         self.asked: dict[str, int] = {}  # message ts (Discord: message id) -> question number
+        self.asked_at: dict[str, float] = {}  # message ts -> when it was asked (monotonic)
+        self.settled_after: dict[str, float] = {}  # message ts -> seconds from asking to its outcome
         self.events: list[tuple[float, str]] = []  # (seconds since start, what happened)
         self.started = time.monotonic()
 
@@ -174,10 +185,13 @@ class Bench:
     def ask(self, n: int) -> None:
         if self.discord is not None:
             bot = self.discord.bot_user
+            asked_at = time.monotonic()
             asked = self.discord.message_create(f"<@{bot['id']}> fault question {n}?", mentions=[bot])
+            self.asked_at[asked["id"]] = asked_at
             self.asked[asked["id"]] = n
             return
         ts = f"1730000000.{n:06d}"
+        self.asked_at[ts] = time.monotonic()
         self.asked[ts] = n
         body = event_body(mention(CHANNEL, ts, f"fault question {n}?", user=f"U{n:05d}"))
         try:
@@ -228,7 +242,14 @@ class Bench:
         return "silent"
 
     def settled(self) -> bool:
-        return all(self.outcome(ts) != "silent" for ts in self.asked)
+        return all(self.outcome(ts) != "silent" for ts in list(self.asked))
+
+    def watch(self, stop: threading.Event) -> None:
+        """Note when each question first stops being silent: the seconds the asker waited."""
+        while not stop.wait(0.5):
+            for ts in list(self.asked):
+                if ts not in self.settled_after and self.outcome(ts) != "silent":
+                    self.settled_after[ts] = round(time.monotonic() - self.asked_at[ts], 1)
 
     def run(self) -> dict[str, Any]:
         with self.scenario.redis(self):
@@ -236,6 +257,9 @@ class Bench:
             self.started = time.monotonic()
             sender = threading.Thread(target=self.send_all)
             sender.start()
+            stop_watching = threading.Event()
+            watcher = threading.Thread(target=self.watch, args=(stop_watching,), daemon=True)
+            watcher.start()
             time.sleep(self.args.fault_at)
             self.note(f"fault: {self.scenario.name}")
             self.scenario.inject(self)
@@ -250,16 +274,21 @@ class Bench:
                 time.sleep(1.0)
             self.note("settled" if self.settled() else "gave up waiting")
             time.sleep(3.0)  # a duplicate, if any, would arrive now
+            stop_watching.set()
+            watcher.join()
             return self.report()
 
     def report(self) -> dict[str, Any]:
         outcomes = {ts: self.outcome(ts) for ts in self.asked}
         counts = Counter(outcomes.values())
+        waits = sorted(self.settled_after[ts] for ts in outcomes if ts in self.settled_after)
         return {
             "scenario": self.scenario.name,
             "fault": self.scenario.describe,
             "questions": len(self.asked),
             **{name: counts.get(name, 0) for name in OUTCOMES},
+            "wait_p50_seconds": waits[len(waits) // 2] if waits else None,
+            "wait_max_seconds": waits[-1] if waits else None,
             "silent_examples": [self.asked[ts] for ts, o in sorted(outcomes.items()) if o == "silent"][:10],
             "timeline": self.events,
             "logs": str(self.work),
@@ -327,6 +356,20 @@ class Scenario:
         """Undo the fault after fault_seconds (nothing, for a fault that heals by itself)."""
 
 
+class Baseline(Scenario):
+    name = "baseline"
+    describe = "no fault: the waits every other Slack scenario is compared with"
+
+    def inject(self, bench: Bench) -> None:
+        pass
+
+
+class DiscordBaseline(Baseline):
+    name = "baseline-discord"
+    describe = "no fault: the waits every other Discord scenario is compared with"
+    platform = "discord"
+
+
 class RedisStall(Scenario):
     name = "redis-stall"
     describe = (
@@ -354,6 +397,37 @@ class RedisKill(Scenario):
 
     def recover(self, bench: Bench) -> None:
         bench.note(f"embedded Redis pid {self.pid} -> {server_pid(bench.settings())}")
+
+
+class RedisRefusesWrites(Scenario):
+    name = "redis-refuses-writes"
+    describe = (
+        "embedded Redis's snapshot cannot be written (its directory removed, as on a full or broken disk): "
+        "MISCONF on every write for 15 s, then the directory is back and a snapshot succeeds"
+    )
+    fault_seconds = 15.0
+
+    def inject(self, bench: Bench) -> None:
+        self.client = client = connect(bench.settings())  # kept: a new connection is refused now
+        self.home = str(client.config_get("dir")["dir"])
+        doomed = bench.work / "doomed"
+        doomed.mkdir()
+        client.config_set("dir", str(doomed))
+        doomed.rmdir()
+        client.bgsave()
+        deadline = time.monotonic() + 30
+        while client.info("persistence")["rdb_last_bgsave_status"] != "err" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        bench.note(f"snapshot failed: {client.info('persistence')['rdb_last_bgsave_status']}")
+
+    def recover(self, bench: Bench) -> None:
+        client = self.client
+        client.config_set("dir", self.home)
+        client.bgsave()
+        deadline = time.monotonic() + 30
+        while client.info("persistence")["rdb_last_bgsave_status"] != "ok" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        bench.note(f"snapshot again: {client.info('persistence')['rdb_last_bgsave_status']}")
 
 
 class SentinelFailover(Scenario):
@@ -533,8 +607,11 @@ class FullDisk(Scenario):
 SCENARIOS: dict[str, type[Scenario]] = {
     s.name: s
     for s in (
+        Baseline,
+        DiscordBaseline,
         RedisStall,
         RedisKill,
+        RedisRefusesWrites,
         SentinelFailover,
         Slack500,
         SlackRatelimited,
@@ -549,6 +626,10 @@ SCENARIOS: dict[str, type[Scenario]] = {
 DISCORD_REACTIONS = {"👀": "eyes", "✅": "white_check_mark", "⚠️": "warning"}
 
 
+def ratio(value: float | None, baseline: float | None) -> str:
+    return f"{value / baseline:.1f}×" if value is not None and baseline else "–"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("scenarios", nargs="*", help=f"of {', '.join(SCENARIOS)} (default: all)")
@@ -558,12 +639,20 @@ def main() -> int:
     parser.add_argument("--settle-seconds", type=float, default=180.0)
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--turn-seconds", type=float, default=0.5)
+    parser.add_argument(
+        "--no-baseline", action="store_true", help="do not first run the fault-free baseline of each platform"
+    )
     args = parser.parse_args()
     unknown = [name for name in args.scenarios if name not in SCENARIOS]
     if unknown:
         parser.error(f"unknown scenario {', '.join(unknown)}; choose from {', '.join(SCENARIOS)}")
+    names = list(args.scenarios or SCENARIOS)
+    if not args.no_baseline:  # each platform's baseline first, measured in this same run
+        platforms = {SCENARIOS[name].platform for name in names}
+        baselines = [b.name for b in (Baseline, DiscordBaseline) if b.platform in platforms]
+        names = baselines + [name for name in names if name not in baselines]
     reports = []
-    for name in args.scenarios or list(SCENARIOS):
+    for name in names:
         missing = SCENARIOS[name].needs()
         if missing:
             print(json.dumps({"scenario": name, "skipped": missing}), flush=True)
@@ -574,12 +663,25 @@ def main() -> int:
             reports.append(bench.run())
         finally:
             bench.close()
+        reports[-1]["platform"] = SCENARIOS[name].platform
         print(json.dumps(reports[-1], ensure_ascii=False), flush=True)
+    baseline = {r["platform"]: r for r in reports if r["scenario"] in (Baseline.name, DiscordBaseline.name)}
     print()
-    print("| scenario | questions | " + " | ".join(OUTCOMES) + " |")
-    print("|---|---:|" + "---:|" * len(OUTCOMES))
+    print(
+        "| scenario | questions | "
+        + " | ".join(OUTCOMES)
+        + " | wait p50 s (× baseline) | wait max s (× baseline) |"
+    )
+    print("|---|---:|" + "---:|" * (len(OUTCOMES) + 2))
     for r in reports:
-        print(f"| {r['scenario']} | {r['questions']} | " + " | ".join(str(r[o]) for o in OUTCOMES) + " |")
+        base = baseline.get(r["platform"], {})
+        p50, most = r["wait_p50_seconds"], r["wait_max_seconds"]
+        print(
+            f"| {r['scenario']} | {r['questions']} | "
+            + " | ".join(str(r[o]) for o in OUTCOMES)
+            + f" | {p50} ({ratio(p50, base.get('wait_p50_seconds'))})"
+            + f" | {most} ({ratio(most, base.get('wait_max_seconds'))}) |"
+        )
     return 0 if all(r["silent"] == 0 and r["duplicated"] == 0 for r in reports) else 1
 
 
