@@ -290,6 +290,11 @@ class Bench:
             "wait_p50_seconds": waits[len(waits) // 2] if waits else None,
             "wait_max_seconds": waits[-1] if waits else None,
             "silent_examples": [self.asked[ts] for ts, o in sorted(outcomes.items()) if o == "silent"][:10],
+            "not_once_seen": {  # what the asker sees in each thread that went wrong
+                self.asked[ts]: dict(zip(("messages", "reactions"), self.thread(ts), strict=True))
+                for ts, o in sorted(outcomes.items())
+                if o in ("silent", "duplicated")
+            },
             "timeline": self.events,
             "logs": str(self.work),
         }
