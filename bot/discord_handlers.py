@@ -188,7 +188,7 @@ class MessageHandler:
                 await message.reply(one_message(outcome.text), mention_author=False, allowed_mentions=none)
             elif outcome.kind == "enqueued":
                 await message.add_reaction("👀")  # received at once; the worker does the rest
-                # discord.py retries a 5xx or 429 for up to ~25 s: through an outage, the worker may
+                # discord.py retries a 5xx (5 tries, ~16 s) and waits out 429s: the worker may meanwhile
                 # have answered and taken its 👀 off before ours landed. Then ours goes too.
                 question, me = outcome.question, self.client.user
                 answered = question is not None and await self._answered(question.id)
