@@ -178,6 +178,9 @@ class MessageHandler:
             return None
         return place_of_channel(channel, guild_id)
 
+    async def _answered(self, question_id: str) -> bool:
+        return await asyncio.to_thread(self.intake.already_answered, question_id)
+
     async def _deliver(self, message: discord.Message, outcome: Outcome) -> None:
         try:
             if outcome.kind == "reply":
@@ -185,5 +188,11 @@ class MessageHandler:
                 await message.reply(one_message(outcome.text), mention_author=False, allowed_mentions=none)
             elif outcome.kind == "enqueued":
                 await message.add_reaction("👀")  # received at once; the worker does the rest
+                # discord.py retries a 5xx (5 tries, ~16 s) and waits out 429s: the worker may meanwhile
+                # have answered and taken its 👀 off before ours landed. Then ours goes too.
+                question, me = outcome.question, self.client.user
+                answered = question is not None and await self._answered(question.id)
+                if answered and me is not None:
+                    await message.remove_reaction("👀", me)
         except discord.HTTPException as exc:
             log.warning("could not answer message %s: %s", message.id, exc)

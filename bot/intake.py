@@ -41,7 +41,7 @@ from config.repos import Whitelist
 from config.settings import Settings
 from worker.jobs.limits import check_rate, depth_if_full
 from worker.jobs.question import Question, ReplyTarget, event_identity
-from worker.jobs.queue import QUESTION_RESULT_TTL_SECONDS, enqueue_question, is_pending
+from worker.jobs.queue import QUESTION_RESULT_TTL_SECONDS, enqueue_question, is_pending, was_answered
 from worker.jobs.scope import redact_and_extract_repos, resolve_scope
 from worker.jobs.threads import THREAD_TTL_SECONDS, load_turns
 from worker.ops.accounting import BUDGET_SPENT_MESSAGE, budget_spent
@@ -137,6 +137,13 @@ class Intake:
     def asked_before(self, platform: str, conversation: str, asker: str) -> bool:
         """Did `asker` already ask in this thread? Raises on Redis failure (REDIS_DOWN)."""
         return bool(self.redis().hexists(_meta_key(platform, conversation), f"asker:{asker}"))
+
+    def already_answered(self, question_id: str) -> bool:
+        """Is the question's final message stored already? False when Redis cannot tell."""
+        try:
+            return was_answered(self.redis(), question_id)
+        except REDIS_DOWN:
+            return False
 
     def thread_parent(self, platform: str, conversation: str) -> str | None:
         """The channel a thread opened by an answer was started in; None for any other thread.

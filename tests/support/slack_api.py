@@ -100,6 +100,7 @@ class SlackAPI:
         self._failures: dict[str, list[Any]] = {}  # method -> [count left, error]
         self._outage: tuple[Outage, frozenset[str] | None, int] | None = None  # kind, methods, retry_after
         self._hangs: list[tuple[str, float, str | None]] = []  # (method, seconds, text it contains)
+        self.held: list[Call] = []  # calls hang() held, as they arrived
         self.socket_url: str | None = None  # what apps.connections.open answers (Socket Mode)
         self.surfaces = Surfaces(self.messages, self._ts)  # streaming, Assistant, blocks, modals
         self._server = _Server(("127.0.0.1", 0), _Handler)
@@ -208,8 +209,11 @@ class SlackAPI:
         self, method: str, body: dict[str, Any], headers: dict[str, str]
     ) -> tuple[int, Any, dict[str, str]]:
         with self._lock:
-            self.calls.append(Call(method, body, headers))
+            call = Call(method, body, headers)
+            self.calls.append(call)
             held = self._held(method, body)
+            if held:
+                self.held.append(call)
         if held:
             time.sleep(held)
         with self._lock:

@@ -29,7 +29,7 @@ from worker.agent.model import make_openai_client
 from worker.jobs import feedback, outbox
 from worker.jobs import runtime as runtime_module
 from worker.jobs.live import LiveEvents, LiveView, live_view
-from worker.jobs.outbox import Final, make_sink
+from worker.jobs.outbox import Delivery, Final, make_sink
 from worker.jobs.question import Question, ReplyTarget, Turn, reference_id
 from worker.jobs.queue import was_answered
 from worker.jobs.runtime import Runtime
@@ -63,7 +63,7 @@ CLAIM_WAIT_SECONDS = 15.0
 Status = Literal["answered", "already_answered", "failed", "budget_spent", "no_snapshot"]
 # What became of the final message this run stored (worker.jobs.outbox.Delivery), or "direct":
 # posted without being stored (Redis was down), "lost": not even that; "" when it stored none.
-DeliveryState = Literal["", "delivered", "pending", "undeliverable", "busy", "none", "direct", "lost"]
+DeliveryState = Delivery | Literal["", "direct", "lost"]
 
 
 @dataclass

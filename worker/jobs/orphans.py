@@ -37,10 +37,11 @@ def rescue_orphans(redis: Redis, queue_names: list[str], grace_seconds: float) -
         queue = Queue(name, connection=redis)
         waiting = set(queue.get_job_ids())
         running = set(StartedJobRegistry(queue=queue).get_job_ids(cleanup=False))
-        for job_id in candidates.get(name, []):
-            if job_id in waiting or job_id in running:
-                redis.delete(ORPHAN_MARK_PREFIX + job_id)
-                continue
+        found = candidates.get(name, [])
+        seen = [job_id for job_id in found if job_id in waiting or job_id in running]
+        if seen:  # one call for a whole backlog, not one per waiting question
+            redis.delete(*(ORPHAN_MARK_PREFIX + job_id for job_id in seen))
+        for job_id in (job_id for job_id in found if job_id not in waiting and job_id not in running):
             orphaned = _orphaned_since(redis, job_id, grace_seconds)
             if orphaned > grace_seconds and redis.delete(ORPHAN_MARK_PREFIX + job_id):
                 job = queue.fetch_job(job_id)  # deleting the mark first: one machine requeues it

@@ -79,9 +79,14 @@ redis.call('ZADD', KEYS[3], ARGV[6], ARGV[7])
 return 1
 """
 # KEYS: entry, due set. ARGV: token, now, lease end, question id.
-# 1: the attempt is this token's; 0: another attempt holds it; -1: nothing pending.
+# 1: the attempt is this token's; 0: another attempt holds it; -1: nothing pending (its place in
+# the due set goes too: an entry deleted or evicted while due would be looked at by every pass,
+# and a batch full of them would hold up every delivery due after them).
 _TAKE = """
-if redis.call('HGET', KEYS[1], 'state') ~= 'pending' then return -1 end
+if redis.call('HGET', KEYS[1], 'state') ~= 'pending' then
+  redis.call('ZREM', KEYS[2], ARGV[4])
+  return -1
+end
 local due = redis.call('ZSCORE', KEYS[2], ARGV[4])
 if redis.call('HGET', KEYS[1], 'lease') ~= ARGV[1] then
   if due and tonumber(due) > tonumber(ARGV[2]) then return 0 end
@@ -90,9 +95,11 @@ end
 redis.call('ZADD', KEYS[2], ARGV[3], ARGV[4])
 return 1
 """
-# KEYS: entry, due set. ARGV: question id, now, seconds the delivered entry is kept.
+# KEYS: entry, due set, given-up set. ARGV: question id, now, seconds the delivered entry is kept.
+# An attempt that outlived its lease may land after another gave up: delivered is what stands.
 _DONE = """
 redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('ZREM', KEYS[3], ARGV[1])
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 redis.call('HSET', KEYS[1], 'state', 'delivered', 'lease', '', 'delivered_at', ARGV[2])
 redis.call('EXPIRE', KEYS[1], ARGV[3])
@@ -106,10 +113,12 @@ redis.call('HSET', KEYS[1], 'lease', '', 'attempts', ARGV[5], 'last_error', ARGV
 redis.call('ZADD', KEYS[2], ARGV[3], ARGV[2])
 return 1
 """
-# KEYS: entry, due set, given-up set. ARGV: question id, now, error, attempts, forget before.
+# KEYS: entry, due set, given-up set. ARGV: question id, now, error, attempts, forget before, token.
+# 0: the attempt had lost its lease (it outlived it, and another attempt took over, maybe
+# delivered): that one's outcome stands.
 _GIVE_UP = """
+if redis.call('HGET', KEYS[1], 'lease') ~= ARGV[6] then return 0 end
 redis.call('ZREM', KEYS[2], ARGV[1])
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 redis.call('HSET', KEYS[1], 'state', 'undeliverable', 'lease', '', 'last_error', ARGV[3],
   'attempts', ARGV[4], 'gave_up_at', ARGV[2])
 redis.call('ZADD', KEYS[3], ARGV[2], ARGV[1])
@@ -237,10 +246,11 @@ def deliver(
     fields = _decoded(redis.hgetall(key))
     if "question" not in fields:  # expired between the two calls
         return "none"
-    question = Question.model_validate_json(fields["question"])
-    final = Final.from_json(fields["final"])
-    platform = question.target.platform
     try:
+        # an entry this release cannot read (stored by another one, mid-deploy) fails like a
+        # delivery: tried again, then given up and shown, never left pending unseen
+        question = Question.model_validate_json(fields["question"])
+        final = Final.from_json(fields["final"])
         final.send(sink if sink is not None else make_sink(runtime, redis, question))
     except DeliveryFailed as exc:
         return _not_delivered(redis, settings, fields, question_id, token, exc)
@@ -249,7 +259,9 @@ def deliver(
             log.exception("delivery of %s crashed", question_id, extra={"job_id": question_id})
         failure = DeliveryFailed(f"{type(exc).__name__}: {exc}")
         return _not_delivered(redis, settings, fields, question_id, token, failure)
-    run_script(redis, _DONE, [key, DUE_KEY], [question_id, f"{time.time():.3f}", DELIVERED_KEEP_SECONDS])
+    run_script(
+        redis, _DONE, [key, DUE_KEY, GAVE_UP_KEY], [question_id, f"{time.time():.3f}", DELIVERED_KEEP_SECONDS]
+    )
     attempts = int(fields.get("attempts") or 0)
     if attempts:
         log.info(
@@ -259,7 +271,7 @@ def deliver(
             attempts,
             extra={"job_id": question_id, "ref": reference_id(question_id)},
         )
-    count(redis, "codebot_deliveries_total", platform=platform, result="delivered")
+    count(redis, "codebot_deliveries_total", platform=question.target.platform, result="delivered")
     return "delivered"
 
 
@@ -278,12 +290,13 @@ def _not_delivered(
     extra = {"job_id": question_id, "ref": reference_id(question_id)}
     age = now - float(fields.get("stored_at") or now)
     if not retryable or age + _backoff(settings, attempts) > settings.delivery_give_up_seconds:
-        run_script(
+        if not run_script(
             redis,
             _GIVE_UP,
             [entry_key(question_id), DUE_KEY, GAVE_UP_KEY],
-            [question_id, f"{now:.3f}", error, attempts, f"{now - GAVE_UP_SHOWN_SECONDS:.3f}"],
-        )
+            [question_id, f"{now:.3f}", error, attempts, f"{now - GAVE_UP_SHOWN_SECONDS:.3f}", token],
+        ):
+            return "busy"
         log.error(
             "gave up delivering the final message of %s after %d attempt(s) over %.0f s: %s",
             question_id,
@@ -368,7 +381,8 @@ class Backlog:
 
 def backlog(redis: Redis, shown: int = 5) -> Backlog:
     now = time.time()
-    waiting = [_text(raw) for raw in redis.zrange(DUE_KEY, 0, DUE_BATCH - 1)]
+    # all of them (a long outage leaves thousands), not one pass's batch: an admin command, read rarely
+    waiting = [_text(raw) for raw in redis.zrange(DUE_KEY, 0, -1)]
     # an entry not attempted yet is being delivered by the run that stored it
     retrying = [entry for entry in _entries(redis, waiting, now) if entry.attempts > 0]
     retrying.sort(key=lambda entry: -entry.age_seconds)

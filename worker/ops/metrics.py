@@ -35,6 +35,8 @@ HELP = {
     "codebot_tool_calls_total": "Tool calls made by the agent, by tool.",
     "codebot_tokens_total": "Model tokens used, by kind (prompt, completion).",
     "codebot_failures_total": "Questions that ended in an apology, by reason.",
+    "codebot_deliveries_total": "Attempts to deliver a stored final message, by platform and result "
+    "(delivered, retry: refused and due again, undeliverable: given up).",
     "codebot_feedback_total": "Votes on answers (a changed vote counts again), by platform and vote (up, down).",
     "codebot_queue_depth": "Questions waiting in the queue.",
     "codebot_workers": "RQ workers alive.",
@@ -44,6 +46,7 @@ COUNTER_LABELS = {
     "codebot_tool_calls_total": ["tool"],
     "codebot_tokens_total": ["kind"],
     "codebot_failures_total": ["reason"],
+    "codebot_deliveries_total": ["platform", "result"],
     "codebot_feedback_total": ["platform", "vote"],
 }
 
