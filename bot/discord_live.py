@@ -4,8 +4,11 @@
 of its own in a thread, with its own REST session (one `GET /users/@me` more per question), so
 Discord's latency and rate limits never slow the model: the agent only records what changed.
 
-- While tools run the message says what the bot is doing (today's progress line) and the
-  "codebot is typing…" indicator is on (refreshed every `TYPING_SECONDS`, it lasts ~10 s).
+- While tools run the "codebot is typing…" indicator is on (refreshed every `TYPING_SECONDS`
+  while a tool runs; Discord shows it ~10 s). A tool still running after
+  `discord_step_line_after_seconds` is also named in the message ("reading `retry.py`…").
+  Quicker tools (the usual: milliseconds) are not: an edit spent on them would hold back the
+  answer's first text for the rest of the edit interval, which is what a user waits for.
 - Once the model writes its answer, the message shows the text so far (the LiveText's stable
   part: redacted, citations checked, worker/agent/live_text.py) followed by `…`, cut to one
   message; links show no preview cards, as in the final answer.
@@ -21,9 +24,11 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import threading
 import time
+from collections.abc import Callable
 
 from bot import texts
 from bot.discord_format import MESSAGE_CHARS, one_message, split_message, suppress_link_previews
@@ -47,7 +52,10 @@ def live_content(markdown: str, step: str | None) -> str:
 
 
 class DiscordLiveView:
-    """worker.jobs.live.LiveView editing one Discord message (the module's docstring says how)."""
+    """worker.jobs.live.LiveView editing one Discord message (the module's docstring says how).
+
+    The agent's thread only posts what happened onto the view's loop; all state below is the
+    loop's, so the sender reads it without locks."""
 
     def __init__(self, settings: Settings, channel: str, message: str, text: LiveText) -> None:
         assert settings.discord_bot_token is not None
@@ -55,10 +63,12 @@ class DiscordLiveView:
         self.message = message
         self.text = text
         self.interval = settings.discord_edit_interval_seconds
+        self.step_after = settings.discord_step_line_after_seconds
         self._rest = DiscordRest(
             settings.discord_bot_token.get_secret_value(), settings.discord_max_ratelimit_wait_seconds
         )
-        self._step: str | None = None
+        self._step: str | None = None  # the latest tool that ran long enough to be named
+        self._running: dict[str, tuple[str, float]] = {}  # call id -> (title, when it started)
         self._shown = ""
         self._edited_at = float("-inf")
         self._typing_at = float("-inf")
@@ -72,9 +82,14 @@ class DiscordLiveView:
         self._task = asyncio.run_coroutine_threadsafe(self._run(), self._loop)
 
     # --- LiveView (the agent's thread) --------------------------------------------------------
-    def _poke(self) -> None:
+    def _poke(self, change: Callable[[], None] | None = None) -> None:
+        def apply() -> None:
+            if change is not None:
+                change()
+            self._changed.set()
+
         if not self._loop.is_closed():
-            self._loop.call_soon_threadsafe(self._changed.set)
+            self._loop.call_soon_threadsafe(apply)
 
     def thinking(self) -> None:
         self._poke()
@@ -83,12 +98,19 @@ class DiscordLiveView:
         self._poke()
 
     def tool_started(self, call_id: str, title: str) -> None:
-        self._step = title
-        self._typing_wanted = True
-        self._poke()
+        started = time.monotonic()
+
+        def start() -> None:
+            self._running[call_id] = (title, started)
+            self._typing_wanted = True
+
+        self._poke(start)
 
     def tool_finished(self, call_id: str, ok: bool) -> None:
-        self._poke()
+        def finish() -> None:
+            self._running.pop(call_id, None)
+
+        self._poke(finish)
 
     def close(self) -> None:
         if self._closed:
@@ -109,11 +131,12 @@ class DiscordLiveView:
         try:
             await self._rest.open()
             while not self._closed:
-                await self._changed.wait()
-                self._changed.clear()
+                await self._next_change()
                 if self._closed:
                     break
                 await self._typing()
+                if self._content() == self._shown:
+                    continue  # e.g. a quick tool came and went: typing only, the edit budget kept
                 wait = self.interval - (time.monotonic() - self._edited_at)
                 if wait > 0:
                     await asyncio.sleep(wait)
@@ -125,16 +148,48 @@ class DiscordLiveView:
         finally:
             await self._rest.close()
 
+    async def _next_change(self) -> None:
+        """Wait until the agent reports something or something falls due (`_due_in`)."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._changed.wait(), self._due_in())
+        self._changed.clear()
+
+    def _due_in(self) -> float | None:
+        """Seconds until the sender has something to do unasked (a running tool's step line is
+        due, or its typing indicator needs refreshing); None: nothing until the agent reports."""
+        now = time.monotonic()
+        dues = [started + self.step_after - now for _title, started in self._running.values()]
+        if self._running:
+            dues.append(self._typing_at + TYPING_SECONDS - now)
+        future = [due for due in dues if due > 0]  # what is due already was done this round
+        return min(future) if future else None
+
+    def _step_now(self) -> str | None:
+        """The latest tool that has been running for `step_after`, else the last one named."""
+        now = time.monotonic()
+        slow = [
+            (started, title) for title, started in self._running.values() if now - started >= self.step_after
+        ]
+        if slow:
+            self._step = max(slow)[1]
+        return self._step
+
+    def _content(self) -> str:
+        return live_content(self.text.snapshot().markdown, self._step_now())
+
     async def _typing(self) -> None:
-        if self._typing_wanted and time.monotonic() - self._typing_at >= TYPING_SECONDS:
-            self._typing_at, self._typing_wanted = time.monotonic(), False
+        """The indicator on while a tool runs, also one that came and went since the last look."""
+        now = time.monotonic()
+        wanted, self._typing_wanted = self._typing_wanted or bool(self._running), False
+        if wanted and now - self._typing_at >= TYPING_SECONDS:  # else the last call still shows
+            self._typing_at = now
             try:
                 await self._rest.typing(self.channel)
             except Exception as exc:  # cosmetic
                 log.info("discord typing indicator failed: %s", exc)
 
     async def _edit(self) -> None:
-        content = live_content(self.text.snapshot().markdown, self._step)
+        content = self._content()
         if not content or content == self._shown:
             return
         try:

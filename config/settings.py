@@ -260,6 +260,9 @@ class Settings(BaseSettings):
     discord_live_edits: bool = True
     # At most one edit of that message per this many seconds (Discord limits edits per message).
     discord_edit_interval_seconds: float = Field(default=1.5, ge=0)
+    # A tool still running after this long is named in that message ("reading `retry.py`…");
+    # quicker ones show only as typing, so they never spend the edit the answer's first text needs.
+    discord_step_line_after_seconds: float = Field(default=1.0, ge=0)
 
     # --- mirrors -----------------------------------------------------------------------------
     git_timeout_seconds: float = Field(default=600.0, gt=0)  # one git fetch or clone

@@ -1,13 +1,19 @@
 """Discord answers appear as they are written (bot/discord_live.py): the progress message is
 edited as the text grows, at most one edit per `discord_edit_interval_seconds`, 429s honoured,
-a typing indicator while tools run; the answer ends with 👍/👎 buttons whose clicks (and the 👎
+a typing indicator while tools run, a step line only for a tool still running after
+`discord_step_line_after_seconds`; the answer ends with 👍/👎 buttons whose clicks (and the 👎
 reason modal) the adapter handles over the real gateway (bot/discord_feedback.py)."""
 
 from __future__ import annotations
 
 import copy
+import dataclasses
+import functools
 import itertools
 import json
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +25,10 @@ from tests.support.discord_rig import DiscordRig
 from tests.support.fake_discord import EPHEMERAL
 from tests.support.model_server import paced, text, tool_calls
 from worker.jobs import feedback
+from worker.jobs import runtime as runtime_module
 from worker.jobs.feedback_cli import run_export
+from worker.tools import TOOL_FUNCTIONS, ToolRegistry, ToolResult
+from worker.tools.files import read_file
 
 INTERVAL = 0.3
 pytestmark = pytest.mark.drig(discord_edit_interval_seconds=INTERVAL)
@@ -29,6 +38,7 @@ ANSWER = (
     "[payments:payments/retry.py#L6-L12]. When every attempt failed it gives up with a RuntimeError, "
     "so the caller sees one clear error instead of a hang."
 )
+STEP = "reading `payments/retry.py`"  # what the message says while read_file runs long enough
 
 
 def ask(
@@ -49,6 +59,12 @@ def answer_message(drig: DiscordRig, asked: dict[str, Any]) -> dict[str, Any]:
     return message
 
 
+def is_answer_text(content: str) -> bool:
+    """A live edit showing the start of ANSWER followed by the writing mark."""
+    shown = content.removesuffix(" …")
+    return content.endswith(" …") and bool(shown) and ANSWER.startswith(shown)
+
+
 def test_an_answer_is_seen_growing_by_edits_no_closer_than_the_interval(drig: DiscordRig) -> None:
     asked = ask(drig)
     message = answer_message(drig, asked)
@@ -66,11 +82,58 @@ def test_an_answer_is_seen_growing_by_edits_no_closer_than_the_interval(drig: Di
     assert all(c.body["allowed_mentions"]["parse"] == [] for c in live_edits)
 
 
-def test_the_typing_indicator_shows_while_tools_run(drig: DiscordRig) -> None:
-    asked = ask(drig)
-    typing = drig.fake.find("POST", f"/channels/{asked['id']}/typing$")
-    answer_posted = drig.fake.find("PATCH", f"/messages/{answer_message(drig, asked)['id']}$")[-1]
-    assert typing and typing[0].at < answer_posted.at
+def test_a_quick_tool_shows_as_typing_only_so_the_first_edit_already_carries_the_answer(
+    drig: DiscordRig,
+) -> None:
+    asked = ask(drig)  # read_file on a small file: milliseconds
+    message = answer_message(drig, asked)
+    calls = drig.fake.calls
+    typing = next(i for i, c in enumerate(calls) if c.path == f"/channels/{asked['id']}/typing")
+    edits = [
+        i
+        for i, c in enumerate(calls)
+        if c.method == "PATCH" and c.path.endswith(f"/messages/{message['id']}")
+    ]
+    assert typing < edits[0]
+    assert is_answer_text(calls[edits[0]].body["content"])  # no step edit came first
+    assert not any(STEP in state for state in drig.fake.states(message["id"]))
+
+
+@contextmanager
+def slow_read_file(drig: DiscordRig, seconds: float) -> Iterator[list[float]]:
+    """The worker's read_file takes `seconds` longer (a slow disk, a big file); yields the times
+    it returned. The runtime's registry is swapped for the test; the live view is untouched."""
+    returned: list[float] = []
+
+    @functools.wraps(read_file)
+    def slow(*args: Any, **kwargs: Any) -> ToolResult:
+        time.sleep(seconds)
+        try:
+            return read_file(*args, **kwargs)
+        finally:
+            returned.append(time.monotonic())
+
+    functions = [slow if f is read_file else f for f in TOOL_FUNCTIONS]
+    runtime_module.install(dataclasses.replace(drig.rig.runtime, registry=ToolRegistry(functions)))
+    try:
+        yield returned
+    finally:
+        runtime_module.install(drig.rig.runtime)
+
+
+@pytest.mark.drig(discord_edit_interval_seconds=INTERVAL, discord_step_line_after_seconds=0.2)
+def test_a_slow_tool_is_named_in_the_message_while_it_runs_and_the_answer_replaces_it(
+    drig: DiscordRig,
+) -> None:
+    with slow_read_file(drig, seconds=1.5) as returned:
+        asked = ask(drig)
+    message = answer_message(drig, asked)
+    edits = drig.fake.find("PATCH", f"/messages/{message['id']}$")
+    step = next(c for c in edits if STEP in c.body["content"])
+    assert step.body["content"] == f"Looking into the code… {STEP} from L1 in payments"
+    assert step.at < returned[0]  # shown while the tool was still running
+    assert edits.index(step) == 0 and is_answer_text(edits[1].body["content"])
+    assert drig.fake.find("POST", f"/channels/{asked['id']}/typing$")[0].at < step.at
 
 
 def test_an_edit_refused_with_429_waits_as_long_as_discord_says(drig: DiscordRig) -> None:
