@@ -47,7 +47,7 @@ def test_mentions_in_model_output_are_sent_inert(drig: DiscordRig) -> None:
     [answer] = drig.fake.posted(question["id"])
     assert "<@&123456789012345678>" in answer["content"] and "@everyone" in answer["content"]
     writes = drig.fake.find("POST", r"/messages$") + drig.fake.find("PATCH", r"/messages/\d+$")
-    assert len(writes) >= 3
+    assert len(writes) >= 2  # the placeholder and the answer, and any live edit between them
     assert all(call.body["allowed_mentions"] == NO_MENTIONS for call in writes)
 
 

@@ -187,6 +187,7 @@ def test_a_preamble_before_a_tool_call_is_replaced_by_the_answer_alone(rig: Slac
     ts = rig.mention("how does retry work?")
     rig.settle()
     rig.work()
-    assert "Let me look" in streamed_text(rig)
+    # The preamble is streamed if the sender wakes between the tool call and the next turn (on a
+    # quiet machine it does; on a busy one it may not): either way the answer stands alone.
     (message,) = rig.api.thread_messages("C1", ts)
     assert "Let me look" not in message.text and message.text.startswith("The payments service")
