@@ -89,11 +89,9 @@ def test_status_counts_every_answer_being_retried_not_one_batch_of_them(rig: Rig
 HELD_SECONDS = 8.0  # Slack holds the first attempt's call this long: its lease (1 s) runs out
 
 
-@pytest.mark.slow
-@pytest.mark.rig("slack", delivery_lease_seconds=1.0, delivery_give_up_seconds=2.0, **FAST_DELIVERY)
-def test_an_attempt_that_outlived_its_lease_does_not_give_up_an_answer_another_delivered(
-    rig: SlackRig,
-) -> None:
+def an_apology_whose_first_post_slack_holds(rig: SlackRig) -> tuple[str, Question, str]:
+    """A mention's placeholder, its apology stored (leased to the token returned), and Slack set
+    to hold the update that would post it for HELD_SECONDS."""
     ts = rig.mention("how does retry work?")
     rig.settle()
     (job,) = Queue(QUESTIONS_QUEUE, connection=rig.redis).jobs
@@ -102,6 +100,15 @@ def test_an_attempt_that_outlived_its_lease_does_not_give_up_an_answer_another_d
     first = new_token()
     assert outbox.store(rig.redis, rig.settings, question, Final(apology="Sorry, later."), first)
     rig.api.hang("chat.update", HELD_SECONDS, containing="Sorry, later.")
+    return ts, question, first
+
+
+@pytest.mark.slow
+@pytest.mark.rig("slack", delivery_lease_seconds=1.0, delivery_give_up_seconds=2.0, **FAST_DELIVERY)
+def test_an_attempt_that_outlived_its_lease_does_not_give_up_an_answer_another_delivered(
+    rig: SlackRig,
+) -> None:
+    ts, question, first = an_apology_whose_first_post_slack_holds(rig)
     with ThreadPoolExecutor(1) as pool:
         late = pool.submit(outbox.deliver, rig.redis, rig.runtime, question.id, first)
         rig.api.wait_for("chat.update")
@@ -118,14 +125,7 @@ def test_an_attempt_that_outlived_its_lease_does_not_give_up_an_answer_another_d
 def test_an_answer_a_late_attempt_delivered_after_another_gave_up_is_not_listed_as_given_up(
     rig: SlackRig,
 ) -> None:
-    ts = rig.mention("how does retry work?")
-    rig.settle()
-    (job,) = Queue(QUESTIONS_QUEUE, connection=rig.redis).jobs
-    question = Question.model_validate_json(job.args[0])
-    SlackSink(rig.settings, rig.redis, question).received()  # the placeholder
-    first = new_token()
-    assert outbox.store(rig.redis, rig.settings, question, Final(apology="Sorry, later."), first)
-    rig.api.hang("chat.update", HELD_SECONDS, containing="Sorry, later.")
+    ts, question, first = an_apology_whose_first_post_slack_holds(rig)
     with ThreadPoolExecutor(1) as pool:
         late = pool.submit(outbox.deliver, rig.redis, rig.runtime, question.id, first)
         rig.api.wait_for("chat.update")
