@@ -107,11 +107,11 @@ def raw(body: str, status: int = 200, content_type: str = "application/json") ->
     return Reply(kind="raw", status=status, body=body, content_type=content_type)
 
 
-def slow(seconds: float, then: Reply) -> Reply:
-    """``then``, answered after ``seconds`` (other requests are served meanwhile)."""
-    if seconds < 0:
+def slow(delay: float, then: Reply) -> Reply:
+    """``then``, answered after ``delay`` seconds (other requests are served meanwhile)."""
+    if delay < 0:
         raise ValueError("slow() needs a non-negative delay")
-    return replace(then, delay=then.delay + seconds)
+    return replace(then, delay=then.delay + delay)
 
 
 def trickle(seconds_per_byte: float, then: Reply) -> Reply:
@@ -121,11 +121,11 @@ def trickle(seconds_per_byte: float, then: Reply) -> Reply:
     return replace(then, trickle=seconds_per_byte)
 
 
-def paced(seconds: float, then: Reply) -> Reply:
-    """``then``; when streamed, ``seconds`` pass between its events."""
-    if seconds < 0:
+def paced(interval: float, then: Reply) -> Reply:
+    """``then``; when streamed, ``interval`` seconds pass between its events."""
+    if interval < 0:
         raise ValueError("paced() needs a non-negative interval")
-    return replace(then, pace=seconds)
+    return replace(then, pace=interval)
 
 
 # What strict or odd servers answer, by mode: (status, error message, what triggers it).
