@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import itertools
 import json
+import random
 import re
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -127,3 +129,26 @@ def test_a_path_is_taken_literally_never_as_a_git_pathspec(app: Mirrored) -> Non
     for path in (":(glob)**", "*", "src/*.py", ":!README.md", ":(exclude)src"):
         outcome = REGISTRY.call(app.context(), "log", {"repo": "app", "path": path})
         assert outcome.ok and outcome.text.startswith("0 commit(s)"), (path, outcome.text)
+
+
+def test_show_of_a_commit_changing_many_large_files_reads_a_bounded_amount_and_says_what_it_left(
+    tmp_path: Path,
+) -> None:
+    repo = HistoryRepo(tmp_path / "work", tmp_path / "remote.git")
+    repo.work.mkdir(parents=True)
+    repo.git("init", "-q", "-b", "main")
+    repo.commit("base", "Ada", "Start", {"README.md": "# big\n"})
+    rng = random.Random(5)
+    for number in range(30):  # binary blobs: git prints one line each, yet each must be read whole
+        (repo.work / f"blob{number:02d}.bin").write_bytes(b"\0" + rng.randbytes(40_000))
+    repo.git("add", ".")
+    repo.commit("big", "Grace", "Vendor thirty blobs", {})
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(repo.bare)], check=True)
+    repo.git("push", "-q", str(repo.bare), "main")
+    with mirrored(repo, tmp_path / "mirror") as served:
+        ctx = served.context(history_output_max_bytes=100_000)
+        outcome = REGISTRY.call(ctx, "show", {"repo": "app", "sha": repo.shas["big"]})
+
+    assert outcome.ok and "30 file(s) changed" in outcome.text
+    assert outcome.data["cut"] is True and len(outcome.data["files"]) < 10
+    assert "more file(s) not shown" in outcome.text and "pass path" in outcome.text
