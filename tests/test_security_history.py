@@ -152,3 +152,28 @@ def test_show_of_a_commit_changing_many_large_files_reads_a_bounded_amount_and_s
     assert outcome.ok and "30 file(s) changed" in outcome.text
     assert outcome.data["cut"] is True and len(outcome.data["files"]) < 10
     assert "more file(s) not shown" in outcome.text and "pass path" in outcome.text
+
+
+def test_a_log_query_reads_a_bounded_amount_of_file_versions_and_says_it_stopped(tmp_path: Path) -> None:
+    repo = HistoryRepo(tmp_path / "work", tmp_path / "remote.git")
+    repo.work.mkdir(parents=True)
+    repo.git("init", "-q", "-b", "main")
+    rng = random.Random(6)
+    key = "\n".join(
+        ["-----" + "BEGIN OPENSSH PRIVATE KEY-----", "AAAA" * 16, "-----" + "END OPENSSH PRIVATE KEY-----"]
+    )
+    for number in range(
+        12
+    ):  # git finds each (the word is in it), yet each version is withheld, so read in vain
+        padding = "\n".join("# " + rng.randbytes(30).hex() for _ in range(600))
+        repo.commit(
+            f"c{number}", "Ada", f"Change {number}", {f"keys/k{number}.txt": f"{key}\n# needle\n{padding}\n"}
+        )
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(repo.bare)], check=True)
+    repo.git("push", "-q", str(repo.bare), "main")
+    with mirrored(repo, tmp_path / "mirror") as served:
+        ctx = served.context(history_output_max_bytes=100_000)
+        outcome = REGISTRY.call(ctx, "log", {"repo": "app", "query": "needle", "match": "diff"})
+
+    assert outcome.ok and outcome.text.startswith("0 commit(s)")
+    assert "the search stopped" in outcome.text and "narrow the search" in outcome.text
