@@ -111,7 +111,7 @@ def test_hostile_refs_never_reach_git_as_options_ranges_or_paths(app: Mirrored, 
     refs = [
         f"--output={target}", "-p", "HEAD:src/clients.py", "v1.0:.env", "HEAD..v1.0", "HEAD...v1.0",
         "main@{1}", "HEAD^{tree}", ":/Add", "HEAD~1 -- .env", "$(touch pwned)", "a\nb", "x" * 300,
-        "refs/heads/../../etc", "HEAD^{/local}", "--all", "@{-1}", "HEAD\x00",
+        "refs/heads/../../etc", "HEAD^{/local}", "--all", "@{-1}", "HEAD\x00", "HEAD\n~1", "v1.0\n^",
     ]  # fmt: skip
     for ref in refs:
         for name, arguments in (("show", {"sha": ref}), ("diff", {"from": ref}), ("log", {"since": ref})):
