@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import random
 import re
 import subprocess
@@ -14,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.git_remote import make_mirrors
 from tests.support.history_repo import HistoryRepo, Mirrored, build_history_repo, mirrored
-from worker.tools import build_registry
+from worker.tools import build_registry, make_context
 
 REGISTRY = build_registry()
 PATHS = ["src/retry.py", "src/clients.py", "README.md", "keys/service.txt", "config/deploy-old.txt", "config"]
@@ -177,3 +179,32 @@ def test_a_log_query_reads_a_bounded_amount_of_file_versions_and_says_it_stopped
 
     assert outcome.ok and outcome.text.startswith("0 commit(s)")
     assert "the search stopped" in outcome.text and "narrow the search" in outcome.text
+
+
+def test_a_secret_file_renamed_after_a_failed_scan_of_secret_files_is_still_never_shown(
+    tmp_path: Path,
+) -> None:
+    repo = HistoryRepo(tmp_path / "work", tmp_path / "remote.git")
+    repo.work.mkdir(parents=True)
+    repo.git("init", "-q", "-b", "main")
+    repo.commit("start", "Ada", "Start", {"README.md": "# app\n"})
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(repo.bare)], check=True)
+    repo.git("push", "-q", str(repo.bare), "main")
+    mirrors = make_mirrors(tmp_path / "m", [{"name": "app", "url": str(repo.bare), "branch": "main"}])
+    assert mirrors.sync("app").ok
+    marker = "envmarker" + "Qx7" * 6
+    repo.commit("add", "Grace", "Add settings", {".env": f"FAVORITE={marker}\n"})
+    repo.commit("rename", "Grace", "Keep settings as notes", {}, renames={".env": "notes.txt"})
+    repo.commit("edit", "Grace", "Add a note", {"notes.txt": f"FAVORITE={marker}\nmore\n"})
+    repo.git("push", "-q", str(repo.bare), "main")
+    git_dir = next((tmp_path / "m").rglob("mirror.git"))
+    (git_dir / f".codebot-secret-blobs.{os.getpid()}.tmp").mkdir()  # the scan of the new commits fails
+    assert mirrors.sync("app").ok
+    with mirrors.lease(["app"]) as snapshots:
+        ctx = make_context(mirrors.settings, snapshots)
+        shown = [
+            REGISTRY.call(ctx, "show", {"repo": "app", "sha": repo.shas[name]}) for name in ("rename", "edit")
+        ]
+
+    assert all(outcome.ok for outcome in shown)
+    assert not any(marker in outcome.text + json.dumps(outcome.data) for outcome in shown)
