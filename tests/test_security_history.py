@@ -6,14 +6,18 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
+import random
 import re
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.support.git_remote import make_mirrors
 from tests.support.history_repo import HistoryRepo, Mirrored, build_history_repo, mirrored
-from worker.tools import build_registry
+from worker.tools import build_registry, make_context
 
 REGISTRY = build_registry()
 PATHS = ["src/retry.py", "src/clients.py", "README.md", "keys/service.txt", "config/deploy-old.txt", "config"]
@@ -109,7 +113,7 @@ def test_hostile_refs_never_reach_git_as_options_ranges_or_paths(app: Mirrored, 
     refs = [
         f"--output={target}", "-p", "HEAD:src/clients.py", "v1.0:.env", "HEAD..v1.0", "HEAD...v1.0",
         "main@{1}", "HEAD^{tree}", ":/Add", "HEAD~1 -- .env", "$(touch pwned)", "a\nb", "x" * 300,
-        "refs/heads/../../etc", "HEAD^{/local}", "--all", "@{-1}", "HEAD\x00",
+        "refs/heads/../../etc", "HEAD^{/local}", "--all", "@{-1}", "HEAD\x00", "HEAD\n~1", "v1.0\n^",
     ]  # fmt: skip
     for ref in refs:
         for name, arguments in (("show", {"sha": ref}), ("diff", {"from": ref}), ("log", {"since": ref})):
@@ -127,3 +131,80 @@ def test_a_path_is_taken_literally_never_as_a_git_pathspec(app: Mirrored) -> Non
     for path in (":(glob)**", "*", "src/*.py", ":!README.md", ":(exclude)src"):
         outcome = REGISTRY.call(app.context(), "log", {"repo": "app", "path": path})
         assert outcome.ok and outcome.text.startswith("0 commit(s)"), (path, outcome.text)
+
+
+def test_show_of_a_commit_changing_many_large_files_reads_a_bounded_amount_and_says_what_it_left(
+    tmp_path: Path,
+) -> None:
+    repo = HistoryRepo(tmp_path / "work", tmp_path / "remote.git")
+    repo.work.mkdir(parents=True)
+    repo.git("init", "-q", "-b", "main")
+    repo.commit("base", "Ada", "Start", {"README.md": "# big\n"})
+    rng = random.Random(5)
+    for number in range(30):  # binary blobs: git prints one line each, yet each must be read whole
+        (repo.work / f"blob{number:02d}.bin").write_bytes(b"\0" + rng.randbytes(40_000))
+    repo.git("add", ".")
+    repo.commit("big", "Grace", "Vendor thirty blobs", {})
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(repo.bare)], check=True)
+    repo.git("push", "-q", str(repo.bare), "main")
+    with mirrored(repo, tmp_path / "mirror") as served:
+        ctx = served.context(history_output_max_bytes=100_000)
+        outcome = REGISTRY.call(ctx, "show", {"repo": "app", "sha": repo.shas["big"]})
+
+    assert outcome.ok and "30 file(s) changed" in outcome.text
+    assert outcome.data["cut"] is True and len(outcome.data["files"]) < 10
+    assert "more file(s) not shown" in outcome.text and "pass path" in outcome.text
+
+
+def test_a_log_query_reads_a_bounded_amount_of_file_versions_and_says_it_stopped(tmp_path: Path) -> None:
+    repo = HistoryRepo(tmp_path / "work", tmp_path / "remote.git")
+    repo.work.mkdir(parents=True)
+    repo.git("init", "-q", "-b", "main")
+    rng = random.Random(6)
+    key = "\n".join(
+        ["-----" + "BEGIN OPENSSH PRIVATE KEY-----", "AAAA" * 16, "-----" + "END OPENSSH PRIVATE KEY-----"]
+    )
+    for number in range(
+        12
+    ):  # git finds each (the word is in it), yet each version is withheld, so read in vain
+        padding = "\n".join("# " + rng.randbytes(30).hex() for _ in range(600))
+        repo.commit(
+            f"c{number}", "Ada", f"Change {number}", {f"keys/k{number}.txt": f"{key}\n# needle\n{padding}\n"}
+        )
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(repo.bare)], check=True)
+    repo.git("push", "-q", str(repo.bare), "main")
+    with mirrored(repo, tmp_path / "mirror") as served:
+        ctx = served.context(history_output_max_bytes=100_000)
+        outcome = REGISTRY.call(ctx, "log", {"repo": "app", "query": "needle", "match": "diff"})
+
+    assert outcome.ok and outcome.text.startswith("0 commit(s)")
+    assert "the search stopped" in outcome.text and "narrow the search" in outcome.text
+
+
+def test_a_secret_file_renamed_after_a_failed_scan_of_secret_files_is_still_never_shown(
+    tmp_path: Path,
+) -> None:
+    repo = HistoryRepo(tmp_path / "work", tmp_path / "remote.git")
+    repo.work.mkdir(parents=True)
+    repo.git("init", "-q", "-b", "main")
+    repo.commit("start", "Ada", "Start", {"README.md": "# app\n"})
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(repo.bare)], check=True)
+    repo.git("push", "-q", str(repo.bare), "main")
+    mirrors = make_mirrors(tmp_path / "m", [{"name": "app", "url": str(repo.bare), "branch": "main"}])
+    assert mirrors.sync("app").ok
+    marker = "envmarker" + "Qx7" * 6
+    repo.commit("add", "Grace", "Add settings", {".env": f"FAVORITE={marker}\n"})
+    repo.commit("rename", "Grace", "Keep settings as notes", {}, renames={".env": "notes.txt"})
+    repo.commit("edit", "Grace", "Add a note", {"notes.txt": f"FAVORITE={marker}\nmore\n"})
+    repo.git("push", "-q", str(repo.bare), "main")
+    git_dir = next((tmp_path / "m").rglob("mirror.git"))
+    (git_dir / f".codebot-secret-blobs.{os.getpid()}.tmp").mkdir()  # the scan of the new commits fails
+    assert mirrors.sync("app").ok
+    with mirrors.lease(["app"]) as snapshots:
+        ctx = make_context(mirrors.settings, snapshots)
+        shown = [
+            REGISTRY.call(ctx, "show", {"repo": "app", "sha": repo.shas[name]}) for name in ("rename", "edit")
+        ]
+
+    assert all(outcome.ok for outcome in shown)
+    assert not any(marker in outcome.text + json.dumps(outcome.data) for outcome in shown)

@@ -62,6 +62,8 @@ def processed_versions(reader: ObjectReader, shas: Iterable[str], settings: Sett
     for sha in dict.fromkeys(shas):
         if sha == ZERO_SHA:
             versions[sha] = _EMPTY
+        elif secret is None:  # never listed, or the last listing failed: any blob may have been one
+            versions[sha] = Version(WITHHELD, 0, reason="the mirror's list of secret files is not ready")
         elif sha in secret:
             versions[sha] = Version(WITHHELD, 0, reason="it is a secret file (by its name) in another commit")
         else:
@@ -114,12 +116,13 @@ def link_target(reader: ObjectReader, sha: str) -> str | None:
 # --- blobs that were secret files --------------------------------------------------------------
 
 
-def secret_blobs(git_dir: Path) -> frozenset[str]:
-    """The blobs recorded in the mirror's SECRET_BLOBS_FILE (empty when there is none)."""
+def secret_blobs(git_dir: Path) -> frozenset[str] | None:
+    """The blobs recorded in the mirror's SECRET_BLOBS_FILE; None when there is none (never
+    listed, or the last listing failed and removed it): then no blob's content is shown."""
     try:
         stamp = (git_dir / SECRET_BLOBS_FILE).stat().st_mtime_ns
     except OSError:
-        return frozenset()
+        return None
     return _read_secret_blobs(git_dir, stamp)[1]
 
 

@@ -26,6 +26,7 @@ moves `current`, so GC never races a swap.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -47,7 +48,7 @@ from worker.repos.assemble import SnapshotRefused, build_snapshot
 from worker.repos.blobstore import BlobStore
 from worker.repos.disk import DiskFull, check_room, free_bytes, remove_partial_fetch, under_reserve
 from worker.repos.git_read import GitReadError
-from worker.repos.history_content import record_secret_blobs
+from worker.repos.history_content import SECRET_BLOBS_FILE, record_secret_blobs
 from worker.repos.locks import LockTimeout, SnapshotFolder, exclusive_lock, is_sha
 from worker.repos.mirror_git import REMOTE, GitError, Progress, history_depth, run_mirror_git, scrub
 from worker.repos.snapshot import SNAPSHOT_FORMAT, Snapshot, meta_format, read_meta, write_meta
@@ -286,6 +287,10 @@ class Mirrors:
             record_secret_blobs(paths.mirror, tip, str(depth or "all"), self.settings.git_timeout_seconds,
                                 self.settings)  # fmt: skip
         except (GitReadError, OSError) as exc:
+            # Fail closed: a list of an older tip misses the new commits' secret files, so none is
+            # kept, and the history tools show no file content until a listing succeeds.
+            with contextlib.suppress(OSError):
+                (paths.mirror / SECRET_BLOBS_FILE).unlink()
             log.warning("listing the secret files in the history of %s failed: %s", spec.name, exc)
 
     def _trim(self, spec: RepoSpec, paths: _Paths) -> None:

@@ -142,13 +142,23 @@ def render_changes(
         return out
     out.lines += ["", f"Changes {LINE_LEGEND}:"]
     used = sum(len(line) + 1 for line in out.lines)
-    regular = [
-        e
-        for e in entries
-        if SYMLINK not in (e.old_mode, e.new_mode) and GITLINK not in (e.old_mode, e.new_mode)
-    ]
-    versions = processed_versions(reader, [sha for e in regular for sha in (e.old_sha, e.new_sha)], settings)
+    versions: dict[str, Version] = {}
+    read = 0  # bytes of blobs read: a commit of many large files must not be read whole to show a few
     for number, (entry, section) in enumerate(visible):
+        if read > settings.history_output_max_bytes:
+            out.lines.append(
+                f"[diff cut here: {len(visible) - number} more file(s) not shown (history_output_max_bytes "
+                "read); pass path to see one file's changes]"
+            )
+            out.cut = True
+            break
+        if SYMLINK not in (entry.old_mode, entry.new_mode) and GITLINK not in (
+            entry.old_mode,
+            entry.new_mode,
+        ):
+            fresh = processed_versions(reader, [entry.old_sha, entry.new_sha], settings)
+            versions.update(fresh)
+            read += sum(v.size for v in fresh.values() if v.kind != OVERSIZED)
         block, record = _file_block(ctx, reader, entry, section, parsed.cut, versions)
         size = sum(len(text) + 1 for text, _, _ in block)
         if used + size > budget:

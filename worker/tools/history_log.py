@@ -19,7 +19,7 @@ import re2
 from worker.repos.git_read import GitProcess, GitReadError, ObjectReader
 from worker.repos.history import GITLINK, LOG_FORMAT, SYMLINK, LogParser, LogRecord
 from worker.repos.history_content import processed_versions
-from worker.repos.placeholders import TEXT
+from worker.repos.placeholders import OVERSIZED, TEXT
 from worker.repos.snapshot import Snapshot
 from worker.repos.visible import secret_path, shown_name
 from worker.tools.context import ToolContext, ToolError
@@ -98,7 +98,7 @@ def log(
         for kind, args in searches:
             if match not in (kind, "both"):
                 continue
-            keep = checker.message_matches if kind == "message" else partial_diff(ctx, reader, checker)
+            keep = checker.message_matches if kind == "message" else DiffMatch(reader, checker)
             hits, cut_short, timed_out = _search(ctx, git_dir, [*args, *dates, *revs, *tail], keep, limit)
             more = more or cut_short
             stopped = stopped or timed_out
@@ -232,24 +232,34 @@ class _QueryCheck:
         return self.found_in(ctx.redact(record.message))
 
 
-def partial_diff(
-    ctx: ToolContext, reader: ObjectReader, checker: _QueryCheck
-) -> Callable[[ToolContext, LogRecord], bool]:
-    """Whether a candidate's changes match in the processed (redacted) versions of its files."""
+class DiffMatch:
+    """Whether a candidate's changes match in the processed (redacted) versions of its files.
 
-    def matches(ctx: ToolContext, record: LogRecord) -> bool:
-        entries = [
-            entry
-            for entry in record.entries
-            if SYMLINK not in (entry.old_mode, entry.new_mode)
-            and GITLINK not in (entry.old_mode, entry.new_mode)
-            and not secret_path(entry.old_path, ctx.settings)
-            and not secret_path(entry.new_path, ctx.settings)
-        ]
-        versions = processed_versions(
-            reader, [sha for e in entries for sha in (e.old_sha, e.new_sha)], ctx.settings
-        )
-        for entry in entries:
+    File versions are read one file at a time, and at most history_output_max_bytes of them in
+    one search: a candidate of many large files is not read whole, and once the budget is spent
+    `spent` is set and no candidate matches (the search says it stopped)."""
+
+    def __init__(self, reader: ObjectReader, checker: _QueryCheck) -> None:
+        self.reader = reader
+        self.checker = checker
+        self.read = 0
+        self.spent = False
+
+    def __call__(self, ctx: ToolContext, record: LogRecord) -> bool:
+        checker = self.checker
+        for entry in record.entries:
+            if (
+                SYMLINK in (entry.old_mode, entry.new_mode)
+                or GITLINK in (entry.old_mode, entry.new_mode)
+                or secret_path(entry.old_path, ctx.settings)
+                or secret_path(entry.new_path, ctx.settings)
+            ):
+                continue
+            if self.read > ctx.settings.history_output_max_bytes:
+                self.spent = True
+                return False
+            versions = processed_versions(self.reader, [entry.old_sha, entry.new_sha], ctx.settings)
+            self.read += sum(v.size for v in versions.values() if v.kind != OVERSIZED)
             old, new = versions[entry.old_sha], versions[entry.new_sha]
             if old.kind != TEXT or new.kind != TEXT:
                 continue
@@ -261,8 +271,6 @@ def partial_diff(
             elif "\n".join(old.lines).count(checker.query) != "\n".join(new.lines).count(checker.query):
                 return True
         return False
-
-    return matches
 
 
 def _search(
@@ -286,9 +294,17 @@ def _search(
                         kept.append(record)
                 if len(kept) > limit:
                     return kept[:limit], True, None
+                if getattr(keep, "spent", False):
+                    return kept[:limit], False, "the search stopped after reading history_output_max_bytes"
             for record in parser.close():
                 if record is not None and keep(ctx, record):
                     kept.append(record)
+            if getattr(keep, "spent", False):
+                return (
+                    kept[:limit],
+                    len(kept) > limit,
+                    "the search stopped after reading history_output_max_bytes",
+                )
             try:
                 proc.finish()
             except GitReadError as exc:

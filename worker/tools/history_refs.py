@@ -89,7 +89,7 @@ def resolve_ref(ctx: ToolContext, snapshot: Snapshot, git_dir: Path, reader: Obj
     text = ref.strip()
     cut = min((i for i in (text.find("~"), text.find("^")) if i >= 0), default=len(text))
     base, suffix = text[:cut], text[cut:]
-    if not _REF_BASE.match(base) or not _REF_SUFFIX.match(suffix):
+    if not _REF_BASE.fullmatch(base) or not _REF_SUFFIX.fullmatch(suffix):
         raise ToolError(
             f"{what} {shown_name(ref)[:80]!r} is not something codebot can look up: give a commit sha "
             "(7 to 40 hex digits), a tag, or the branch name, optionally followed by ~N (N commits "
