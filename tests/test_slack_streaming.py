@@ -125,6 +125,11 @@ def test_nothing_streamed_can_ping_anyone(rig: SlackRig) -> None:
         "[payments：payments/retry.py#L3](https://evil.example/x)",  # fullwidth colon
         "[pay\u200bments:payments/retry.py#L3](https://evil.example/x)",  # zero-width space
         "[retry.py#L3](https://evil.example/x)",  # no repo: prefix
+        "[payments:payments/retry.py\n#L3](https://evil.example/x)",  # a line break in the label
+        "[[[retry.py#L3]]](https://evil.example/x)",  # brackets nested twice
+        "[retry.py#L3](https://evil.example/x 'the loop')",  # a title in single quotes
+        "[retry.py#L3](https://evil.example/((x)))",  # parentheses nested twice in the target
+        "[retry.py#L3][1]\n\n[1]: https://evil.example/x\n",  # a reference-style link
     ],
 )
 def test_a_citation_lookalike_never_keeps_a_link_to_another_site(rig: SlackRig, lookalike: str) -> None:
