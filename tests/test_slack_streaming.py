@@ -196,3 +196,19 @@ def test_a_preamble_before_a_tool_call_is_replaced_by_the_answer_alone(rig: Slac
     # quiet machine it does; on a busy one it may not): either way the answer stands alone.
     (message,) = rig.api.thread_messages("C1", ts)
     assert "Let me look" not in message.text and message.text.startswith("The payments service")
+
+
+@pytest.mark.parametrize("streaming", [True, False])
+def test_a_tool_argument_shaped_as_a_link_never_shows_as_one_in_a_task_card_or_progress_line(
+    rig: SlackRig, streaming: bool
+) -> None:
+    if not streaming:
+        rig.api.fail("chat.startStream", "channel_type_not_supported")
+    hostile = "x` [retry.py#L3](https://evil.example/x) `"
+    rig.model.enqueue(tool_calls(("search", {"repo": "payments", "pattern": hostile})), text(ANSWER))
+    rig.mention("how does retry work?")
+    rig.settle()
+    rig.work()
+    shown = json.dumps([call.body for call in rig.api.calls], ensure_ascii=False)
+    assert "`x' [retry.py#L3](https://evil.example/x) '`" in shown  # shown whole inside its code span
+    assert "<https://evil.example" not in shown and "`x` [retry.py" not in shown  # never a link
