@@ -120,15 +120,19 @@ class FeedbackInteractions:
             return
         vote, question_id = parsed
         user = str(interaction.user.id)
+        channel = str(interaction.channel_id or "")
         try:
             recorded = await asyncio.to_thread(
-                feedback.record_vote, self.redis(), self.settings, question_id, "discord", user, vote
+                feedback.record_vote, self.redis(), self.settings, question_id, "discord", user, vote, channel
             )
         except REDIS_DOWN as exc:
             log.warning("discord: feedback on %s not stored: %s", question_id, exc)
             await interaction.response.send_message(texts.FEEDBACK_NOT_STORED, ephemeral=True)
             return
-        log.info("discord: %s vote %s on %s by %s", recorded, vote, question_id, user)
+        log.info("discord: %s vote %s on %s by %s in %s", recorded, vote, question_id, user, channel)
+        if recorded == "refused":  # expired, or a button naming another channel's answer
+            await interaction.response.send_message(texts.FEEDBACK_EXPIRED, ephemeral=True)
+            return
         if vote == "down":
             await interaction.response.send_modal(ReasonModal(question_id))
         else:

@@ -80,16 +80,23 @@ class SlackFeedback:
         action = (body.get("actions") or [{}])[0]
         parsed = parse_vote(str(action.get("value") or ""))
         user = str((body.get("user") or {}).get("id") or "")
+        channel = str(
+            (body.get("channel") or {}).get("id") or (body.get("container") or {}).get("channel_id") or ""
+        )
         if parsed is None or not user:
             log.info("slack: ignored a feedback click with value %r", action.get("value"))
             return
         vote, question_id = parsed
         try:
-            recorded = feedback.record_vote(self.redis(), self.settings, question_id, "slack", user, vote)
+            recorded = feedback.record_vote(
+                self.redis(), self.settings, question_id, "slack", user, vote, channel
+            )
         except REDIS_DOWN as exc:
             log.warning("slack: feedback on %s not stored (Redis: %s)", question_id, exc)
             return
-        log.info("slack: %s vote %s on %s by %s", recorded, vote, question_id, user)
+        log.info("slack: %s vote %s on %s by %s in %s", recorded, vote, question_id, user, channel)
+        if recorded == "refused":
+            return
         if vote == "down" and body.get("trigger_id"):
             try:
                 client.views_open(trigger_id=body["trigger_id"], view=reason_modal(question_id))

@@ -213,3 +213,16 @@ def test_a_click_with_a_forged_button_id_stores_nothing(drig: DiscordRig) -> Non
     drig.fake.wait_for(lambda: drig.fake.modals)
     votes = feedback.votes_of(drig.rig.redis, question_id)
     assert [(v.vote, v.user) for v in votes] == [("down", drig.fake.human["id"])]
+
+
+def test_a_vote_clicked_in_another_channel_than_its_answer_is_not_stored(drig: DiscordRig) -> None:
+    message = answer_message(drig, ask(drig, pace=0.0))
+    question_id = message["components"][0]["components"][0]["custom_id"].split(":", 3)[3]
+    elsewhere = copy.deepcopy(message)
+    elsewhere["channel_id"] = drig.fake.open_dm()  # the same button value, clicked in a DM
+    drig.fake.click(elsewhere, "👎", user=payloads.user("mallory"))
+    refusal = drig.fake.wait_for(
+        lambda: [c for c in drig.fake.find("POST", "/callback$") if c.body["type"] == 4]
+    )
+    assert "too old" in refusal[0].body["data"]["content"] and drig.fake.modals == []
+    assert feedback.votes_of(drig.rig.redis, question_id) == []

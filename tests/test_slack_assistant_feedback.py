@@ -21,7 +21,7 @@ from tests.support.slack_rig import SECRET, SlackRig
 from worker.jobs import feedback
 from worker.jobs.admin import status_report
 from worker.jobs.evaluate import run_eval
-from worker.jobs.feedback_cli import run_export
+from worker.jobs.feedback_cli import run_export, run_list
 from worker.jobs.queue import queue_depth
 from worker.ops.metrics import exposition
 
@@ -150,3 +150,32 @@ def test_status_shows_admins_the_thumbs_up_rate(rig: SlackRig) -> None:
         click(rig, feedback_click(message, positive=positive, user=user))
     assert "Feedback in the last 30 days: 3 👍, 1 👎 (75% 👍)" in status_report(rig.redis, rig.runtime)
     assert metric_value(samples(exposition(rig.redis, queue_depth).decode()), "codebot_feedback_total") == 4
+
+
+def test_a_vote_naming_an_answer_in_another_channel_or_none_at_all_is_not_stored(rig: SlackRig) -> None:
+    ts, question_id = answered(rig)
+    (message,) = rig.api.thread_messages("C1", ts)
+    elsewhere = feedback_click(message, positive=False, user="U9")
+    elsewhere["channel"] = {"id": "C2", "name": "random"}  # clicked under a message in C2
+    elsewhere["container"]["channel_id"] = "C2"  # type: ignore[index]
+    unknown = feedback_click(message, positive=False, user="U9")
+    unknown["actions"][0]["value"] = "down:q-slack-C1-999_1"  # type: ignore[index]
+    assert click(rig, elsewhere) == 200 and click(rig, unknown) == 200
+    assert feedback.votes_of(rig.redis, question_id) == [] and feedback.recent_question_ids(rig.redis) == []
+    assert feedback.votes_of(rig.redis, "q-slack-C1-999_1") == [] and rig.api.surfaces.views == []
+    click(rig, feedback_click(message, positive=True, user="U9"))  # the real click still counts
+    assert [(v.user, v.vote) for v in feedback.votes_of(rig.redis, question_id)] == [("U9", "up")]
+
+
+def test_feedback_list_shows_hostile_question_and_reason_text_literally(rig: SlackRig) -> None:
+    rig.model.enqueue(tool_calls(READ), text("It retries 5 times [payments:payments/retry.py#L3]."))
+    ts = rig.mention("why [link=https://evil.example]this[/link] [/bold]?")
+    rig.settle()
+    rig.work()
+    click(rig, feedback_click(rig.api.thread_messages("C1", ts)[0], positive=False))
+    (opened,) = rig.api.surfaces.views
+    click(rig, view_submission(opened["view"], {"reason_text": "[/x] [red]wrong[/red]"}))
+    out = Console(record=True, width=300)
+    assert run_list(rig.redis, 20, out) == 0
+    shown = out.export_text()
+    assert "[link=https://evil.example]this[/link] [/bold]" in shown and "[/x] [red]wrong[/red]" in shown

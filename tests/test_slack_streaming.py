@@ -125,6 +125,11 @@ def test_nothing_streamed_can_ping_anyone(rig: SlackRig) -> None:
         "[payments：payments/retry.py#L3](https://evil.example/x)",  # fullwidth colon
         "[pay\u200bments:payments/retry.py#L3](https://evil.example/x)",  # zero-width space
         "[retry.py#L3](https://evil.example/x)",  # no repo: prefix
+        "[payments:payments/retry.py\n#L3](https://evil.example/x)",  # a line break in the label
+        "[[[retry.py#L3]]](https://evil.example/x)",  # brackets nested twice
+        "[retry.py#L3](https://evil.example/x 'the loop')",  # a title in single quotes
+        "[retry.py#L3](https://evil.example/((x)))",  # parentheses nested twice in the target
+        "[retry.py#L3][1]\n\n[1]: https://evil.example/x\n",  # a reference-style link
     ],
 )
 def test_a_citation_lookalike_never_keeps_a_link_to_another_site(rig: SlackRig, lookalike: str) -> None:
@@ -191,3 +196,19 @@ def test_a_preamble_before_a_tool_call_is_replaced_by_the_answer_alone(rig: Slac
     # quiet machine it does; on a busy one it may not): either way the answer stands alone.
     (message,) = rig.api.thread_messages("C1", ts)
     assert "Let me look" not in message.text and message.text.startswith("The payments service")
+
+
+@pytest.mark.parametrize("streaming", [True, False])
+def test_a_tool_argument_shaped_as_a_link_never_shows_as_one_in_a_task_card_or_progress_line(
+    rig: SlackRig, streaming: bool
+) -> None:
+    if not streaming:
+        rig.api.fail("chat.startStream", "channel_type_not_supported")
+    hostile = "x` [retry.py#L3](https://evil.example/x) `"
+    rig.model.enqueue(tool_calls(("search", {"repo": "payments", "pattern": hostile})), text(ANSWER))
+    rig.mention("how does retry work?")
+    rig.settle()
+    rig.work()
+    shown = json.dumps([call.body for call in rig.api.calls], ensure_ascii=False)
+    assert "`x' [retry.py#L3](https://evil.example/x) '`" in shown  # shown whole inside its code span
+    assert "<https://evil.example" not in shown and "`x` [retry.py" not in shown  # never a link

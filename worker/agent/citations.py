@@ -185,6 +185,7 @@ def check_body(ctx: ToolContext, text: str) -> CheckedAnswer:
     """The answer's text with verified citations linked and the rest unlinked, without the
     closing Sources section (a streamed answer shows this as it is written)."""
     text = _MARKDOWN_LINK.sub(_unlink_citation_like, text)
+    text = _unlink_other_citation_like(text)
     text = _PRELINKED.sub(lambda m: m.group(1), text)
     sources: dict[str, Source] = {}
     unverified = 0
@@ -236,6 +237,66 @@ def _unlink_citation_like(match: re.Match[str]) -> str:
     if not looks_like_citation(label):
         return match.group(0)
     return label if label.startswith("[") and label.endswith("]") else f"[{label}]"
+
+
+# A link reference definition ([1]: https://…): a look-alike [retry.py#L3] or [x][1] anywhere
+# would link there. It shows nothing in rendered Markdown, so it is dropped.
+_REFERENCE_DEFINITION = re.compile(r"^ {0,3}\[[^\]\n]+\]:[ \t]*\S[^\n]*\n?", re.MULTILINE)
+
+
+def _unlink_other_citation_like(text: str) -> str:
+    """What _MARKDOWN_LINK does not see, as CommonMark links it: a label across lines or with
+    brackets nested deeper, a target with parentheses nested deeper or a 'title'; and link
+    reference definitions. Errs on the side of unlinking."""
+    text = _REFERENCE_DEFINITION.sub("", text)
+    out: list[str] = []
+    done = 0
+    at = text.find("](")
+    while at != -1:
+        start, end = _label_start(text, at), _target_end(text, at + 1)
+        if start >= done and end != -1 and looks_like_citation(text[start + 1 : at]):
+            label = text[start + 1 : at].strip()
+            out += [
+                text[done:start],
+                label if label.startswith("[") and label.endswith("]") else f"[{label}]",
+            ]
+            done = end
+            at = text.find("](", end)
+        else:
+            at = text.find("](", at + 2)
+    return "".join(out) + text[done:]
+
+
+def _label_start(text: str, close: int) -> int:
+    """The `[` that the `]` at `close` closes (brackets balanced, within a paragraph), or -1."""
+    depth = 0
+    for index in range(close - 1, -1, -1):
+        char = text[index]
+        if char == "]":
+            depth += 1
+        elif char == "[":
+            if depth == 0:
+                return index
+            depth -= 1
+        elif char == "\n" and text[index - 1 : index] == "\n":
+            return -1
+    return -1
+
+
+def _target_end(text: str, open_at: int) -> int:
+    """Just past the `)` that closes the `(` at `open_at` (parentheses balanced), or -1."""
+    depth = 0
+    for index in range(open_at, len(text)):
+        char = text[index]
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+            if depth == 0:
+                return index + 1
+        elif char == "\n" and text[index + 1 : index + 2] == "\n":
+            return -1
+    return -1
 
 
 def _shown(source: Source) -> str:

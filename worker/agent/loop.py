@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -68,10 +69,14 @@ class AgentResult:
 
 def describe_call(name: str, arguments: dict[str, Any], default_repo: str | None) -> str:
     """A progress line a user can follow: "searching `retry|backoff` in payments-api"."""
-    repo = arguments.get("repo") or default_repo or "all repos"
+    # The arguments are the model's (steerable by hostile repo text): each stays inside its code
+    # span (no backtick, no blank line to end it), and a repo is shown as a name, so no part of
+    # a progress line or task card can become a link or markup.
+    named = re.sub(r"[^\w.-]", "", str(arguments.get("repo") or ""))
+    repo = named or default_repo or "all repos"
 
     def short(value: object) -> str:
-        text = str(value)
+        text = " ".join(str(value).replace("`", "'").split())
         return text if len(text) <= ARGUMENT_PREVIEW_CHARS else text[: ARGUMENT_PREVIEW_CHARS - 1] + "…"
 
     if name == "search":

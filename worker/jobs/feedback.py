@@ -39,7 +39,7 @@ SHOWN_QUESTION_CHARS = 80
 
 Vote = Literal["up", "down"]
 VOTES: tuple[Vote, ...] = ("up", "down")
-Recorded = Literal["new", "changed", "same"]
+Recorded = Literal["new", "changed", "same", "refused"]
 
 # KEYS: votes hash, recent set. ARGV: user, vote, entry json, now, ttl seconds, question id.
 # "same" when the user's vote is already this one; else the entry replaces it.
@@ -68,6 +68,7 @@ def record_answer(
     fields: dict[str | bytes, bytes | float | int | str] = {
         "platform": question.target.platform,
         "channel": question.target.channel,
+        "thread": question.target.thread or "",
         "asker": question.asker,
         "repos": json.dumps(question.repos),
         "commits": json.dumps(commits),
@@ -86,11 +87,24 @@ def record_answer(
 
 
 def record_vote(
-    redis: Redis, settings: Settings, question_id: str, platform: str, user: str, vote: Vote
+    redis: Redis,
+    settings: Settings,
+    question_id: str,
+    platform: str,
+    user: str,
+    vote: Vote,
+    channel: str,
 ) -> Recorded:
-    """The user's 👍 or 👎 on an answer: new, changed (replacing the other), or the same again."""
+    """The user's 👍 or 👎 on an answer: new, changed (replacing the other), or the same again.
+    Refused (nothing stored) unless the answer is known and was posted on this platform in
+    `channel` (the channel, or its thread, the click came from): a button value naming another
+    channel's answer, or none, is not a vote."""
     if vote not in VOTES:
         raise ValueError(f"not a vote: {vote!r}")
+    placed = redis.hmget(ANSWER_KEY_PREFIX + question_id, ["platform", "channel", "thread"])
+    answered_on, *answered_in = (_text(value) if value else "" for value in placed)
+    if not channel or answered_on != platform or channel not in answered_in:
+        return "refused"
     now = time.time()
     entry = json.dumps({"vote": vote, "reason": "", "at": round(now, 3), "platform": platform})
     result = redis.eval(
@@ -106,7 +120,7 @@ def record_vote(
         question_id,
     )
     recorded: Recorded = _text(result)  # type: ignore[assignment]
-    if recorded != "same":
+    if recorded in ("new", "changed"):
         count(redis, "codebot_feedback_total", platform=platform, vote=vote)
         redis.zremrangebyscore(RECENT_KEY, "-inf", now - _keep_seconds(settings))
     return recorded

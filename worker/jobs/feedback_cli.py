@@ -10,6 +10,7 @@ from pathlib import Path
 from redis import Redis
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from config.errors import ConfigError
 from worker.jobs.admin import short_duration
@@ -29,7 +30,7 @@ def run_list(redis: Redis, limit: int, out: Console) -> int:
     for column in ("when", "vote", "ref", "platform", "channel", "user", "question", "reason"):
         table.add_column(column)
     now = time.time()
-    for vote, record in rows:
+    for vote, record in rows:  # user text and ids as Text: never read as Rich markup
         question = record.question if record else ""
         shown = (
             question if len(question) <= SHOWN_QUESTION_CHARS else question[: SHOWN_QUESTION_CHARS - 1] + "…"
@@ -37,12 +38,12 @@ def run_list(redis: Redis, limit: int, out: Console) -> int:
         table.add_row(
             short_duration(now - vote.at) + " ago",
             VOTE_MARKS[vote.vote],
-            record.ref if record else "?",
-            vote.platform,
-            record.channel if record else "?",
-            vote.user,
-            shown or ("(not kept)" if record else "(expired)"),
-            vote.reason,
+            Text(record.ref if record else "?"),
+            Text(vote.platform),
+            Text(record.channel if record else "?"),
+            Text(vote.user),
+            Text(shown or ("(not kept)" if record else "(expired)")),
+            Text(vote.reason),
         )
     out.print(table)
     return 0
