@@ -55,7 +55,7 @@ from typing import Any, ClassVar
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.slack_ack import free_port, wait_healthy  # noqa: E402
+from bench.slack_ack import free_port, start_codebot, wait_healthy  # noqa: E402
 from bot import texts  # noqa: E402
 from bot.slack_format import format_for_slack  # noqa: E402
 from config.settings import load_settings  # noqa: E402
@@ -134,16 +134,7 @@ class Bench:
         }
 
     def start(self, *command: str, name: str) -> subprocess.Popen[bytes]:
-        log = open(self.work / f"{name}.log", "ab")  # noqa: SIM115 - the child keeps it
-        process = subprocess.Popen(
-            [sys.executable, "-m", "codebot.cli", *command],
-            env=self.env(),
-            cwd=ROOT,
-            stdout=log,
-            stderr=log,
-            start_new_session=True,
-        )
-        log.close()
+        process = start_codebot(*command, log_path=self.work / f"{name}.log", env=self.env(), append=True)
         self.processes.append(process)
         return process
 

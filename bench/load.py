@@ -39,7 +39,7 @@ from rq import Worker  # noqa: E402
 from rq.job import Job  # noqa: E402
 from rq.registry import StartedJobRegistry  # noqa: E402
 
-from bench.slack_ack import free_port, percentile, wait_healthy  # noqa: E402
+from bench.slack_ack import free_port, percentile, start_codebot, wait_healthy  # noqa: E402
 from codebot.wiring import build_runtime  # noqa: E402
 from config.settings import load_settings  # noqa: E402
 from tests.support import discord_payloads as payloads  # noqa: E402
@@ -138,16 +138,7 @@ class Load:
         self.samples_lock = threading.Lock()
 
     def start(self, *command: str, name: str) -> subprocess.Popen[bytes]:
-        log = open(self.work / f"{name}.log", "wb")  # noqa: SIM115 - the child keeps it
-        process = subprocess.Popen(
-            [sys.executable, "-m", "codebot.cli", *command],
-            env=self.env,
-            cwd=ROOT,
-            stdout=log,
-            stderr=log,
-            start_new_session=True,
-        )
-        log.close()
+        process = start_codebot(*command, log_path=self.work / f"{name}.log", env=self.env, append=False)
         self.processes.append(process)
         return process
 
@@ -276,13 +267,11 @@ class Load:
     # --- the verdict -----------------------------------------------------------------------------
 
     def report(self, elapsed: float, kill: dict[str, Any] | None) -> dict[str, Any]:
-        posts: dict[str, int] = {}
-        for call in self.api.calls_to("chat.postMessage"):
-            posts[call.body.get("thread_ts", "")] = posts.get(call.body.get("thread_ts", ""), 0) + 1
+        # one message in the thread, however it got there (posted, or streamed since issue 13)
         slack_bad = [
             ts
             for ts, n in self.slack_ts.items()
-            if posts.get(ts) != 1
+            if len(self.api.thread_messages(CHANNEL, ts)) != 1
             or self.api.thread_texts(CHANNEL, ts) != [self.api.thread_texts(CHANNEL, ts)[0]]
             or f"slack question {n}?" not in self.api.thread_texts(CHANNEL, ts)[0]
             or any(r in FAILED for r in self.api.reactions(CHANNEL, ts))

@@ -53,6 +53,22 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def start_codebot(
+    *command: str, log_path: Path, env: dict[str, str], append: bool = False
+) -> subprocess.Popen[bytes]:
+    """`codebot COMMAND…` as its own session (so a whole process tree can be signalled), its output
+    in `log_path`."""
+    with open(log_path, "ab" if append else "wb") as log:  # the child keeps its own copy
+        return subprocess.Popen(
+            [sys.executable, "-m", "codebot.cli", *command],
+            env=env,
+            cwd=ROOT,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+        )
+
+
 def wait_healthy(url: str, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
