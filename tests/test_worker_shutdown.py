@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
+from rq import Worker
 
 from tests.support.model_server import Reply, last_user_text, slow, text, tool_calls
 from tests.support.slack_rig import SlackRig, wait_until
@@ -39,11 +41,16 @@ def test_sigterm_to_every_process_of_a_worker_lets_the_running_question_finish_o
         rig.settle()
         horse = wait_for_horse(worker.pid)
         rig.model.wait_for_requests(1, timeout=30)  # mid-question
+        # every RQ worker up (a stop signal during a worker's start-up is not what this tests)
+        wait_until(lambda: len(Worker.all(connection=rig.redis)) == concurrency)
         everyone = session_pids(worker.pid)
         assert horse in everyone and worker.pid in everyone
         for pid in everyone:  # as systemd does: the parent, its workers, housekeeper and horses
             os.kill(pid, signal.SIGTERM)
-        exit_code = worker.wait(timeout=60)
+        try:
+            exit_code = worker.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            pytest.fail("the worker did not stop:\n" + (tmp_path / "worker.log").read_text()[-6000:])
     finally:
         stop_worker(worker)
     log = (tmp_path / "worker.log").read_text()[-3000:]
