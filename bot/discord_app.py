@@ -130,12 +130,12 @@ def build_client(settings: Settings, runtime: Runtime | None = None, **options: 
     return client
 
 
-def serve_metrics_if_possible(client: CodebotDiscord, port: int) -> None:
+def serve_metrics_if_possible(client: CodebotDiscord, port: int, host: str = "127.0.0.1") -> None:
     from worker.jobs.queue import queue_depth
     from worker.ops.metrics import serve_metrics
 
     try:
-        serve_metrics(client.redis.get(), port, queue_depth)
+        serve_metrics(client.redis.get(), port, queue_depth, host=host)
     except REDIS_DOWN as exc:
         log.warning("/metrics not served: Redis is unreachable at start (%s)", exc)
 
@@ -152,7 +152,7 @@ def serve(settings: Settings) -> int:
     client = build_client(settings)
     assert settings.discord_bot_token is not None
     if settings.metrics_port is not None:
-        serve_metrics_if_possible(client, settings.metrics_port)
+        serve_metrics_if_possible(client, settings.metrics_port, settings.metrics_host)
     try:
         client.run(settings.discord_bot_token.get_secret_value(), log_handler=None)
     except discord.LoginFailure:

@@ -145,7 +145,7 @@ def _interrupt(signum: int, _frame: FrameType | None) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
-def serve(settings: Settings, port: int = 3000) -> int:
+def serve(settings: Settings, port: int = 3000, host: str | None = None) -> int:
     """Run the adapter until SIGTERM/SIGINT."""
     from worker.jobs.runtime import build_runtime
     from worker.ops.redis_connection import connect, describe
@@ -161,7 +161,7 @@ def serve(settings: Settings, port: int = 3000) -> int:
         from worker.jobs.queue import queue_depth
         from worker.ops.metrics import serve_metrics
 
-        serve_metrics(deps.redis, settings.metrics_port, queue_depth)
+        serve_metrics(deps.redis, settings.metrics_port, queue_depth, host=settings.metrics_host)
     if settings.slack_app_token:
         from slack_bolt.adapter.socket_mode import SocketModeHandler
 
@@ -181,7 +181,7 @@ def serve(settings: Settings, port: int = 3000) -> int:
         finally:
             handler.close()
         return 0
-    server = SlackHTTPServer(app, settings, port=port)
+    server = SlackHTTPServer(app, settings, host=host or settings.slack_http_host, port=port)
 
     def stopped(signum: int, _frame: FrameType | None) -> None:
         # uvicorn handles the signal (stop accepting, finish the requests in flight) and then
@@ -191,6 +191,7 @@ def serve(settings: Settings, port: int = 3000) -> int:
 
     signal.signal(signal.SIGTERM, stopped)
     signal.signal(signal.SIGINT, stopped)
-    log.info("slack adapter: HTTP on :%d%s, queue on %s", server.port, EVENTS_PATH, describe(settings))
+    where = f"{host or settings.slack_http_host}:{server.port}"
+    log.info("slack adapter: HTTP on %s%s, queue on %s", where, EVENTS_PATH, describe(settings))
     server.serve_forever()
     return 0

@@ -211,7 +211,7 @@ def _values(values: Sequence[str] | str) -> Sequence[str]:
 class SlackHTTPServer:
     """The adapter's HTTP server: uvicorn on a socket bound at once (port 0: any free port)."""
 
-    def __init__(self, app: App, settings: Settings, host: str = "0.0.0.0", port: int = 3000) -> None:
+    def __init__(self, app: App, settings: Settings, host: str = "127.0.0.1", port: int = 3000) -> None:
         self.socket = socket.create_server((host, port), backlog=settings.slack_http_max_connections)
         config = uvicorn.Config(
             SlackEventsApp(app, settings.slack_http_dispatch_threads),

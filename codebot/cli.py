@@ -74,7 +74,14 @@ def _parser() -> argparse.ArgumentParser:
     slack.add_argument(
         "--port", type=_port, default=3000, help="HTTP port when not in Socket Mode (default 3000)"
     )
+    slack.add_argument(
+        "--host", help="HTTP address to listen on (default CODEBOT_SLACK_HTTP_HOST, 127.0.0.1)"
+    )
     sub.add_parser("discord", help="run the Discord adapter")
+
+    web = sub.add_parser("web", help="the operators' read-only web console (token required)")
+    web.add_argument("--host", help="address to listen on (default CODEBOT_WEB_HOST, 127.0.0.1)")
+    web.add_argument("--port", type=_port, help="port to listen on (default CODEBOT_WEB_PORT, 8780)")
 
     sub.add_parser("status", help="queue, workers, failures, refreshes and today's usage")
 
@@ -173,13 +180,20 @@ def _cmd_mcp(settings: Settings, args: argparse.Namespace, out: Console) -> int:
 def _cmd_slack(settings: Settings, args: argparse.Namespace, out: Console) -> int:
     from bot.slack_app import serve
 
-    return serve(settings, port=args.port)
+    return serve(settings, port=args.port, host=args.host)
 
 
 def _cmd_discord(settings: Settings, args: argparse.Namespace, out: Console) -> int:
     from bot.discord_app import serve
 
     return serve(settings)
+
+
+def _cmd_web(settings: Settings, args: argparse.Namespace, out: Console) -> int:
+    from bot.web.server import serve
+
+    host = args.host or settings.web_host
+    return serve(settings, host, settings.web_port if args.port is None else args.port)
 
 
 def _cmd_status(settings: Settings, args: argparse.Namespace, out: Console) -> int:
@@ -267,6 +281,7 @@ COMMANDS: dict[str, Callable[[Settings, argparse.Namespace, Console], int]] = {
     "mcp": _cmd_mcp,
     "slack": _cmd_slack,
     "discord": _cmd_discord,
+    "web": _cmd_web,
     "status": _cmd_status,
     "feedback": _cmd_feedback,
     "redis": _cmd_redis,

@@ -30,6 +30,8 @@ SECRET_FIELDS = (
     "mcp_token",
     "redis_sentinel_password",
     "redis_password",
+    "web_token",
+    "web_admin_token",
 )
 DEFAULT_SECRET_FILE_GLOBS = (
     ".env",
@@ -174,6 +176,8 @@ class Settings(BaseSettings):
     # Log the question text (never code) with each question: off by default, for privacy.
     log_question_text: bool = False
     metrics_port: int | None = Field(default=None, ge=0, le=65535)  # serve /metrics here; unset: off
+    # The address /metrics listens on; 0.0.0.0 (every interface) for a Prometheus on another machine.
+    metrics_host: str = "127.0.0.1"
     daily_token_budget: int = Field(default=0, ge=0)  # tokens per UTC day for everyone; 0: no limit
     model_input_usd_per_million_tokens: float = Field(default=0.0, ge=0)  # for cost reports; 0: unknown
     model_output_usd_per_million_tokens: float = Field(default=0.0, ge=0)  # for cost reports; 0: unknown
@@ -225,6 +229,9 @@ class Settings(BaseSettings):
     queue_max_depth: int = Field(default=200, ge=1)
     # Threads the Slack adapter runs its listeners on (check, dedupe, enqueue: never the model).
     slack_listener_threads: int = Field(default=16, ge=1, le=256)
+    # Slack HTTP mode: the address `codebot slack` listens on (its port: `--port`). Slack reaches it
+    # through a TLS reverse proxy (docs/slack.md); 0.0.0.0 to listen on every interface.
+    slack_http_host: str = "127.0.0.1"
     # Slack HTTP mode (bot/slack_http.py): connections held at once; beyond, the longest idle are
     # closed (a request in flight never is).
     slack_http_max_connections: int = Field(default=1000, ge=1)
@@ -349,6 +356,21 @@ class Settings(BaseSettings):
     # '["codebot.example.com"]'): the MCP SDK refuses other Host headers (421) to stop DNS
     # rebinding. Local names are always allowed; '["*"]' turns the check off.
     mcp_allowed_hosts: tuple[str, ...] = ()
+
+    # --- the operators' web console (`codebot web`, docs/operations.md) ---------------------------
+    web_host: str = "127.0.0.1"  # where `codebot web` listens (`--host`); a reverse proxy is its front
+    web_port: int = Field(default=8780, ge=0, le=65535)  # its port (`--port`)
+    # The token an operator logs in with; `codebot web` refuses to start without it or a proxy header.
+    web_token: SecretStr | None = None
+    # A second token whose holders also see the questions' texts (the console's admins).
+    web_admin_token: SecretStr | None = None
+    # Behind a reverse proxy that authenticates people: the header carrying the user's name (e.g.
+    # X-Forwarded-User). Requests with it are let in as that user, so the console must be reachable
+    # only through the proxy (keep web_host 127.0.0.1). Empty: tokens only.
+    web_proxy_user_header: str = ""
+    # Users named by that header who see the questions' texts (JSON list); everyone else sees
+    # the facts of each question (repos, outcome, tools, time), never its words.
+    web_admins: tuple[str, ...] = ()
 
     @field_validator("data_dir", "repos_file", mode="before")
     @classmethod

@@ -31,6 +31,7 @@ from worker.jobs import runtime as runtime_module
 from worker.jobs.live import LiveEvents, LiveView, live_view
 from worker.jobs.outbox import Delivery, Final, make_sink
 from worker.jobs.question import Question, ReplyTarget, Turn, reference_id
+from worker.jobs.question_log import record_question
 from worker.jobs.queue import was_answered
 from worker.jobs.runtime import Runtime
 from worker.jobs.sink import Answer, DeliveryFailed, ReplySink
@@ -242,6 +243,8 @@ class QuestionRun:
             count(
                 self.redis, "codebot_failures_total", reason="crash" if outcome.reason == "crash" else "model"
             )
+        if outcome.status != "already_answered":  # a retry that found the answer stored adds nothing
+            record_question(self.redis, settings, question, outcome.as_record())
         if prompt or completion:
             user_key = f"{question.target.platform}:{question.asker}"
             try:
@@ -398,6 +401,8 @@ def on_question_failed(job: Job, connection: Redis, *exc_info: Any) -> None:
             return
         run = QuestionRun(runtime, connection, question)
         final = Final(apology=WORKER_STOPPED_MESSAGE.format(ref=run.ref))
-        run.conclude(run._outcome("failed", reason="worker stopped"), final)
+        outcome = run.conclude(run._outcome("failed", reason="worker stopped"), final)
+        if outcome.status != "already_answered":
+            record_question(connection, runtime.settings, question, outcome.as_record())
     except Exception:
         log.exception("failure callback could not tell the asker job=%s", job.id)

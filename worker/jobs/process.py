@@ -132,7 +132,12 @@ def run_workers(runtime: Runtime, burst: bool, concurrency: int) -> int:
         runtime.settings.data_dir,
     )
     if runtime.settings.metrics_port is not None:
-        serve_metrics(connect(runtime.settings), runtime.settings.metrics_port, queue_depth)
+        serve_metrics(
+            connect(runtime.settings),
+            runtime.settings.metrics_port,
+            queue_depth,
+            host=runtime.settings.metrics_host,
+        )
     global _top_pid
     _top_pid = os.getpid()
     # Burst workers (tests, one-off runs) have no housekeeper: no reaper, no scheduled refresh.

@@ -12,18 +12,23 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest, make_wsgi_app
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.exposition import ThreadingWSGIServer
 from prometheus_client.registry import Collector
 from redis import Redis
 from redis.exceptions import RedisError
 from rq import Worker
 
 from config.errors import ConfigError
+
+if TYPE_CHECKING:
+    from wsgiref.types import StartResponse
+    from wsgiref.types import WSGIApplication as WSGIApp
 
 log = logging.getLogger("codebot.metrics")
 
@@ -159,40 +164,46 @@ def exposition(redis: Redis, queue_depth: Callable[[Redis], int]) -> bytes:
     return generate_latest(registry)
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _QuietHandler(WSGIRequestHandler):
     # Headers and body go out in separate writes; with Nagle on, each answer waits ~40 ms
     # for a delayed ACK.
     disable_nagle_algorithm = True
-    redis: Redis
-    queue_depth: Callable[[Redis], int]
-
-    def do_GET(self) -> None:
-        if self.path.split("?", 1)[0] != "/metrics":
-            self.send_error(404)
-            return
-        try:
-            body = exposition(self.redis, type(self).queue_depth)
-            status = 200
-        except RedisError as exc:
-            body = f"# redis unreachable: {type(exc).__name__}\n".encode()
-            status = 503
-        self.send_response(status)
-        self.send_header("Content-Type", CONTENT_TYPE_LATEST)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # scrapes every few seconds would drown the log
 
 
+def metrics_app(redis: Redis, queue_depth: Callable[[Redis], int]) -> WSGIApp:
+    """prometheus_client's own WSGI app over the Redis collector (OpenMetrics when the scraper
+    asks for it, gzip when it accepts it), answering only /metrics, HEAD as GET without the body,
+    and 503 (not a traceback) when Redis is unreachable."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(RedisMetrics(redis, queue_depth))
+    exposition_app = make_wsgi_app(registry)
+
+    def app(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        if environ.get("PATH_INFO") != "/metrics":
+            start_response("404 Not Found", [("Content-Type", "text/plain; charset=utf-8")])
+            return [b"not found: the metrics are at /metrics\n"]
+        head = environ["REQUEST_METHOD"] == "HEAD"
+        try:
+            body = exposition_app({**environ, "REQUEST_METHOD": "GET"} if head else environ, start_response)
+        except RedisError as exc:
+            start_response("503 Service Unavailable", [("Content-Type", CONTENT_TYPE_LATEST)])
+            body = [f"# redis unreachable: {type(exc).__name__}\n".encode()]
+        return [] if head else body
+
+    return app
+
+
 def serve_metrics(
-    redis: Redis, port: int, queue_depth: Callable[[Redis], int], host: str = "0.0.0.0"
-) -> ThreadingHTTPServer:
+    redis: Redis, port: int, queue_depth: Callable[[Redis], int], host: str = "127.0.0.1"
+) -> WSGIServer:
     """Serve /metrics in a background thread; returns the server (port 0 picks a free port)."""
-    handler = type("MetricsHandler", (_Handler,), {"redis": redis, "queue_depth": staticmethod(queue_depth)})
     try:
-        server = ThreadingHTTPServer((host, port), handler)
+        server = make_server(
+            host, port, metrics_app(redis, queue_depth), ThreadingWSGIServer, handler_class=_QuietHandler
+        )
     except OSError as exc:  # the port is taken, or not ours to bind: bad configuration, said in one line
         raise ConfigError(
             f"CODEBOT_METRICS_PORT: cannot serve /metrics on {host}:{port} ({exc.strerror})"

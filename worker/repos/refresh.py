@@ -23,11 +23,13 @@ follows it:
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import socket
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from redis import Redis
 from redis.exceptions import RedisError
@@ -39,6 +41,8 @@ log = logging.getLogger("codebot.refresh")
 
 REPO_KEY_PREFIX = "codebot:repo:"  # hash per repo: the commit last fetched anywhere, when, where
 SCHEDULE_KEY_PREFIX = "codebot:refresh:period:"
+SYNC_HISTORY_KEY_PREFIX = "codebot:repo:history:"  # list per repo: its last syncs, JSON, newest first
+SYNC_HISTORY_KEPT = 50
 CATCH_UP_LOCK_WAIT_SECONDS = 5.0
 
 
@@ -61,7 +65,29 @@ def record_refresh(redis: Redis, mirrors: Mirrors, result: SyncResult, host: str
         fields.update(sha=result.sha, refreshed_at=fields["attempted_at"])
         if snapshot is not None and snapshot.sha == result.sha:
             fields["committed_at"] = f"{snapshot.committed_at:.3f}"
-    redis.hset(REPO_KEY_PREFIX + result.name, mapping=fields)  # type: ignore[arg-type]
+    entry = {"at": float(fields["attempted_at"]), "ok": result.ok, "host": host, "sha": result.sha or ""}
+    entry.update(changed=result.changed, error=result.error or "")
+    if snapshot is not None:
+        entry["size_bytes"] = snapshot.meta.size_bytes
+    pipe = redis.pipeline()
+    pipe.hset(REPO_KEY_PREFIX + result.name, mapping=fields)  # type: ignore[arg-type]
+    # the last SYNC_HISTORY_KEPT syncs of the repo, newest first, for the console (bot/web/)
+    pipe.lpush(SYNC_HISTORY_KEY_PREFIX + result.name, json.dumps(entry))
+    pipe.ltrim(SYNC_HISTORY_KEY_PREFIX + result.name, 0, SYNC_HISTORY_KEPT - 1)
+    pipe.execute()
+
+
+def sync_history(redis: Redis, name: str) -> list[dict[str, Any]]:
+    """The repo's recorded syncs, newest first (what record_refresh kept)."""
+    found = []
+    for raw in redis.lrange(SYNC_HISTORY_KEY_PREFIX + name, 0, SYNC_HISTORY_KEPT - 1):
+        try:
+            entry = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(entry, dict):
+            found.append(entry)
+    return found
 
 
 def local_sha(mirrors: Mirrors, name: str) -> str | None:

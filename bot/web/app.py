@@ -1,0 +1,214 @@
+"""`codebot web`: the operators' read-only console, an ASGI app (Starlette) rendered on the server.
+
+Pages: Questions (and one question's tool-call trace), Quality, Repos, System. No JavaScript,
+no CDN: plots are inline SVG drawn by the templates from geometry computed here (plots.py), so
+the console works offline. Every template is autoescaped (Jinja2 `autoescape=True`) and every
+response forbids scripts, frames and foreign resources (Content-Security-Policy), so a hostile
+question, reason, file name or model error shows as text.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs
+
+from jinja2 import Environment, FileSystemLoader
+from redis import Redis
+from redis.exceptions import RedisError
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, RedirectResponse, Response
+from starlette.routing import Route
+
+from bot.web import data, ops_data
+from bot.web.auth import COOKIE, Gate, Viewer
+from bot.web.plots import Series, line_plot, percentile
+from worker.jobs.runtime import Runtime
+
+TEMPLATES = Path(__file__).parent / "templates"
+PLOT_DAYS = 14
+MAX_LOGIN_BYTES = 4096
+HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; style-src 'self'; img-src 'self'; "
+    "form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+Handler = Callable[[Request, Viewer], Response]
+
+
+def make_environment() -> Environment:
+    env = Environment(
+        loader=FileSystemLoader(TEMPLATES), autoescape=True, trim_blocks=True, lstrip_blocks=True
+    )
+    env.globals["nav"] = [
+        ("questions", "Questions"),
+        ("quality", "Quality"),
+        ("repos", "Repos"),
+        ("system", "System"),
+    ]
+    return env
+
+
+class Console:
+    def __init__(
+        self, runtime: Runtime, redis: Redis, gate: Gate, clock: Callable[[], float] = time.time
+    ) -> None:
+        self.runtime = runtime
+        self.redis = redis
+        self.gate = gate
+        self.clock = clock
+        self.env = make_environment()
+
+    def render(self, name: str, status: int = 200, **context: Any) -> Response:
+        body = self.env.get_template(name).render(**context)
+        return Response(body, status, headers=HEADERS, media_type="text/html")
+
+    def guarded(self, handler: Handler) -> Callable[[Request], Response]:
+        def endpoint(request: Request) -> Response:
+            headers = {k.lower(): v for k, v in request.headers.items()}
+            viewer = self.gate.viewer(headers, request.cookies.get(COOKIE, ""))
+            if viewer is None:
+                if "authorization" in headers:
+                    return PlainTextResponse("unauthorized", 401, headers=HEADERS)
+                return RedirectResponse("/login", 303, headers=HEADERS)
+            try:
+                return handler(request, viewer)
+            except RedisError as exc:
+                return self.render("error.html", 503, viewer=viewer, problem=f"Redis: {type(exc).__name__}")
+
+        return endpoint
+
+    # --- pages ------------------------------------------------------------------------------------
+
+    def questions(self, request: Request, viewer: Viewer) -> Response:
+        params = request.query_params
+        filters = data.Filters(params.get("outcome", ""), params.get("repo", ""), params.get("channel", ""))
+        page = data.questions_page(self.redis, filters, viewer.sees_questions)
+        return self.render("questions.html", viewer=viewer, page="questions", view=page, filters=filters)
+
+    def question(self, request: Request, viewer: Viewer) -> Response:
+        record = data.find_question(self.redis, request.path_params["question_id"])
+        if record is None:
+            return self.render("error.html", 404, viewer=viewer, problem="No such question among those kept.")
+        row = data.question_row(self.redis, record, viewer.sees_questions)
+        votes = data.feedback.votes_of(self.redis, row.id)
+        return self.render("question.html", viewer=viewer, page="questions", row=row, votes=votes)
+
+    def quality(self, request: Request, viewer: Viewer) -> Response:
+        days = data.last_days(PLOT_DAYS, self.clock())
+        per_day = data.daily_quality(self.redis, days)
+        rates = line_plot(
+            "rates",
+            "👍 rate and answer rate",
+            days,
+            [
+                Series(
+                    "👍 rate",
+                    [d.up / (d.up + d.down) * 100 if d.up + d.down else None for d in per_day],
+                    "s1",
+                ),
+                Series(
+                    "answer rate",
+                    [d.answered / d.questions * 100 if d.questions else None for d in per_day],
+                    "s2",
+                ),
+            ],
+            unit="%",
+            top=100,
+        )
+        times = line_plot(
+            "time-to-answer",
+            "Time to answer",
+            days,
+            [
+                Series("p50", [percentile(d.seconds, 0.5) for d in per_day], "s1"),
+                Series("p95", [percentile(d.seconds, 0.95) for d in per_day], "s3"),
+            ],
+            unit=" s",
+        )
+        return self.render(
+            "quality.html",
+            viewer=viewer,
+            page="quality",
+            plots=[rates, times],
+            days=per_day,
+            reasons=data.down_votes(self.redis, viewer.sees_questions),
+            gaps=data.coverage_gaps(self.redis, viewer.sees_questions),
+        )
+
+    def repos(self, request: Request, viewer: Viewer) -> Response:
+        rows = ops_data.repo_rows(self.redis, self.runtime)
+        return self.render("repos.html", viewer=viewer, page="repos", repos=rows)
+
+    def system(self, request: Request, viewer: Viewer) -> Response:
+        days = data.last_days(PLOT_DAYS, self.clock())
+        view = ops_data.system_view(self.redis, self.runtime, days)
+        tokens = line_plot(
+            "tokens",
+            "Tokens per day",
+            days,
+            [Series("tokens", [float(u.tokens) for _, u in view.usage], "s1")],
+            limit=float(view.budget) or None,
+            limit_label="daily budget",
+        )
+        cost = line_plot(
+            "cost",
+            "Cost per day",
+            days,
+            [Series("cost", [u.cost_usd for _, u in view.usage], "s2")],
+            unit=" $",
+        )
+        plots = [tokens, cost] if view.priced else [tokens]
+        return self.render("system.html", viewer=viewer, page="system", view=view, plots=plots)
+
+    # --- login ------------------------------------------------------------------------------------
+
+    def login_form(self, request: Request) -> Response:
+        return self.render("login.html", viewer=None, page="login", failed=False)
+
+    async def login(self, request: Request) -> Response:
+        body = b""
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > MAX_LOGIN_BYTES:
+                return PlainTextResponse("too large", 413, headers=HEADERS)
+        given = (parse_qs(body.decode("utf-8", "replace")).get("token") or [""])[0].strip()
+        session = self.gate.session_for(given)
+        if session is None:
+            return self.render("login.html", 401, viewer=None, page="login", failed=True)
+        response = RedirectResponse("/questions", 303, headers=HEADERS)
+        secure = request.url.scheme == "https" or request.headers.get("x-forwarded-proto") == "https"
+        response.set_cookie(COOKIE, session, httponly=True, samesite="strict", secure=secure)
+        return response
+
+    def logout(self, request: Request) -> Response:
+        response = RedirectResponse("/login", 303, headers=HEADERS)
+        response.delete_cookie(COOKIE)
+        return response
+
+    def stylesheet(self, request: Request) -> Response:
+        css = (TEMPLATES / "console.css").read_text(encoding="utf-8")
+        return Response(css, headers={**HEADERS, "Cache-Control": "max-age=300"}, media_type="text/css")
+
+
+def build_app(runtime: Runtime, redis: Redis, gate: Gate | None = None) -> Starlette:
+    console = Console(runtime, redis, gate or Gate(runtime.settings))
+    routes = [
+        Route("/", lambda request: RedirectResponse("/questions", 303)),
+        Route("/health", lambda request: PlainTextResponse("ok")),
+        Route("/login", console.login_form, methods=["GET"]),
+        Route("/login", console.login, methods=["POST"]),
+        Route("/logout", console.logout, methods=["POST"]),
+        Route("/static/console.css", console.stylesheet),
+        Route("/questions", console.guarded(console.questions)),
+        Route("/questions/{question_id}", console.guarded(console.question)),
+        Route("/quality", console.guarded(console.quality)),
+        Route("/repos", console.guarded(console.repos)),
+        Route("/system", console.guarded(console.system)),
+    ]
+    return Starlette(routes=routes)

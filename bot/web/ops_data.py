@@ -1,0 +1,169 @@
+"""What the console's Repos and System pages show: mirrors and syncs, the queue, workers, the
+outbox, model endpoints and usage against the budget. Read-only, from Redis (and this machine's
+mirrors when the console runs on a worker machine)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import UTC
+from typing import Any
+
+from redis import Redis
+from rq import Queue, Worker
+
+from worker.agent.endpoint_memory import (
+    FEATURE_LABELS,
+    base_url_of,
+    describe_endpoint,
+    display_url,
+    known_endpoints,
+    recent_model_errors,
+)
+from worker.jobs.admin import repo_facts, short_duration
+from worker.jobs.outbox import Backlog, backlog
+from worker.jobs.question import reference_id
+from worker.jobs.queue import ADMIN_QUEUE, questions_queue
+from worker.jobs.runtime import Runtime
+from worker.ops.accounting import Usage, usage_of_day
+from worker.repos.mirror_git import history_depth
+from worker.repos.refresh import sync_history
+
+SHOWN_SYNCS = 10
+SHOWN_MODEL_ERRORS = 20
+
+
+@dataclass(frozen=True)
+class RepoRow:
+    name: str
+    description: str
+    sha: str
+    age: str  # since the last successful sync
+    host: str
+    error: str
+    depth: str  # commits of history kept
+    disk: str
+    syncs: list[dict[str, Any]]
+    failures: int
+
+
+def megabytes(size: int | None) -> str:
+    return "?" if size is None else f"{size / 1_000_000:,.1f} MB"
+
+
+def repo_rows(redis: Redis, runtime: Runtime) -> list[RepoRow]:
+    now = time.time()
+    local = {row.name: row for row in runtime.mirrors.status()}
+    rows = []
+    for fact in repo_facts(redis, runtime, runtime.whitelist.names()):
+        spec = runtime.whitelist.get(fact.name)
+        depth = history_depth(spec, runtime.settings) if spec else None
+        syncs = sync_history(redis, fact.name)
+        for entry in syncs:
+            entry["when"] = time.strftime("%Y-%m-%d %H:%M", time.gmtime(float(entry.get("at") or 0)))
+        mirror = local.get(fact.name)
+        size = mirror.size_bytes if mirror and mirror.size_bytes else None
+        if size is None:
+            size = next((int(s["size_bytes"]) for s in syncs if s.get("size_bytes")), None)
+        rows.append(
+            RepoRow(
+                name=fact.name,
+                description=fact.description,
+                sha=(fact.sha or "")[:12],
+                age=short_duration(now - fact.refreshed_at) if fact.refreshed_at else "never",
+                host=fact.host or "this machine",
+                error=fact.error or "",
+                depth="all" if depth is None else f"{depth:,} commits",
+                disk=megabytes(size),
+                syncs=syncs[:SHOWN_SYNCS],
+                failures=sum(1 for s in syncs if not s.get("ok")),
+            )
+        )
+    return rows
+
+
+@dataclass(frozen=True)
+class WorkerRow:
+    name: str
+    host: str
+    state: str
+    current: str  # the reference id of the question it is answering
+
+
+@dataclass(frozen=True)
+class SystemView:
+    queued: int
+    oldest_age: str
+    admin_queued: int
+    workers: list[WorkerRow]
+    outbox: Backlog
+    model: str
+    endpoint: str
+    endpoints: list[tuple[str, str, str, list[str]]]  # model, endpoint, summary, refused features
+    model_errors: list[dict[str, Any]]
+    usage: list[tuple[str, Usage]]
+    budget: int
+    priced: bool
+
+
+def oldest_waiting(queue: Queue, now: float) -> str:
+    ids = queue.get_job_ids(0, 1)
+    job = queue.fetch_job(ids[0]) if ids else None
+    if job is None or job.enqueued_at is None:
+        return "-"
+    enqueued = job.enqueued_at if job.enqueued_at.tzinfo else job.enqueued_at.replace(tzinfo=UTC)
+    return short_duration(now - enqueued.timestamp())
+
+
+def worker_rows(redis: Redis) -> list[WorkerRow]:
+    rows = []
+    for worker in sorted(Worker.all(connection=redis), key=lambda w: w.name):
+        job_id = worker.get_current_job_id()
+        state = worker.get_state()
+        rows.append(
+            WorkerRow(
+                worker.name,
+                worker.hostname or "?",
+                str(getattr(state, "value", state)),
+                reference_id(job_id) if job_id else "",
+            )
+        )
+    return rows
+
+
+def system_view(redis: Redis, runtime: Runtime, days: list[str]) -> SystemView:
+    settings = runtime.settings
+    now = time.time()
+    queue = questions_queue(redis)
+    endpoints = []
+    for facts in known_endpoints(redis):
+        refused = [
+            FEATURE_LABELS.get(k.removeprefix("refused:"), k) for k in facts if k.startswith("refused:")
+        ]
+        endpoints.append(
+            (
+                facts.get("model", "?"),
+                display_url(facts.get("base_url", "?")),
+                describe_endpoint(facts),
+                refused,
+            )
+        )
+    errors = recent_model_errors(redis, SHOWN_MODEL_ERRORS)
+    for entry in errors:
+        entry["when"] = time.strftime("%Y-%m-%d %H:%M", time.gmtime(float(entry.get("at") or 0)))
+    return SystemView(
+        queued=queue.count,
+        oldest_age=oldest_waiting(queue, now),
+        admin_queued=Queue(ADMIN_QUEUE, connection=redis).count,
+        workers=worker_rows(redis),
+        outbox=backlog(redis, shown=10),
+        model=settings.model,
+        endpoint=display_url(base_url_of(settings)),
+        endpoints=endpoints,
+        model_errors=errors,
+        usage=[(day, usage_of_day(redis, day)) for day in days],
+        budget=settings.daily_token_budget,
+        priced=bool(
+            settings.model_input_usd_per_million_tokens or settings.model_output_usd_per_million_tokens
+        ),
+    )

@@ -1,0 +1,128 @@
+"""`codebot web`: who gets in, who sees questions' words, and hostile text shown as text.
+
+Real runs of the scripted model fill a real (embedded) Redis; the console's ASGI app runs on
+uvicorn on an ephemeral port; requests are plain HTTP (the browser tests are test_web_console.py).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+
+import pytest
+
+from bot.web.app import build_app
+from codebot.cli import _parser
+from tests.support.console_rig import HOSTILE, HOSTILE_REASON, Filled, fill, serving
+from tests.support.e2e import Rig
+from worker.jobs.question import reference_id
+
+pytestmark = pytest.mark.rig(
+    web_token="operator-secret",
+    web_admin_token="admin-secret",
+    web_proxy_user_header="X-Forwarded-User",
+    web_admins=("alice",),
+)
+
+
+class NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args: object, **kwargs: object) -> None:
+        return None
+
+
+def get(
+    url: str, headers: dict[str, str] | None = None, data: bytes | None = None
+) -> tuple[int, dict[str, str], str]:
+    opener = urllib.request.build_opener(NoRedirect)
+    request = urllib.request.Request(url, headers=headers or {}, data=data)
+    try:
+        with opener.open(request, timeout=30) as response:
+            return response.status, dict(response.headers), response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, dict(exc.headers), exc.read().decode()
+
+
+@pytest.fixture
+def console(rig: Rig) -> Iterator[tuple[str, Filled]]:
+    filled = fill(rig)
+    with serving(build_app(rig.runtime, rig.redis)) as base:
+        yield base, filled
+
+
+def test_every_page_without_a_token_sends_the_operator_to_the_login(console: tuple[str, Filled]) -> None:
+    base, _ = console
+    for page in ("/questions", "/quality", "/repos", "/system"):
+        status, headers, body = get(base + page)
+        assert (status, headers["location"]) == (303, "/login"), page
+        assert "retry" not in body
+    assert get(base + "/questions", {"Authorization": "Bearer wrong"})[0] == 401
+
+
+def test_a_wrong_token_is_refused_and_the_right_one_opens_a_session(console: tuple[str, Filled]) -> None:
+    base, _ = console
+    status, _, body = get(base + "/login", data=b"token=guess")
+    assert status == 401 and "not one of the console" in body
+    status, headers, _ = get(base + "/login", data=b"token=operator-secret")
+    assert status == 303 and headers["location"] == "/questions"
+    cookie = headers["set-cookie"].split(";")[0]
+    assert "operator-secret" not in cookie and "HttpOnly" in headers["set-cookie"]
+    status, _, body = get(base + "/questions", {"Cookie": cookie})
+    assert status == 200 and "3 questions" in body
+
+
+def test_an_operator_sees_the_facts_of_each_question_but_never_its_words(console: tuple[str, Filled]) -> None:
+    base, filled = console
+    _, _, body = get(base + "/questions", {"Authorization": "Bearer operator-secret"})
+    assert reference_id(filled.answered.id) in body and "answered" in body and "failed" in body
+    assert "how many times does retry try?" not in body
+    _, _, trace = get(f"{base}/questions/{filled.answered.id}", {"Authorization": "Bearer operator-secret"})
+    assert "search" in trace and "read_file" in trace and "how many times" not in trace
+
+
+def test_admins_by_token_or_by_the_proxy_header_see_the_questions(console: tuple[str, Filled]) -> None:
+    base, _ = console
+    _, _, body = get(base + "/questions", {"Authorization": "Bearer admin-secret"})
+    assert "how many times does retry try?" in body
+    _, _, body = get(base + "/questions", {"X-Forwarded-User": "alice"})
+    assert "how many times does retry try?" in body
+    status, _, body = get(base + "/questions", {"X-Forwarded-User": "bob"})
+    assert status == 200 and "how many times does retry try?" not in body
+
+
+def test_hostile_questions_reasons_and_tool_arguments_are_shown_as_inert_text(
+    console: tuple[str, Filled],
+) -> None:
+    base, filled = console
+    admin = {"Authorization": "Bearer admin-secret"}
+    pages = [
+        get(base + page, admin)[2] for page in ("/questions", "/quality", f"/questions/{filled.hostile.id}")
+    ]
+    joined = "".join(pages)
+    assert "<script>" not in joined and "<img" not in joined
+    assert "&lt;script&gt;alert(" in pages[0] and "&lt;img src=x onerror=alert(1)&gt;" in pages[2]
+    assert "&lt;/td&gt;&lt;script&gt;alert(&#34;reason&#34;)" in pages[1]
+    assert HOSTILE_REASON not in joined and HOSTILE not in joined
+    _, headers, _ = get(base + "/questions", admin)
+    assert "default-src 'none'" in headers["content-security-policy"]
+
+
+def test_the_console_listens_on_localhost_unless_told_and_needs_a_token_to_start(rig: Rig) -> None:
+    args = _parser().parse_args(["web"])
+    assert (args.host, args.port) == (None, None)  # the settings' defaults apply
+    assert type(rig.settings).model_fields["web_host"].default == "127.0.0.1"
+    env = {"PATH": "/usr/bin:/bin", "CODEBOT_DATA_DIR": str(rig.settings.data_dir)}
+    result = subprocess.run(
+        [sys.executable, "-m", "codebot.cli", "web", "--port", "0"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert (
+        result.stderr.startswith("codebot: CODEBOT_WEB_TOKEN: not set") and "Traceback" not in result.stderr
+    )
