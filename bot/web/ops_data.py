@@ -47,8 +47,13 @@ class RepoRow:
     failures: int
 
 
-def megabytes(size: int | None) -> str:
-    return "?" if size is None else f"{size / 1_000_000:,.1f} MB"
+def human_size(size: int | None) -> str:
+    if size is None:
+        return "?"
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if size >= scale:
+            return f"{size / scale:,.1f} {unit}"
+    return f"{size} B"
 
 
 def repo_rows(redis: Redis, runtime: Runtime) -> list[RepoRow]:
@@ -71,10 +76,10 @@ def repo_rows(redis: Redis, runtime: Runtime) -> list[RepoRow]:
                 description=fact.description,
                 sha=(fact.sha or "")[:12],
                 age=short_duration(now - fact.refreshed_at) if fact.refreshed_at else "never",
-                host=fact.host or "this machine",
+                host=next((str(s.get("host")) for s in syncs if s.get("ok")), fact.host or "this machine"),
                 error=fact.error or "",
                 depth="all" if depth is None else f"{depth:,} commits",
-                disk=megabytes(size),
+                disk=human_size(size),
                 syncs=syncs[:SHOWN_SYNCS],
                 failures=sum(1 for s in syncs if not s.get("ok")),
             )

@@ -1,0 +1,128 @@
+"""`codebot web` in a real browser: Debian's Chromium driven by Selenium (/usr/bin/chromedriver).
+
+Real runs of the scripted model fill a real (embedded) Redis; the operator logs in with the
+token, reads the questions, clicks through to one question's trace, filters, and sees the
+plots drawn. Each page's screenshot is written to docs/img/console-*.png (docs/operations.md).
+.ci/run installs chromium and chromium-driver; without them these tests are skipped, saying so.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bot.web.app import build_app
+from tests.support.console_rig import Filled, fill, serving
+from tests.support.e2e import Rig
+from worker.jobs.question import reference_id
+
+webdriver = pytest.importorskip("selenium.webdriver")
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
+
+CHROMEDRIVER = "/usr/bin/chromedriver"
+SCREENSHOTS = Path(__file__).resolve().parent.parent / "docs" / "img"
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not shutil.which("chromedriver", path="/usr/bin"), reason="chromium-driver not installed"
+    ),
+    pytest.mark.rig(
+        web_admin_token="admin-secret",
+        daily_token_budget=200_000,
+        model_input_usd_per_million_tokens=2.0,
+        model_output_usd_per_million_tokens=8.0,
+    ),
+]
+
+
+@pytest.fixture
+def browser(rig: Rig, tmp_path: Path) -> Iterator[tuple[object, str, Filled]]:
+    filled = fill(rig)
+    options = webdriver.ChromeOptions()
+    options.binary_location = "/usr/bin/chromium"
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1280,900"):
+        options.add_argument(flag)
+    options.add_argument(f"--user-data-dir={tmp_path / 'chromium'}")
+    driver = webdriver.Chrome(service=webdriver.ChromeService(executable_path=CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(60)
+    try:
+        with serving(build_app(rig.runtime, rig.redis)) as base:
+            driver.get(base + "/questions")
+            driver.find_element(By.ID, "token").send_keys("admin-secret")
+            driver.find_element(By.ID, "login").click()
+            WebDriverWait(driver, 30).until(
+                lambda d: d.find_elements(By.ID, "questions"), "no questions page after logging in"
+            )
+            yield driver, base, filled
+    finally:
+        driver.quit()
+
+
+def shot(driver: object, name: str) -> None:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    driver.save_screenshot(str(SCREENSHOTS / f"console-{name}.png"))  # type: ignore[attr-defined]
+
+
+def test_an_operator_logs_in_and_clicks_from_a_question_to_its_tool_trace(browser: tuple) -> None:
+    driver, _, filled = browser
+    rows = driver.find_elements(By.CSS_SELECTOR, "#questions tr.question")
+    assert len(rows) == 3
+    assert "how many times does retry try?" in driver.find_element(By.ID, "questions").text
+    shot(driver, "questions")
+    driver.find_element(By.LINK_TEXT, reference_id(filled.answered.id)).click()
+    assert driver.find_element(By.ID, "reference").text == reference_id(filled.answered.id)
+    trace = [li.text for li in driver.find_elements(By.CSS_SELECTOR, "#trace li")]
+    assert len(trace) == 2 and trace[0].startswith("search") and trace[1].startswith("read_file")
+    assert "👍" in driver.find_element(By.ID, "votes").text
+    shot(driver, "trace")
+
+
+def test_filters_by_outcome_repo_and_channel_narrow_the_questions(browser: tuple) -> None:
+    driver, _, filled = browser
+    Select(driver.find_element(By.ID, "filter-outcome")).select_by_visible_text("failed")
+    driver.find_element(By.ID, "apply-filters").click()
+    assert driver.find_element(By.ID, "question-count").text == "1 question"
+    assert reference_id(filled.failed.id) in driver.find_element(By.ID, "questions").text
+    Select(driver.find_element(By.ID, "filter-outcome")).select_by_visible_text("answered")
+    Select(driver.find_element(By.ID, "filter-repo")).select_by_visible_text("payments")
+    Select(driver.find_element(By.ID, "filter-channel")).select_by_visible_text("console:console")
+    driver.find_element(By.ID, "apply-filters").click()
+    assert driver.find_element(By.ID, "question-count").text == "2 questions"
+    assert "outcome=answered" in driver.current_url and "repo=payments" in driver.current_url
+
+
+def test_quality_plots_render_with_a_point_for_today_and_hostile_reasons_stay_text(browser: tuple) -> None:
+    driver, _, _ = browser
+    driver.find_element(By.ID, "nav-quality").click()
+    for plot in ("rates", "time-to-answer"):
+        svg = driver.find_element(By.CSS_SELECTOR, f"#plot-{plot} svg")
+        assert svg.size["width"] > 300 and svg.size["height"] > 100
+        assert driver.find_elements(By.CSS_SELECTOR, f"#plot-{plot} circle.dot")
+    tips = [
+        t.get_attribute("textContent") for t in driver.find_elements(By.CSS_SELECTOR, "#plot-rates title")
+    ]
+    assert any(tip.startswith("answer rate") and tip.endswith(": 66.67%") for tip in tips), tips
+    assert any(tip.startswith("👍 rate") and tip.endswith(": 50%") for tip in tips), tips
+    reasons = driver.find_element(By.ID, "reasons").text
+    assert '</td><script>alert("reason")</script> wrong file' in reasons
+    assert driver.find_elements(By.TAG_NAME, "script") == []
+    shot(driver, "quality")
+
+
+def test_repos_and_system_show_syncs_workers_endpoints_and_usage_against_the_budget(browser: tuple) -> None:
+    driver, _, _ = browser
+    driver.find_element(By.ID, "nav-repos").click()
+    repos = driver.find_element(By.ID, "repos").text
+    assert "payments" in repos and "1,000 commits" in repos
+    assert "could not read from remote" in driver.find_element(By.CSS_SELECTOR, ".syncs tr.failed").text
+    shot(driver, "repos")
+    driver.find_element(By.ID, "nav-system").click()
+    assert "questions waiting" in driver.find_element(By.ID, "queue").text
+    assert "HTTP" in driver.find_element(By.ID, "model-errors").text
+    assert driver.find_elements(By.CSS_SELECTOR, "#plot-tokens line.limit")  # the budget line
+    assert driver.find_elements(By.CSS_SELECTOR, "#plot-cost circle.dot")
+    shot(driver, "system")
