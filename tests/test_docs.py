@@ -3,10 +3,14 @@ the file map names every module, and the front page stays a front page."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import re
+import shlex
 import subprocess
 from pathlib import Path
 
+from codebot.cli import _parser
 from config.docgen import PAGE, rows, updated_page
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,3 +42,78 @@ def test_the_file_map_names_every_module_and_only_modules_that_exist() -> None:
 
 def test_the_readme_stays_a_front_page() -> None:
     assert len((ROOT / "README.md").read_text(encoding="utf-8").splitlines()) <= FRONT_PAGE_MAX_LINES
+
+
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+# `codebot …` at the start of a snippet, after `$ `, variables set for it, or its path.
+COMMAND_LINE = re.compile(
+    r"\s*(?:\$ )?(?:[A-Z_]+=\S+ )*(?:\S*/bin/)?(codebot [a-z](?:[^|;&#()×]|\|(?=\S)|(?<=\S)#)*)"
+)
+# A usage placeholder in the docs -> a value the parser takes.
+PLACEHOLDERS = {
+    "QUESTION": "how?",
+    "NAME": "payments",
+    "NAME...": "payments",
+    "NAME…": "payments",
+    "FILE.jsonl": "golden.jsonl",
+    "JSON": "{}",
+    "N": "2",
+    "H": "127.0.0.1",
+    "P": "8780",
+}
+
+
+def shown_command_lines() -> dict[str, str]:
+    """Every `codebot …` command line in code (inline or fenced) in the docs -> where it is shown."""
+    found: dict[str, str] = {}
+    for path in DOCS:
+        page = path.read_text(encoding="utf-8")
+        fenced = re.findall(r"^ *```(?:sh|bash|console|shell|ini)?\n(.*?)^ *```", page, re.M | re.S)
+        snippets = [line for block in fenced for line in block.splitlines()]
+        snippets += re.findall(r"`([^`\n]+)`", re.sub(r"^ *```.*?^ *```", "", page, flags=re.M | re.S))
+        for snippet in snippets:
+            match = re.match(COMMAND_LINE, snippet)
+            if match and "…" not in match.group(1).split()[1]:
+                found.setdefault(match.group(1).strip(), path.name)
+    return found
+
+
+def as_arguments(line: str) -> list[str]:
+    words = shlex.split(re.sub(r"\[([^]]*)\]", "", line))[1:]  # optional parts left out
+    return [PLACEHOLDERS.get(word, word) for word in words if word not in ("...", "…")]
+
+
+def test_every_codebot_command_line_the_docs_show_is_one_codebot_accepts() -> None:
+    shown = shown_command_lines()
+    assert len(shown) > 30 and "codebot web" in shown and "codebot feedback list" in shown
+    refused = {}
+    for line, where in shown.items():
+        arguments = as_arguments(line)
+        if all(re.fullmatch(r"[a-z]+", word) for word in arguments) and len(arguments) <= 2:
+            arguments.append("--help")  # a command named in prose: it must exist
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):
+                _parser().parse_args(arguments)
+        except SystemExit as exc:
+            if exc.code != 0:  # 0: --help
+                refused[line] = where
+        except ValueError as exc:  # not even one command line (unbalanced quotes)
+            refused[line] = f"{where}: {exc}"
+    assert refused == {}
+
+
+def test_the_scripted_model_example_reads_and_cites_the_lines_it_names() -> None:
+    page = (ROOT / "docs" / "development.md").read_text(encoding="utf-8")
+    read = re.search(r'"path": "bot/slack_handlers.py", "start_line": (\d+), "end_line": (\d+)', page)
+    cited = re.search(r"\[codebot:bot/slack_handlers.py#L(\d+)-L(\d+)\]", page)
+    assert read and cited
+    lines = (ROOT / "bot" / "slack_handlers.py").read_text(encoding="utf-8").splitlines()
+    where = next(n for n, line in enumerate(lines, 1) if "def on_command(" in line)
+    assert int(read[1]) <= int(cited[1]) == where <= int(cited[2]) <= int(read[2])
+
+
+def test_no_doc_names_a_path_of_one_machine() -> None:
+    for path in DOCS:
+        assert not re.search(r"(?<![\w.])/(?:work|home/\w+|Users/\w+)/", path.read_text(encoding="utf-8")), (
+            path.name
+        )

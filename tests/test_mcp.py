@@ -42,6 +42,12 @@ def test_a_search_returns_the_real_matching_lines(client: Client) -> None:
     assert "6│ def retry(call, attempts=MAX_ATTEMPTS, backoff=0.5):" in found
 
 
+def test_a_search_that_matches_nothing_is_a_result_not_an_error(client: Client) -> None:
+    found, error = client.tool("search", {"pattern": "NO_SUCH_NAME_ANYWHERE", "repo": "payments"})
+    assert not error
+    assert found.startswith("No matches for 'NO_SUCH_NAME_ANYWHERE' in repo payments")
+
+
 def test_a_path_leaving_the_repo_is_refused_as_a_tool_error(client: Client) -> None:
     for path in ("../../../etc/passwd", "/etc/passwd", "payments/../../x"):
         reply, error = client.tool("read_file", {"repo": "payments", "path": path})
