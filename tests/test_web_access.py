@@ -6,6 +6,9 @@ uvicorn on an ephemeral port; requests are plain HTTP (the browser tests are tes
 
 from __future__ import annotations
 
+import os
+import re
+import signal
 import subprocess
 import sys
 import urllib.error
@@ -126,3 +129,37 @@ def test_the_console_listens_on_localhost_unless_told_and_needs_a_token_to_start
     assert (
         result.stderr.startswith("codebot: CODEBOT_WEB_TOKEN: not set") and "Traceback" not in result.stderr
     )
+
+
+def test_a_new_operator_runs_codebot_web_and_logs_in_with_the_token_to_see_the_questions(
+    rig: Rig,
+) -> None:
+    fill(rig)
+    env = {
+        **os.environ,
+        "CODEBOT_DATA_DIR": str(rig.settings.data_dir),
+        "CODEBOT_REPOS_FILE": str(rig.settings.repos_file),
+        "CODEBOT_WEB_TOKEN": "new-operator-token",
+    }
+    process = subprocess.Popen(
+        [sys.executable, "-m", "codebot.cli", "web", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        base = re.search(r"http://127\.0\.0\.1:\d+", line)
+        assert base, line + (process.stderr.read() if process.poll() is not None and process.stderr else "")
+        status, headers, _ = get(base[0] + "/login", data=b"token=new-operator-token")
+        assert status == 303
+        cookie = {"Cookie": headers["set-cookie"].split(";")[0]}
+        _, _, questions = get(base[0] + "/questions", cookie)
+        _, _, quality = get(base[0] + "/quality", cookie)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(30)
+    assert "3 questions" in questions and "search×1" in questions
+    assert quality.count("<svg") == 2 and 'class="dot s1"' in quality
