@@ -23,7 +23,6 @@ So this is a small ASGI app in the same shape, on uvicorn:
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import re
@@ -37,8 +36,8 @@ import anyio
 import anyio.to_thread
 import uvicorn
 from slack_bolt import App, BoltRequest, BoltResponse
-from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from bot.slack_http_bounds import ConnectionBounds, RequestBoundsMiddleware, bounded_protocol
 from config.settings import Settings
 
 log = logging.getLogger("codebot.slack")
@@ -48,74 +47,6 @@ HEALTH_PATH = "/health"
 MAX_BODY_BYTES = 1_000_000  # Slack payloads are a few KB; anything bigger is not from Slack
 _DIGITS = re.compile(r"[0-9]{1,12}")  # a Content-Length, an X-Slack-Request-Timestamp
 Scope = dict[str, Any]
-
-
-class RequestDeadlineProtocol(H11Protocol):
-    """uvicorn's h11 protocol with a deadline for receiving each whole request, and a cap on
-    connections that closes the longest-idle ones first."""
-
-    request_seconds = 10.0
-    max_connections = 1000
-    _deadline: asyncio.TimerHandle | None = None
-    _idle_since = 0.0  # loop time since when no request is in progress; inf while one is
-
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
-        self._idle_since = self.loop.time()
-        self._arm()
-        if len(self.connections) > self.max_connections:
-            self._make_room()
-
-    def _make_room(self) -> None:
-        live = [c for c in self.connections if not c.transport.is_closing()]
-        excess = len(live) - self.max_connections
-        if excess <= 0:
-            return
-        idle = [
-            c
-            for c in live
-            if isinstance(c, RequestDeadlineProtocol) and c is not self and c._idle_since != float("inf")
-        ]
-        idle.sort(key=lambda c: c._idle_since)
-        log.debug("slack http: at %d connections, closing the %d longest idle", self.max_connections, excess)
-        for connection in idle[:excess]:  # requests in flight are never cut
-            connection.transport.close()
-
-    def _arm(self) -> None:
-        self._disarm()
-        self._deadline = self.loop.call_later(self.request_seconds, self._request_too_slow)
-
-    def _disarm(self) -> None:
-        if self._deadline is not None:
-            self._deadline.cancel()
-        self._deadline = None
-
-    def handle_events(self) -> None:
-        super().handle_events()
-        if self.cycle is not None and not self.cycle.response_complete:
-            self._idle_since = float("inf")  # a request in progress is never closed to make room
-            if not self.cycle.more_body:
-                self._disarm()  # the whole request is in; the answer may take as long as it takes
-
-    def on_response_complete(self) -> None:
-        super().on_response_complete()
-        self._idle_since = self.loop.time()
-        if not self.transport.is_closing():
-            self._arm()  # the next request on this keep-alive connection gets its own deadline
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._disarm()
-        super().connection_lost(exc)
-
-    def _request_too_slow(self) -> None:
-        if not self.transport.is_closing():
-            log.debug("slack http: closing a connection that did not send a whole request in time")
-            self.transport.close()
-
-
-def _protocol(request_seconds: float, max_connections: int) -> type[H11Protocol]:
-    bounds = {"request_seconds": request_seconds, "max_connections": max_connections}
-    return type("SlackRequestDeadlineProtocol", (RequestDeadlineProtocol,), bounds)
 
 
 class SlackEventsApp:
@@ -213,9 +144,11 @@ class SlackHTTPServer:
 
     def __init__(self, app: App, settings: Settings, host: str = "127.0.0.1", port: int = 3000) -> None:
         self.socket = socket.create_server((host, port), backlog=settings.slack_http_max_connections)
+        # the time and connection bounds (bot/slack_http_bounds.py), on uvicorn's public hooks
+        bounds = ConnectionBounds(settings.slack_http_request_seconds, settings.slack_http_max_connections)
         config = uvicorn.Config(
-            SlackEventsApp(app, settings.slack_http_dispatch_threads),
-            http=_protocol(settings.slack_http_request_seconds, settings.slack_http_max_connections),
+            RequestBoundsMiddleware(SlackEventsApp(app, settings.slack_http_dispatch_threads), bounds),
+            http=bounded_protocol(bounds),
             lifespan="off",
             timeout_keep_alive=max(1, round(settings.slack_http_idle_seconds)),
             timeout_graceful_shutdown=max(1, round(settings.slack_http_request_seconds)),

@@ -77,3 +77,46 @@ def test_the_check_names_a_module_that_only_arrives_with_another_package(tmp_pat
     assert len(missing) == 1 and missing[0].startswith(
         "yaml (imported in pkg/mod.py; installed by ['pyyaml'])"
     )
+
+
+def private_bases(folder: Path) -> list[str]:
+    """Classes of ours built on another library's internals: a base imported from a module path
+    with a private part (`_x`, `*_impl`), or a base whose own name is private."""
+    found = []
+    for path in sorted(folder.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        origin = {}
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.ImportFrom)
+                and node.level == 0
+                and (node.module or "").split(".")[0] not in OURS
+            ):
+                origin.update(
+                    {alias.asname or alias.name: f"{node.module}.{alias.name}" for alias in node.names}
+                )
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                for base in node.bases:
+                    dotted = origin.get(base.id, "") if isinstance(base, ast.Name) else ""
+                    parts = dotted.split(".")
+                    if any(p.startswith("_") or p.endswith("_impl") for p in parts):
+                        found.append(f"{path.relative_to(folder.parent)}: {node.name}({dotted})")
+    return found
+
+
+def test_no_class_of_ours_subclasses_another_librarys_internals() -> None:
+    assert [
+        hit for name in ("codebot", "bot", "worker", "config") for hit in private_bases(ROOT / name)
+    ] == []
+
+
+def test_the_internals_check_names_a_subclass_of_a_private_module(tmp_path: Path) -> None:
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "server.py").write_text(
+        "from uvicorn.protocols.http.h11_impl import H11Protocol\nfrom asyncio import Protocol\n\n"
+        "class Mine(H11Protocol):\n    pass\n\nclass Fine(Protocol):\n    pass\n",
+        encoding="utf-8",
+    )
+    assert private_bases(package) == ["pkg/server.py: Mine(uvicorn.protocols.http.h11_impl.H11Protocol)"]
