@@ -2,12 +2,14 @@
 
 Real runs of the scripted model fill a real (embedded) Redis; the operator logs in with the
 token, reads the questions, clicks through to one question's trace, filters, and sees the
-plots drawn. Each page's screenshot is written to docs/img/console-*.png (docs/operations.md).
+plots drawn. Each page's screenshot is taken (a PNG checked for size); with
+CODEBOT_CONSOLE_SCREENSHOTS=docs/img they land where docs/operations.md shows them.
 .ci/run installs chromium and chromium-driver; without them these tests are skipped, saying so.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,10 +23,11 @@ from worker.jobs.question import reference_id
 
 webdriver = pytest.importorskip("selenium.webdriver")
 from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support import expected_conditions  # noqa: E402
 from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
 
 CHROMEDRIVER = "/usr/bin/chromedriver"
-SCREENSHOTS = Path(__file__).resolve().parent.parent / "docs" / "img"
+SCREENSHOTS_VARIABLE = "CODEBOT_CONSOLE_SCREENSHOTS"  # e.g. docs/img, to refresh the docs' pictures
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(
@@ -53,7 +56,7 @@ def browser(rig: Rig, tmp_path: Path) -> Iterator[tuple[object, str, Filled]]:
         with serving(build_app(rig.runtime, rig.redis)) as base:
             driver.get(base + "/questions")
             driver.find_element(By.ID, "token").send_keys("admin-secret")
-            driver.find_element(By.ID, "login").click()
+            click_through(driver, By.ID, "login")
             WebDriverWait(driver, 30).until(
                 lambda d: d.find_elements(By.ID, "questions"), "no questions page after logging in"
             )
@@ -62,42 +65,62 @@ def browser(rig: Rig, tmp_path: Path) -> Iterator[tuple[object, str, Filled]]:
         driver.quit()
 
 
-def shot(driver: object, name: str) -> None:
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    driver.save_screenshot(str(SCREENSHOTS / f"console-{name}.png"))  # type: ignore[attr-defined]
+@pytest.fixture
+def shots(tmp_path: Path) -> Path:
+    folder = Path(os.environ.get(SCREENSHOTS_VARIABLE) or tmp_path / "screenshots")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
-def test_an_operator_logs_in_and_clicks_from_a_question_to_its_tool_trace(browser: tuple) -> None:
+def click_through(driver: object, by: str, value: str) -> None:
+    """Click a link or button and wait for the next page (the old one gone, the new one loaded)."""
+    page = driver.find_element(By.TAG_NAME, "html")  # type: ignore[attr-defined]
+    driver.find_element(by, value).click()  # type: ignore[attr-defined]
+    WebDriverWait(driver, 30).until(expected_conditions.staleness_of(page))
+    WebDriverWait(driver, 30).until(lambda d: d.execute_script("return document.readyState") == "complete")
+
+
+def shot(driver: object, folder: Path, name: str) -> None:
+    path = folder / f"console-{name}.png"
+    assert driver.save_screenshot(str(path))  # type: ignore[attr-defined]
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 10_000
+
+
+def test_an_operator_logs_in_and_clicks_from_a_question_to_its_tool_trace(
+    browser: tuple, shots: Path
+) -> None:
     driver, _, filled = browser
     rows = driver.find_elements(By.CSS_SELECTOR, "#questions tr.question")
     assert len(rows) == 3
     assert "how many times does retry try?" in driver.find_element(By.ID, "questions").text
-    shot(driver, "questions")
-    driver.find_element(By.LINK_TEXT, reference_id(filled.answered.id)).click()
+    shot(driver, shots, "questions")
+    click_through(driver, By.LINK_TEXT, reference_id(filled.answered.id))
     assert driver.find_element(By.ID, "reference").text == reference_id(filled.answered.id)
     trace = [li.text for li in driver.find_elements(By.CSS_SELECTOR, "#trace li")]
     assert len(trace) == 2 and trace[0].startswith("search") and trace[1].startswith("read_file")
     assert "👍" in driver.find_element(By.ID, "votes").text
-    shot(driver, "trace")
+    shot(driver, shots, "trace")
 
 
-def test_filters_by_outcome_repo_and_channel_narrow_the_questions(browser: tuple) -> None:
+def test_filters_by_outcome_repo_and_channel_narrow_the_questions(browser: tuple, shots: Path) -> None:
     driver, _, filled = browser
     Select(driver.find_element(By.ID, "filter-outcome")).select_by_visible_text("failed")
-    driver.find_element(By.ID, "apply-filters").click()
+    click_through(driver, By.ID, "apply-filters")
     assert driver.find_element(By.ID, "question-count").text == "1 question"
     assert reference_id(filled.failed.id) in driver.find_element(By.ID, "questions").text
     Select(driver.find_element(By.ID, "filter-outcome")).select_by_visible_text("answered")
     Select(driver.find_element(By.ID, "filter-repo")).select_by_visible_text("payments")
     Select(driver.find_element(By.ID, "filter-channel")).select_by_visible_text("console:console")
-    driver.find_element(By.ID, "apply-filters").click()
+    click_through(driver, By.ID, "apply-filters")
     assert driver.find_element(By.ID, "question-count").text == "2 questions"
     assert "outcome=answered" in driver.current_url and "repo=payments" in driver.current_url
 
 
-def test_quality_plots_render_with_a_point_for_today_and_hostile_reasons_stay_text(browser: tuple) -> None:
+def test_quality_plots_render_with_a_point_for_today_and_hostile_reasons_stay_text(
+    browser: tuple, shots: Path
+) -> None:
     driver, _, _ = browser
-    driver.find_element(By.ID, "nav-quality").click()
+    click_through(driver, By.ID, "nav-quality")
     for plot in ("rates", "time-to-answer"):
         svg = driver.find_element(By.CSS_SELECTOR, f"#plot-{plot} svg")
         assert svg.size["width"] > 300 and svg.size["height"] > 100
@@ -110,19 +133,21 @@ def test_quality_plots_render_with_a_point_for_today_and_hostile_reasons_stay_te
     reasons = driver.find_element(By.ID, "reasons").text
     assert '</td><script>alert("reason")</script> wrong file' in reasons
     assert driver.find_elements(By.TAG_NAME, "script") == []
-    shot(driver, "quality")
+    shot(driver, shots, "quality")
 
 
-def test_repos_and_system_show_syncs_workers_endpoints_and_usage_against_the_budget(browser: tuple) -> None:
+def test_repos_and_system_show_syncs_workers_endpoints_and_usage_against_the_budget(
+    browser: tuple, shots: Path
+) -> None:
     driver, _, _ = browser
-    driver.find_element(By.ID, "nav-repos").click()
+    click_through(driver, By.ID, "nav-repos")
     repos = driver.find_element(By.ID, "repos").text
     assert "payments" in repos and "1,000 commits" in repos
     assert "could not read from remote" in driver.find_element(By.CSS_SELECTOR, ".syncs tr.failed").text
-    shot(driver, "repos")
-    driver.find_element(By.ID, "nav-system").click()
+    shot(driver, shots, "repos")
+    click_through(driver, By.ID, "nav-system")
     assert "questions waiting" in driver.find_element(By.ID, "queue").text
     assert "HTTP" in driver.find_element(By.ID, "model-errors").text
     assert driver.find_elements(By.CSS_SELECTOR, "#plot-tokens line.limit")  # the budget line
     assert driver.find_elements(By.CSS_SELECTOR, "#plot-cost circle.dot")
-    shot(driver, "system")
+    shot(driver, shots, "system")
