@@ -6,6 +6,7 @@ uvicorn on an ephemeral port; requests are plain HTTP (the browser tests are tes
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -23,6 +24,7 @@ from codebot.cli import _parser
 from tests.support.console_rig import HOSTILE, HOSTILE_REASON, Filled, fill, serving
 from tests.support.e2e import Rig
 from worker.jobs.question import reference_id
+from worker.jobs.question_log import QUESTIONS_KEY
 
 pytestmark = pytest.mark.rig(
     web_token="operator-secret",
@@ -163,3 +165,24 @@ def test_a_new_operator_runs_codebot_web_and_logs_in_with_the_token_to_see_the_q
         process.wait(30)
     assert "3 questions" in questions and "search×1" in questions
     assert quality.count("<svg") == 2 and 'class="dot s1"' in quality
+
+
+def test_an_outcome_kind_this_release_does_not_know_is_shown_and_filtered_as_it_is(
+    console: tuple[str, Filled], rig: Rig
+) -> None:
+    base, _ = console
+    later = {
+        "id": "q-later",
+        "ref": "0badc0de",
+        "status": "cut_off",
+        "outcome": "cut_off",
+        "repos": ["payments"],
+    }
+    rig.redis.lpush(QUESTIONS_KEY, json.dumps({**later, "platform": "slack", "channel": "C1", "at": 1.0}))
+    admin = {"Authorization": "Bearer operator-secret"}
+    _, _, every = get(base + "/questions", admin)
+    assert "4 questions" in every and '<option value="cut_off">cut_off</option>' in every
+    _, _, only = get(base + "/questions?outcome=cut_off", admin)
+    assert "1 question<" in only and "0badc0de" in only
+    _, _, gaps = get(base + "/quality", admin)
+    assert "cut_off" in gaps  # a coverage gap: not an answer

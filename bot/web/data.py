@@ -33,6 +33,14 @@ def outcome_of(record: dict[str, Any]) -> str:
     return "unknown"
 
 
+def answer_seconds(record: dict[str, Any]) -> float:
+    """From the question being asked to its run ending (the queue's wait included); the run's
+    own time when the asking time is unknown (or another machine's clock is behind)."""
+    asked, ended = float(record.get("asked_at") or 0), float(record.get("at") or 0)
+    run = float(record.get("seconds") or 0)
+    return round(ended - asked, 3) if asked and ended - asked >= run else run
+
+
 def day_of(epoch: float) -> str:
     return time.strftime("%Y-%m-%d", time.gmtime(epoch))
 
@@ -96,7 +104,7 @@ def question_row(redis: Redis, record: dict[str, Any], show_text: bool) -> Quest
         channel=str(record.get("channel", "")),
         repos=[str(r) for r in record.get("repos", [])],
         outcome=outcome_of(record),
-        seconds=float(record.get("seconds") or 0),
+        seconds=answer_seconds(record),
         tools=sorted(((str(k), int(v)) for k, v in tools.items()), key=lambda t: -t[1]),
         up=sum(v.vote == "up" for v in votes),
         down=sum(v.vote == "down" for v in votes),
@@ -184,7 +192,7 @@ def daily_quality(redis: Redis, days: list[str]) -> list[Day]:
             day.answered + answered,
             day.up,
             day.down,
-            [*day.seconds, float(record.get("seconds") or 0)] if answered else day.seconds,
+            [*day.seconds, answer_seconds(record)] if answered else day.seconds,
         )
     since = time.time() - len(days) * DAY_SECONDS
     for question_id in feedback.recent_question_ids(redis, since=since):
