@@ -182,3 +182,9 @@ def test_the_license_is_apache_2_and_pyproject_says_so() -> None:
         "Apache License" in (ROOT / "LICENSE").read_text()
         and "Version 2.0, January 2004" in (ROOT / "LICENSE").read_text()
     )
+
+
+def test_the_console_templates_are_package_data_so_an_installed_image_has_them() -> None:
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    templates = [p.relative_to(ROOT / "bot" / "web") for p in (ROOT / "bot" / "web" / "templates").iterdir()]
+    assert templates and all(any(t.match(pattern) for pattern in data["bot.web"]) for t in templates)
