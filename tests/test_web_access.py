@@ -18,6 +18,7 @@ import urllib.request
 from collections.abc import Iterator
 
 import pytest
+from redis import Redis
 
 from bot.web.app import build_app
 from codebot.cli import _parser
@@ -186,3 +187,10 @@ def test_an_outcome_kind_this_release_does_not_know_is_shown_and_filtered_as_it_
     assert "1 question<" in only and "0badc0de" in only
     _, _, gaps = get(base + "/quality", admin)
     assert "cut_off" in gaps  # a coverage gap: not an answer
+
+
+def test_with_redis_unreachable_a_page_says_so_instead_of_a_traceback(rig: Rig) -> None:
+    gone = Redis(port=1, socket_connect_timeout=1)  # nothing listens on port 1
+    with serving(build_app(rig.runtime, gone)) as base:
+        status, _, body = get(base + "/system", {"Authorization": "Bearer operator-secret"})
+    assert status == 503 and "Redis: ConnectionError" in body and "Traceback" not in body
