@@ -36,6 +36,8 @@ def idle_connections(rig: SlackRig, count: int) -> list[socket.socket]:
 def closed_by_server(sock: socket.socket) -> bool:
     try:
         return sock.recv(1) == b""
+    except TimeoutError:  # still open when the socket's timeout ran out
+        return False
     except OSError:
         return True
 
@@ -72,8 +74,15 @@ def test_idle_and_trickling_connections_hold_no_thread_and_are_dropped_after_the
 
 
 def test_beyond_the_connection_limit_the_longest_idle_connections_make_room(tmp_path: Path) -> None:
-    for rig in build_slack_rig(tmp_path, slack_http_request_seconds=60.0, slack_http_max_connections=50):
+    bounds = {
+        "slack_http_request_seconds": 60.0,
+        "slack_http_idle_seconds": 60.0,
+        "slack_http_max_connections": 50,
+    }
+    for rig in build_slack_rig(tmp_path, **bounds):
         idle = idle_connections(rig, 50)
+        for sock in idle:
+            sock.settimeout(10)  # far less than 60 s: only the cap can close one in time
         time.sleep(0.2)  # all accepted, all idle
         valid = event_body(mention("C1", rig.next_ts(), "how does retry work?"))
         assert signed_post(rig.events_url, valid, SECRET)[0] == 200  # served, not 503
