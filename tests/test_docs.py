@@ -47,7 +47,7 @@ def test_the_readme_stays_a_front_page() -> None:
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 # `codebot …` at the start of a snippet, after `$ `, variables set for it, or its path.
 COMMAND_LINE = re.compile(
-    r"\s*(?:\$ )?(?:[A-Z_]+=\S+ )*(?:\S*/bin/)?(codebot [a-z](?:[^|;&#()×]|\|(?=\S)|(?<=\S)#)*)"
+    r"\s*(?:\$ )?(?:[A-Z_]+=(?:\$\([^)]*\)|\S+) +)*(?:\S*/bin/)?(codebot [a-z](?:[^|;&#()×]|\|(?=\S)|(?<=\S)#)*)"
 )
 # A usage placeholder in the docs -> a value the parser takes.
 PLACEHOLDERS = {
