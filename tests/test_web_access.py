@@ -119,7 +119,12 @@ def test_hostile_questions_reasons_and_tool_arguments_are_shown_as_inert_text(
 def test_the_console_listens_on_localhost_unless_told_and_needs_a_token_to_start(rig: Rig) -> None:
     args = _parser().parse_args(["web"])
     assert (args.host, args.port) == (None, None)  # the settings' defaults apply
-    assert type(rig.settings).model_fields["web_host"].default == "127.0.0.1"
+    fields = type(rig.settings).model_fields
+    for listener in ("web_host", "metrics_host", "slack_http_host", "mcp_http_host"):  # every listener
+        assert fields[listener].default == "127.0.0.1", listener
+    assert (
+        _parser().parse_args(["slack"]).host is None and _parser().parse_args(["mcp", "--http"]).host is None
+    )
     env = {"PATH": "/usr/bin:/bin", "CODEBOT_DATA_DIR": str(rig.settings.data_dir)}
     result = subprocess.run(
         [sys.executable, "-m", "codebot.cli", "web", "--port", "0"],
