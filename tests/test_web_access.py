@@ -21,6 +21,7 @@ import pytest
 from redis import Redis
 
 from bot.web.app import build_app
+from bot.web.data import thread_url
 from codebot.cli import _parser
 from tests.support.console_rig import HOSTILE, HOSTILE_REASON, Filled, fill, serving
 from tests.support.e2e import Rig
@@ -199,3 +200,17 @@ def test_with_redis_unreachable_a_page_says_so_instead_of_a_traceback(rig: Rig) 
     with serving(build_app(rig.runtime, gone)) as base:
         status, _, body = get(base + "/system", {"Authorization": "Bearer operator-secret"})
     assert status == 503 and "Redis: ConnectionError" in body and "Traceback" not in body
+
+
+def test_thread_links_are_built_from_the_platforms_ids_and_stay_inside_their_sites() -> None:
+    slack = {"platform": "slack", "team": "T1", "channel": "C1", "thread": "1700000000.000100"}
+    assert thread_url(slack) == "https://app.slack.com/client/T1/C1/thread/C1-1700000000.000100"
+    discord = {"platform": "discord", "guild": "9", "channel": "8", "thread": "7"}
+    assert thread_url(discord) == "https://discord.com/channels/9/7"
+    assert (
+        thread_url({"platform": "discord", "channel": "8", "message": "6"})
+        == "https://discord.com/channels/@me/8/6"
+    )
+    hostile = {"platform": "slack", "team": "T1", "channel": "../../evil?x=<b>", "thread": ""}
+    assert thread_url(hostile) == "https://app.slack.com/client/T1/..%2F..%2Fevil%3Fx%3D%3Cb%3E"
+    assert thread_url({"platform": "console", "channel": "console"}) is None

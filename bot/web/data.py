@@ -61,7 +61,7 @@ def thread_url(record: dict[str, Any]) -> str | None:
         base = f"https://app.slack.com/client/{_part(record['team'])}/{_part(channel)}"
         return f"{base}/thread/{_part(channel)}-{_part(thread)}" if thread else base
     if platform == "discord" and channel:
-        guild = _part(record.get("guild") or "@me")
+        guild = _part(record["guild"]) if record.get("guild") else "@me"  # @me: a DM
         if thread:
             return f"https://discord.com/channels/{guild}/{_part(thread)}"
         suffix = f"/{_part(message)}" if message else ""
