@@ -15,10 +15,13 @@ so read_file, search, blame, the symbol index and symlinks see no content) and b
 tools (worker/repos/history_content.py: show, diff and log never show its versions).
 
 The verdict is a function of the tip and the depth alone, never of when a machine synced: a
-windowed mirror is rescanned whole at each new tip (a window forgets what left it), and a mirror
-of the whole history adds the new commits' names and descent edges to what it knew, then takes
-the closure again (the same sets as a full scan, in any order). Descent edges are kept beside
-the verdict (`codebot-lineage-edges`) for that.
+windowed mirror (`history_depth`) is rescanned whole at each new tip (a window forgets what left
+it), seeded with what the history before its edge knows: the names and in-place edits of every
+commit, from a blobless copy of the whole branch beside the mirror (`lineage.git`: commits and
+trees only), so a secret file renamed at or before the edge is known whoever synced when. A
+mirror of the whole history adds the new commits' names and descent edges to what it knew, then
+takes the closure again (the same sets as a full scan, in any order); its descent edges are
+kept beside the verdict (`codebot-lineage-edges`) for that.
 """
 
 from __future__ import annotations
@@ -87,8 +90,20 @@ class Scan:
     changed: bool  # differs from what the mirror has stored
 
 
-def scan(git_dir: Path, tip: str, depth: str, timeout: float, settings: Settings) -> Scan:
+def scan(
+    git_dir: Path,
+    tip: str,
+    depth: str,
+    timeout: float,
+    settings: Settings,
+    seed: Mapping[str, str] | None = None,
+    renames: bool = True,
+) -> Scan:
     """The verdict for a mirror whose branch is at `tip`, fetched to `depth` ("all" or a count).
+
+    `seed`: blobs already known secret from the history before the window (the full-history
+    scan of a windowed mirror, which depends on `tip` only). `renames`: detect renames with an
+    edit (needs the blobs; a blobless history gives exact renames by blob identity only).
     Raises GitReadError or OSError."""
     stamp = _stamp(git_dir)
     header, known = _read(git_dir, stamp) if stamp else ("", {})
@@ -104,11 +119,20 @@ def scan(git_dir: Path, tip: str, depth: str, timeout: float, settings: Settings
     revs = [tip, f"^{old_tip}"] if incremental else [tip]
     # -M: a rename with an edit in the same commit is still a rename; -m: a merge against each
     # parent; no --follow or pathspec, so every file of every commit is seen.
-    args = ["log", "--raw", "--no-abbrev", "-M", "-m", "-z", "--format=%x1e", *revs]
+    args = [
+        "log",
+        "--raw",
+        "--no-abbrev",
+        "-M" if renames else "--no-renames",
+        "-m",
+        "-z",
+        "--format=%x1e",
+        *revs,
+    ]
     with GitProcess(git_dir, args, timeout, 1 << 40) as proc:
         edges += _entries(proc.chunks(), names, settings)
         proc.finish()
-    return Scan(_closure(names, edges), edges, True)
+    return Scan(_closure({**(seed or {}), **dict.fromkeys(names, NAME)}, edges), edges, True)
 
 
 def store(git_dir: Path, tip: str, depth: str, found: Scan) -> None:
@@ -123,9 +147,11 @@ def store(git_dir: Path, tip: str, depth: str, found: Scan) -> None:
     _write(git_dir / SECRET_BLOBS_FILE, "\n".join(lines) + "\n")
 
 
-def record(git_dir: Path, tip: str, depth: str, timeout: float, settings: Settings) -> dict[str, str]:
+def record(
+    git_dir: Path, tip: str, depth: str, timeout: float, settings: Settings, renames: bool = True
+) -> dict[str, str]:
     """Scan and store; the verdict."""
-    found = scan(git_dir, tip, depth, timeout, settings)
+    found = scan(git_dir, tip, depth, timeout, settings, renames=renames)
     if found.changed:
         store(git_dir, tip, depth, found)
     return found.verdict
@@ -175,13 +201,13 @@ def _entry(head: list[str], paths: list[str], names: set[str], edges: list[tuple
         edges.append((old_sha, new_sha))
 
 
-def _closure(names: set[str], edges: list[tuple[str, str]]) -> dict[str, str]:
-    """Every blob named secret, and every blob reachable from one along descent edges."""
+def _closure(known: Mapping[str, str], edges: list[tuple[str, str]]) -> dict[str, str]:
+    """Every blob known secret, and every blob reachable from one along descent edges."""
     following: defaultdict[str, list[str]] = defaultdict(list)
     for old, new in edges:
         following[old].append(new)
-    verdict = dict.fromkeys(names, NAME)
-    todo = list(names)
+    verdict = dict(known)
+    todo = list(known)
     while todo:
         for new in following.get(todo.pop(), ()):
             if new not in verdict:

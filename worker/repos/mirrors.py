@@ -5,6 +5,9 @@ Layout under `<data_dir>/repos/<name>/`:
     mirror.git/             bare repo: the branch's last `history_depth` commits and the tags
                             among them (the history tools read it); the RepoSpec's url is
                             never written into its config
+    lineage.git/            with a `history_depth`: the whole branch without blobs (commits and
+                            trees), read only to know which blobs were secret files before the
+                            window's edge (worker/repos/lineage.py)
     snapshots/<sha>/        the commit's files as processed blobs (worker.repos.assemble), never modified
     snapshots/<sha>.json    the snapshot's metadata (worker.repos.snapshot.write_meta)
     snapshots/<sha>.lock    lease file: a question holds LOCK_SH on it while it reads the snapshot
@@ -97,6 +100,9 @@ class _Paths:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.mirror = root / "mirror.git"
+        self.lineage = (
+            root / "lineage.git"
+        )  # a windowed mirror's whole branch, blobless (worker/repos/lineage.py)
         self.snapshots = SnapshotFolder(root / "snapshots")
         self.current = root / "current"
         self.state = root / "state.json"
@@ -132,7 +138,7 @@ class Mirrors:
                     sha = self._git(spec, paths, ["rev-parse", "--verify", f"refs/heads/{branch}^{{commit}}"])
                     if before and before != sha and not self._is_ancestor(spec, paths, before, sha):
                         self._prune(spec, paths, "a non-fast-forward (force push) of the branch")
-                    secret = self._record_secret_blobs(spec, paths, sha)
+                    secret = self._record_secret_blobs(spec, paths, sha, branch, report)
                     changed = self._serve(spec, paths, sha, branch, report, secret)
                 except (GitError, OSError, ValueError, SnapshotRefused, DiskFull) as exc:
                     error = scrub(str(exc), spec)
@@ -281,7 +287,9 @@ class Mirrors:
             spec, paths.mirror, args, self.settings.git_timeout_seconds, self.root, reserve, report, stdout
         )
 
-    def _record_secret_blobs(self, spec: RepoSpec, paths: _Paths, tip: str) -> dict[str, str]:
+    def _record_secret_blobs(
+        self, spec: RepoSpec, paths: _Paths, tip: str, branch: str, report: Progress
+    ) -> dict[str, str]:
         """Decide which blobs of the fetched history are secret by lineage (worker/repos/lineage.py),
         store the verdict for the history tools, and return it for the snapshot build.
 
@@ -291,8 +299,9 @@ class Mirrors:
         depth = str(history_depth(spec, self.settings) or "all")
         timeout = self.settings.git_timeout_seconds
         try:
-            found = lineage.scan(paths.mirror, tip, depth, timeout, self.settings)
-        except (GitReadError, OSError) as exc:
+            seed = self._before_the_edge(spec, paths, tip, branch, report) if depth != "all" else None
+            found = lineage.scan(paths.mirror, tip, depth, timeout, self.settings, seed)
+        except (GitError, GitReadError, OSError) as exc:
             lineage.forget(paths.mirror)
             raise GitError(f"listing the secret files in the history failed: {exc}") from None
         if found.changed:
@@ -302,6 +311,32 @@ class Mirrors:
                 lineage.forget(paths.mirror)
                 log.warning("storing the secret files of the history of %s failed: %s", spec.name, exc)
         return found.verdict
+
+    def _before_the_edge(
+        self, spec: RepoSpec, paths: _Paths, tip: str, branch: str, report: Progress
+    ) -> dict[str, str]:
+        """What the history before a windowed mirror's edge knows: every blob named secret (or
+        edited in place from one) in any commit of the branch, from a blobless copy of it
+        (commits and trees only, `lineage.git`). Raises GitError when it cannot be fetched."""
+        side = paths.lineage
+        if not (side / "HEAD").exists():
+            run_mirror_git(
+                spec, side, ["init", "--bare", "--quiet"], self.settings.git_timeout_seconds, self.root
+            )
+        report("reading the names in the whole history", None)
+        remove_partial_fetch(side)
+        run_mirror_git(
+            spec,
+            side,
+            ["fetch", "--filter=blob:none", "--no-tags", "--prune", "--no-auto-gc", "--no-write-fetch-head",
+             REMOTE, f"+refs/heads/{branch}:refs/heads/{branch}"],
+            self.settings.git_timeout_seconds,
+            self.root,
+            self.settings.disk_reserve_bytes,
+        )  # fmt: skip
+        return lineage.record(
+            side, tip, "all", self.settings.git_timeout_seconds, self.settings, renames=False
+        )
 
     def _branch_tip(self, spec: RepoSpec, paths: _Paths, branch: str | None) -> str | None:
         """The branch's commit in the mirror before a fetch; None for a new mirror."""
