@@ -1,0 +1,73 @@
+"""Red team, reachable history only: a force-pushed commit is gone by any name, and which machine
+synced when never decides what is secret (a shallow edge seen from two data dirs).
+
+Real git remotes (tests/support/git_remote.py), the real Mirrors, the real tools."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from tests.support.git_remote import GitRemote, make_mirrors
+from worker.repos.mirrors import Mirrors
+from worker.tools import build_registry, make_context
+
+REGISTRY = build_registry()
+
+
+def answers(mirrors: Mirrors, calls: list[tuple[str, dict[str, Any]]]) -> list[str]:
+    with mirrors.lease(["app"]) as snapshots:
+        ctx = make_context(mirrors.settings, snapshots)
+        outcomes = [REGISTRY.call(ctx, name, {"repo": "app", **arguments}) for name, arguments in calls]
+    return [("ok " if o.ok else "error ") + o.text + json.dumps(o.data, sort_keys=True) for o in outcomes]
+
+
+def test_a_force_pushed_commit_cannot_be_read_by_its_sha_or_any_prefix(tmp_path: Path) -> None:
+    remote = GitRemote.create(tmp_path / "remote")
+    marker = "leakmarker" + "Zq4" * 6  # no rule detects it: only reachability keeps it out
+    leaked = remote.commit({"notes.txt": f"token {marker}\n"}, "Add notes")
+    mirrors = make_mirrors(tmp_path / "m", [{"name": "app", "url": str(remote.bare), "branch": "main"}])
+    assert mirrors.sync("app").ok
+    remote.force_push_replacing_last_commit({"notes.txt": "nothing here\n"})
+    assert mirrors.sync("app").ok
+    never = "0123456789abcdef0123456789abcdef01234567"
+
+    refs = (leaked, leaked[:4], leaked[:7], never[:7])
+    shown = answers(mirrors, [("show", {"sha": ref}) for ref in refs])
+    ranged = answers(mirrors, [("diff", {"from": leaked}), ("log", {"since": leaked[:8]})])
+
+    assert not any(marker in text for text in shown + ranged)
+    assert shown[0].startswith("error ") and "is not in the history of app" in shown[0]
+    assert "at least 7 hex digits" in shown[1]
+    assert shown[2].replace(leaked[:7], "X") == shown[3].replace(never[:7], "X")  # as if it never was
+    git_dir = next((tmp_path / "m").rglob("mirror.git"))
+    assert subprocess.run(["git", "--git-dir", str(git_dir), "cat-file", "-e", leaked]).returncode != 0
+
+
+def test_two_data_dirs_at_the_same_commit_give_identical_answers_at_a_shallow_edge(tmp_path: Path) -> None:
+    remote = GitRemote.create(tmp_path / "remote")
+    marker = "envmarker" + "Kp7" * 6
+    remote.commit({".env": f"FAVORITE={marker}\n"}, "Add settings")
+    subprocess.run(["git", "mv", ".env", "config.defaults"], cwd=remote.work, check=True)
+    remote.commit({}, "Keep the defaults")  # the rename: the blob is unchanged
+    entry = [{"name": "app", "url": str(remote.bare), "branch": "main", "history_depth": 2}]
+    early = make_mirrors(tmp_path / "early", entry)
+    assert early.sync("app").ok  # saw .env inside its window
+    for number in range(3):  # the rename falls behind the edge of a 2-commit window
+        remote.commit({f"src/m{number}.py": f"X = {number}\n"}, f"Add module {number}")
+    assert early.sync("app").ok
+    fresh = make_mirrors(tmp_path / "fresh", entry)
+    assert fresh.sync("app").ok
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("read_file", {"path": "config.defaults"}), ("search", {"pattern": "FAVORITE"}), ("log", {}),
+        ("log", {"query": "FAVORITE"}), ("show", {"sha": "HEAD~1"}), ("diff", {"from": "HEAD~1"}),
+        ("list_files", {"path": ""}), ("repo_overview", {}),
+    ]  # fmt: skip
+
+    seen = answers(early, calls), answers(fresh, calls)
+
+    assert seen[0] == seen[1]
+    assert not any(marker in text for text in seen[0])
+    assert "withheld: a secret file (by its name) in another commit" in seen[0][0]
