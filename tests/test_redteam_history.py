@@ -71,3 +71,28 @@ def test_two_data_dirs_at_the_same_commit_give_identical_answers_at_a_shallow_ed
     assert seen[0] == seen[1]
     assert not any(marker in text for text in seen[0])
     assert "withheld: a secret file (by its name) in another commit" in seen[0][0]
+
+
+def test_a_mirror_of_the_whole_history_synced_commit_by_commit_knows_what_a_fresh_one_knows(
+    tmp_path: Path,
+) -> None:
+    remote = GitRemote.create(tmp_path / "remote")
+    marker = "origmarker" + "Wd3" * 6
+    remote.commit({"notes.txt": f"{marker}\n"}, "Add notes")
+    remote.commit({"notes.txt": f"{marker}\nand more\n"}, "Edit notes")  # descends from the first
+    entry = [{"name": "app", "url": str(remote.bare), "branch": "main", "history_depth": "all"}]
+    stepwise = make_mirrors(tmp_path / "stepwise", entry)
+    assert stepwise.sync("app").ok
+    remote.commit({".env": f"{marker}\n"}, "Keep the first notes as settings")  # names the first blob secret
+    assert stepwise.sync("app").ok  # reads only the new commit, yet knows the edit came from it
+    fresh = make_mirrors(tmp_path / "fresh", entry)
+    assert fresh.sync("app").ok
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("read_file", {"path": "notes.txt"}), ("show", {"sha": "HEAD~1"}), ("log", {"query": "more"}),
+    ]  # fmt: skip
+
+    seen = answers(stepwise, calls), answers(fresh, calls)
+
+    assert seen[0] == seen[1]
+    assert "withheld: it descends from a secret file" in seen[0][0]
+    assert not any(marker in text for text in seen[0])

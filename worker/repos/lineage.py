@@ -117,18 +117,10 @@ def scan(
     names: set[str] = {sha for sha, why in known.items() if why == NAME} if incremental else set()
     edges = _read_edges(git_dir) if incremental else []
     revs = [tip, f"^{old_tip}"] if incremental else [tip]
-    # -M: a rename with an edit in the same commit is still a rename; -m: a merge against each
-    # parent; no --follow or pathspec, so every file of every commit is seen.
-    args = [
-        "log",
-        "--raw",
-        "--no-abbrev",
-        "-M" if renames else "--no-renames",
-        "-m",
-        "-z",
-        "--format=%x1e",
-        *revs,
-    ]
+    # -M -C: a rename or a copy with an edit in the same commit is still one; -m: a merge against
+    # each parent; no --follow or pathspec, so every file of every commit is seen.
+    detect = ["-M", "-C"] if renames else ["--no-renames"]
+    args = ["log", "--raw", "--no-abbrev", *detect, "-m", "-z", "--format=%x1e", *revs]
     with GitProcess(git_dir, args, timeout, 1 << 40) as proc:
         edges += _entries(proc.chunks(), names, settings)
         proc.finish()
