@@ -46,13 +46,12 @@ from typing import IO, Any
 
 from config.repos import RepoSpec, Whitelist
 from config.settings import Settings
-from worker.repos import lineage
 from worker.repos.assemble import SnapshotRefused, build_snapshot
 from worker.repos.blobstore import BlobStore
 from worker.repos.disk import DiskFull, check_room, free_bytes, remove_partial_fetch, under_reserve
-from worker.repos.git_read import GitReadError
 from worker.repos.locks import LockTimeout, SnapshotFolder, exclusive_lock, is_sha
 from worker.repos.mirror_git import REMOTE, GitError, Progress, history_depth, run_mirror_git, scrub
+from worker.repos.mirror_lineage import MirrorGit
 from worker.repos.snapshot import SNAPSHOT_FORMAT, Snapshot, meta_format, read_meta, write_meta
 from worker.repos.symbols import index_path, prune_indexes
 
@@ -100,9 +99,6 @@ class _Paths:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.mirror = root / "mirror.git"
-        self.lineage = (
-            root / "lineage.git"
-        )  # a windowed mirror's whole branch, blobless (worker/repos/lineage.py)
         self.snapshots = SnapshotFolder(root / "snapshots")
         self.current = root / "current"
         self.state = root / "state.json"
@@ -132,13 +128,14 @@ class Mirrors:
                 state = self._read_state(paths)
                 state["last_attempt_at"] = time.time()
                 try:
-                    before = self._branch_tip(spec, paths, state.get("branch") or spec.branch)
+                    git = MirrorGit(spec, paths.root, self.root, self.settings)
+                    before = git.branch_tip(state.get("branch") or spec.branch)
                     branch = self._fetch(spec, paths, report)
                     state["branch"] = branch
                     sha = self._git(spec, paths, ["rev-parse", "--verify", f"refs/heads/{branch}^{{commit}}"])
-                    if before and before != sha and not self._is_ancestor(spec, paths, before, sha):
-                        self._prune(spec, paths, "a non-fast-forward (force push) of the branch")
-                    secret = self._record_secret_blobs(spec, paths, sha, branch, report)
+                    if before and before != sha and not git.is_ancestor(before, sha):
+                        git.prune("a non-fast-forward (force push) of the branch")
+                    secret = git.secret_blobs(sha, branch, report)
                     changed = self._serve(spec, paths, sha, branch, report, secret)
                 except (GitError, OSError, ValueError, SnapshotRefused, DiskFull) as exc:
                     error = scrub(str(exc), spec)
@@ -147,7 +144,7 @@ class Mirrors:
                     return SyncResult(name, False, self._current_sha(paths), False, error, waited)
                 depth = history_depth(spec, self.settings)
                 if _shorter(depth, state.get("history_depth", _UNKNOWN)):
-                    self._prune(spec, paths, "a shorter history_depth")
+                    git.prune("a shorter history_depth")
                 state["history_depth"] = depth
                 self._write_state(paths, {**state, "last_error": None, "last_ok_at": time.time()})
                 self._collect(paths)
@@ -286,87 +283,6 @@ class Mirrors:
         return run_mirror_git(
             spec, paths.mirror, args, self.settings.git_timeout_seconds, self.root, reserve, report, stdout
         )
-
-    def _record_secret_blobs(
-        self, spec: RepoSpec, paths: _Paths, tip: str, branch: str, report: Progress
-    ) -> dict[str, str]:
-        """Decide which blobs of the fetched history are secret by lineage (worker/repos/lineage.py),
-        store the verdict for the history tools, and return it for the snapshot build.
-
-        Fail closed: when the scan fails the sync fails (the last good snapshot keeps serving)
-        and the stored verdict is removed, so the history tools show no file content; when only
-        storing it fails, the snapshot is built with it and the history tools show no content."""
-        depth = str(history_depth(spec, self.settings) or "all")
-        timeout = self.settings.git_timeout_seconds
-        try:
-            seed = self._before_the_edge(spec, paths, tip, branch, report) if depth != "all" else None
-            found = lineage.scan(paths.mirror, tip, depth, timeout, self.settings, seed)
-        except (GitError, GitReadError, OSError) as exc:
-            lineage.forget(paths.mirror)
-            raise GitError(f"listing the secret files in the history failed: {exc}") from None
-        if found.changed:
-            try:
-                lineage.store(paths.mirror, tip, depth, found)
-            except OSError as exc:
-                lineage.forget(paths.mirror)
-                log.warning("storing the secret files of the history of %s failed: %s", spec.name, exc)
-        return found.verdict
-
-    def _before_the_edge(
-        self, spec: RepoSpec, paths: _Paths, tip: str, branch: str, report: Progress
-    ) -> dict[str, str]:
-        """What the history before a windowed mirror's edge knows: every blob named secret (or
-        edited in place from one) in any commit of the branch, from a blobless copy of it
-        (commits and trees only, `lineage.git`). Raises GitError when it cannot be fetched."""
-        side = paths.lineage
-        if not (side / "HEAD").exists():
-            run_mirror_git(
-                spec, side, ["init", "--bare", "--quiet"], self.settings.git_timeout_seconds, self.root
-            )
-        report("reading the names in the whole history", None)
-        remove_partial_fetch(side)
-        run_mirror_git(
-            spec,
-            side,
-            ["fetch", "--filter=blob:none", "--no-tags", "--prune", "--no-auto-gc", "--no-write-fetch-head",
-             REMOTE, f"+refs/heads/{branch}:refs/heads/{branch}"],
-            self.settings.git_timeout_seconds,
-            self.root,
-            self.settings.disk_reserve_bytes,
-        )  # fmt: skip
-        return lineage.record(
-            side, tip, "all", self.settings.git_timeout_seconds, self.settings, renames=False
-        )
-
-    def _branch_tip(self, spec: RepoSpec, paths: _Paths, branch: str | None) -> str | None:
-        """The branch's commit in the mirror before a fetch; None for a new mirror."""
-        if not branch or not (paths.mirror / "HEAD").exists():
-            return None
-        try:
-            return self._git(
-                spec, paths, ["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}^{{commit}}"]
-            )
-        except GitError:
-            return None
-
-    def _is_ancestor(self, spec: RepoSpec, paths: _Paths, old: str, new: str) -> bool:
-        try:
-            self._git(spec, paths, ["merge-base", "--is-ancestor", old, new])
-        except GitError:
-            return False
-        return True
-
-    def _prune(self, spec: RepoSpec, paths: _Paths, why: str) -> None:
-        """Delete every object the branch no longer reaches: after a force push (the usual answer
-        to a committed secret) its old commits must not stay readable by sha, and after a
-        shorter `history_depth` the history beyond the new edge frees its space. git's own gc
-        would keep them two more weeks."""
-        try:
-            self._git(spec, paths, ["-c", "gc.autoDetach=false", "-c", "gc.reflogExpire=now",
-                                    "-c", "gc.reflogExpireUnreachable=now", "gc", "--prune=now", "--quiet"])  # fmt: skip
-            log.info("pruned the history of %s after %s", spec.name, why)
-        except GitError as exc:
-            log.warning("pruning the history of %s after %s failed: %s", spec.name, why, exc)
 
     def _maintain(self, spec: RepoSpec, paths: _Paths) -> None:
         """Repack the mirror now and then, in the foreground so that it stays under our lock."""
