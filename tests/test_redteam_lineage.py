@@ -108,3 +108,20 @@ def test_a_utf16_commit_message_is_decoded_and_its_token_redacted(team: tuple[Re
     assert "Use the backup token [REDACTED:github-token]" in shown
     assert "Use the backup token [REDACTED:github-token]" in listed
     assert red.utf16_token not in shown + listed and "\x00" not in shown + listed
+
+
+def test_a_credentials_file_renamed_and_cut_out_of_its_shape_stays_withheld(
+    team: tuple[RedTeam, Mirrored],
+) -> None:
+    red, app = team
+    shown = [
+        call(app, "read_file", path="keys/deploy-notes.md"),
+        call(app, "search", pattern="[A-Za-z0-9+/]{40,}"),
+        call(app, "show", sha=red.repo.shas["trim"]),
+        call(app, "show", sha=red.repo.shas["trim"], path="keys/deploy-notes.md"),
+    ]
+
+    text = "".join(text for _, text in shown)
+    assert not any(line in text for line in red.key_lines)
+    assert "withheld: it descends from a secret file" in shown[0][1]
+    assert "withheld: it is, or was edited from, a credentials file" in shown[2][1]

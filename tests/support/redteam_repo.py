@@ -5,10 +5,11 @@ Commits, oldest first (tests/support/history_repo.py gives each a day and an aut
 
     start     README.md, src/app.py, config.yaml (a password the redactor finds by its key)
     settings  .env (a marker no rule detects), config/service.pem (another), .env.py (a
-              function whose name is a marker)
+              function whose name is a marker), keys/deploy.txt (a private key: withheld by content)
     rename    `git mv .env config.defaults` and `git mv .env.py settings_loader.py`: blobs unchanged
     reword    `git mv config/service.pem config/service.txt` and one line added, in one commit
     next      one more line in config/service.txt (its old lines are this commit's context)
+    trim      keys/deploy.txt renamed to keys/deploy-notes.md without its BEGIN and END lines
     token     a commit message holding a GitHub token; the symlink defaults.link -> config.defaults
     utf16     a commit whose message is UTF-16 (an `encoding` header) holding another token
 
@@ -17,6 +18,7 @@ Values are assembled at run time, so this file holds no whole secret.
 
 from __future__ import annotations
 
+import base64
 import random
 import subprocess
 from dataclasses import dataclass
@@ -35,11 +37,13 @@ class RedTeam:
     function: str  # a function defined in .env.py, then settings_loader.py
     password: str  # config.yaml, redacted by its key
     token: str  # in the message of commit "token"
+    key_lines: list[str]  # the body of keys/deploy.txt
     utf16_token: str  # in the UTF-16 message of commit "utf16"
 
     @property
     def secrets(self) -> list[str]:
-        return [self.env_marker, self.pem_marker, self.function, self.password, self.token, self.utf16_token]
+        return [self.env_marker, self.pem_marker, self.function, self.password, self.token, self.utf16_token,
+                *self.key_lines]  # fmt: skip
 
 
 def _word(rng: random.Random, length: int) -> str:
@@ -59,13 +63,16 @@ def build_redteam_repo(root: Path) -> RedTeam:
         password="hunter2" + _word(rng, 14),
         token="ghp" + "_" + _word(rng, 36),
         utf16_token="ghp" + "_" + _word(rng, 36),
+        key_lines=[base64.b64encode(rng.randbytes(48)).decode() for _ in range(12)],
     )
+    begin, end = "-----" + "BEGIN OPENSSH PRIVATE KEY-----", "-----" + "END OPENSSH PRIVATE KEY-----"
     repo.commit("start", "Ada", "Start the app",
                 {"README.md": "# app\n", "src/app.py": "def main():\n    return 1\n",
                  "config.yaml": f"db:\n  host: localhost\n  password: {team.password}\n"})  # fmt: skip
     repo.commit("settings", "Grace", "Add local settings",
                 {".env": f"FAVORITE={team.env_marker}\n", "config/service.pem": f"{team.pem_marker}\nline two\n",
-                 ".env.py": f"def {team.function}():\n    return 'local'\n"})  # fmt: skip
+                 ".env.py": f"def {team.function}():\n    return 'local'\n",
+                 "keys/deploy.txt": "\n".join([begin, *team.key_lines, end]) + "\n"})  # fmt: skip
     repo.commit("rename", "Grace", "Keep the defaults", {},
                 renames={".env": "config.defaults", ".env.py": "settings_loader.py"})  # fmt: skip
     repo.git("mv", "config/service.pem", "config/service.txt")
@@ -73,6 +80,10 @@ def build_redteam_repo(root: Path) -> RedTeam:
                 {"config/service.txt": f"{team.pem_marker}\nline two\nline three\n"})  # fmt: skip
     repo.commit("next", "Alan", "One more line",
                 {"config/service.txt": f"{team.pem_marker}\nline two\nline three\nline four\n"})  # fmt: skip
+    repo.git("mv", "keys/deploy.txt", "keys/deploy-notes.md")
+    repo.commit(
+        "trim", "Alan", "Keep the key as notes", {"keys/deploy-notes.md": "\n".join(team.key_lines) + "\n"}
+    )
     (repo.work / "defaults.link").symlink_to("config.defaults")
     repo.git("add", "defaults.link")
     repo.commit("token", "Ada", f"Rotate the deploy token\n\nThe new one is {team.token} for now.", {})

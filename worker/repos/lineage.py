@@ -4,6 +4,8 @@ A blob is secret by lineage when, in the history the mirror holds (its tracked b
 `history_depth`):
 
 - it is stored under a secret file name (`secret_file_globs`) in any commit ("name"), or
+- it is a credentials file by its content (as the processed store judges it) and has
+  descendants ("content"), or
 - it descends from a secret blob: a later version of a file renamed, copied or modified from
   one, also when the content changed in the same commit as the rename ("descent"), transitively.
 
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import os
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
@@ -35,7 +38,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from config.settings import Settings
-from worker.repos.git_read import GitProcess, GitReadError
+from worker.repos.blob_process import process_blob
+from worker.repos.blobstore import generation
+from worker.repos.git_read import GitProcess, GitReadError, ObjectReader
+from worker.repos.placeholders import WITHHELD
+from worker.repos.redaction import get_redactor
 from worker.repos.visible import secret_path
 
 SECRET_BLOBS_FILE = "codebot-secret-blobs"
@@ -44,11 +51,14 @@ _FORMAT = "lineage-2"  # the first line of SECRET_BLOBS_FILE: "<format> <tip> <d
 _ZERO = "0" * 40
 _EMPTY_BLOB = "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391"  # an empty file holds nothing to hide
 NAME = "name"
+CONTENT = "content"
 DESCENT = "descent"
 REASONS = {
     NAME: "a secret file (by its name) in another commit",
+    CONTENT: "it is, or was edited from, a credentials file (by its content)",
     DESCENT: "it descends from a secret file (renamed, copied or edited from one)",
 }
+CHECKED_FILE = "codebot-lineage-checked"  # blobs whose content was judged: "<sha> 0|1"
 
 
 def secret_blobs(git_dir: Path) -> dict[str, str] | None:
@@ -88,6 +98,7 @@ class Scan:
     verdict: dict[str, str]  # blob sha -> NAME or DESCENT
     edges: list[tuple[str, str]]  # descent edges seen (kept only for a mirror of the whole history)
     changed: bool  # differs from what the mirror has stored
+    rules: str = ""  # the fingerprint of the names and rules it was decided with
 
 
 def scan(
@@ -107,13 +118,11 @@ def scan(
     Raises GitReadError or OSError."""
     stamp = _stamp(git_dir)
     header, known = _read(git_dir, stamp) if stamp else ("", {})
-    fmt, _, rest = header.partition(" ")
-    old_tip, _, old_depth = rest.partition(" ")
-    if fmt == _FORMAT and old_tip == tip and old_depth == depth:
-        return Scan(dict(known), [], False)
-    incremental = (
-        fmt == _FORMAT and depth == old_depth == "all" and _is_ancestor(git_dir, old_tip, tip, timeout)
-    )
+    fmt, old_tip, old_depth, old_rules = [*header.split(" "), "", "", "", ""][:4]
+    same = fmt == _FORMAT and old_rules == _rules(settings)  # else the names or rules changed: rescan
+    if same and old_tip == tip and old_depth == depth:
+        return Scan(dict(known), [], False, old_rules)
+    incremental = same and depth == old_depth == "all" and _is_ancestor(git_dir, old_tip, tip, timeout)
     names: set[str] = {sha for sha, why in known.items() if why == NAME} if incremental else set()
     edges = _read_edges(git_dir) if incremental else []
     revs = [tip, f"^{old_tip}"] if incremental else [tip]
@@ -124,7 +133,52 @@ def scan(
     with GitProcess(git_dir, args, timeout, 1 << 40) as proc:
         edges += _entries(proc.chunks(), names, settings)
         proc.finish()
-    return Scan(_closure({**(seed or {}), **dict.fromkeys(names, NAME)}, edges), edges, True)
+    content = _credentials_sources(git_dir, edges, names, timeout, settings) if renames else set()
+    known_now = {**(seed or {}), **dict.fromkeys(content, CONTENT), **dict.fromkeys(names, NAME)}
+    return Scan(_closure(known_now, edges), edges, True, _rules(settings))
+
+
+def _rules(settings: Settings) -> str:
+    """What the verdict was decided with: the secret file names and the processing rules."""
+    digest = hashlib.sha256("\0".join(settings.secret_file_globs).encode())
+    digest.update(generation().encode())
+    return digest.hexdigest()[:12]
+
+
+def _credentials_sources(
+    git_dir: Path, edges: list[tuple[str, str]], names: set[str], timeout: float, settings: Settings
+) -> set[str]:
+    """The blobs with descendants (edge sources) that are credentials files by content (as the
+    processed store judges them: a private key, a kubeconfig, …): their renamed or edited
+    versions are secret by descent, even when the edit broke the shape content checks see.
+
+    Each blob is judged once per mirror and set of rules (CHECKED_FILE)."""
+    rules = _rules(settings)
+    checked = _read_checked(git_dir, rules)
+    todo = sorted({old for old, _ in edges} - names - set(checked))
+    if todo:
+        reader = ObjectReader(git_dir, timeout)
+        try:
+            for start in range(0, len(todo), 500):
+                found = reader.lookup_many(todo[start : start + 500], settings.history_diff_max_file_bytes)
+                for sha, blob in found.items():
+                    data = blob.data if blob is not None and blob.kind == "blob" else None
+                    checked[sha] = data is not None and process_blob(data, get_redactor()).kind == WITHHELD
+        finally:
+            reader.close()
+        lines = [rules, *(f"{sha} {int(secret)}" for sha, secret in sorted(checked.items()))]
+        _write(git_dir / CHECKED_FILE, "\n".join(lines) + "\n")
+    return {sha for sha, secret in checked.items() if secret}
+
+
+def _read_checked(git_dir: Path, rules: str) -> dict[str, bool]:
+    try:
+        lines = (git_dir / CHECKED_FILE).read_text(encoding="ascii").split("\n")
+    except (OSError, UnicodeDecodeError):
+        return {}
+    if lines[0] != rules:
+        return {}
+    return {line[:40]: line[41:] == "1" for line in lines[1:] if len(line) == 42}
 
 
 def store(git_dir: Path, tip: str, depth: str, found: Scan) -> None:
@@ -135,7 +189,8 @@ def store(git_dir: Path, tip: str, depth: str, found: Scan) -> None:
     else:
         with contextlib.suppress(OSError):
             (git_dir / EDGES_FILE).unlink()
-    lines = [f"{_FORMAT} {tip} {depth}", *(f"{sha} {why}" for sha, why in sorted(found.verdict.items()))]
+    header = f"{_FORMAT} {tip} {depth} {found.rules}"
+    lines = [header, *(f"{sha} {why}" for sha, why in sorted(found.verdict.items()))]
     _write(git_dir / SECRET_BLOBS_FILE, "\n".join(lines) + "\n")
 
 
@@ -151,7 +206,7 @@ def record(
 
 def forget(git_dir: Path) -> None:
     """Remove the stored verdict: until a scan succeeds, the history tools show no file content."""
-    for name in (SECRET_BLOBS_FILE, EDGES_FILE):
+    for name in (SECRET_BLOBS_FILE, EDGES_FILE, CHECKED_FILE):
         with contextlib.suppress(OSError):
             (git_dir / name).unlink()
 
