@@ -96,3 +96,25 @@ def test_a_mirror_of_the_whole_history_synced_commit_by_commit_knows_what_a_fres
     assert seen[0] == seen[1]
     assert "withheld: it descends from a secret file" in seen[0][0]
     assert not any(marker in text for text in seen[0])
+
+
+def test_a_sync_whose_lineage_scan_fails_keeps_the_last_snapshot_and_shows_no_history_content(
+    tmp_path: Path,
+) -> None:
+    remote = GitRemote.create(tmp_path / "remote")
+    entry = [{"name": "app", "url": str(remote.bare), "branch": "main", "history_depth": 5}]
+    mirrors = make_mirrors(tmp_path / "m", entry)
+    good = mirrors.sync("app").sha
+    marker = "envmarker" + "Tn5" * 6
+    remote.commit({".env": f"FAVORITE={marker}\n"}, "Add settings")
+    subprocess.run(["git", "mv", ".env", "notes.txt"], cwd=remote.work, check=True)
+    remote.commit({}, "Keep the settings as notes")
+    side = next((tmp_path / "m").rglob("lineage.git"))
+    (side / "config").write_text("[broken\n")  # the blobless copy cannot be fetched: the scan fails
+    result = mirrors.sync("app")
+    shown = answers(mirrors, [("show", {"sha": "HEAD"}), ("read_file", {"path": "README.md"})])
+
+    assert not result.ok and result.sha == good
+    assert result.error is not None and "listing the secret files in the history failed" in result.error
+    assert not any(marker in text for text in shown) and shown[1].startswith("ok ")
+    assert not (next((tmp_path / "m").rglob("mirror.git")) / "codebot-secret-blobs").exists()
