@@ -9,6 +9,7 @@ and credentials from the environment, a timeout, the disk reserve watched).
 from __future__ import annotations
 
 import logging
+import shutil
 from pathlib import Path
 
 from config.repos import RepoSpec
@@ -36,14 +37,20 @@ class MirrorGit:
             self.spec, git_dir, args, self.settings.git_timeout_seconds, self.data_root, reserve
         )
 
-    def secret_blobs(self, tip: str, branch: str, report: Progress) -> dict[str, str]:
+    def secret_blobs(
+        self, tip: str, branch: str, report: Progress, rewritten: bool = False
+    ) -> dict[str, str]:
         """Decide which blobs of the fetched history are secret by lineage, store the verdict for
         the history tools, and return it for the snapshot build.
 
         Fail closed: when the scan fails, GitError (the sync fails and the last good snapshot
         keeps serving) and the stored verdict is removed, so the history tools show no file
         content; when only storing it fails, the snapshot is built with it and the history
-        tools show no content until a sync stores one."""
+        tools show no content until a sync stores one. `rewritten`: the branch was force-pushed;
+        the blobless copy is then fetched afresh (git keeps a partial clone's fetched objects
+        even when nothing reaches them, and they name the files of the commits pushed away)."""
+        if rewritten:
+            shutil.rmtree(self.side, ignore_errors=True)
         depth = str(history_depth(self.spec, self.settings) or "all")
         timeout = self.settings.git_timeout_seconds
         try:
@@ -100,9 +107,10 @@ class MirrorGit:
         to a committed secret) its old commits must not stay readable by sha, and after a
         shorter `history_depth` the history beyond the new edge frees its space. git's own gc
         would keep them two more weeks."""
+        args = ["-c", "gc.autoDetach=false", "-c", "gc.reflogExpire=now", "-c", "gc.reflogExpireUnreachable=now",
+                "gc", "--prune=now", "--quiet"]  # fmt: skip
         try:
-            self._git(self.mirror, ["-c", "gc.autoDetach=false", "-c", "gc.reflogExpire=now",
-                                    "-c", "gc.reflogExpireUnreachable=now", "gc", "--prune=now", "--quiet"])  # fmt: skip
+            self._git(self.mirror, args)
             log.info("pruned the history of %s after %s", self.spec.name, why)
         except GitError as exc:
             log.warning("pruning the history of %s after %s failed: %s", self.spec.name, why, exc)

@@ -133,9 +133,10 @@ class Mirrors:
                     branch = self._fetch(spec, paths, report)
                     state["branch"] = branch
                     sha = self._git(spec, paths, ["rev-parse", "--verify", f"refs/heads/{branch}^{{commit}}"])
-                    if before and before != sha and not git.is_ancestor(before, sha):
+                    rewritten = bool(before) and before != sha and not git.is_ancestor(before or "", sha)
+                    if rewritten:
                         git.prune("a non-fast-forward (force push) of the branch")
-                    secret = git.secret_blobs(sha, branch, report)
+                    secret = git.secret_blobs(sha, branch, report, rewritten)
                     changed = self._serve(spec, paths, sha, branch, report, secret)
                 except (GitError, OSError, ValueError, SnapshotRefused, DiskFull) as exc:
                     error = scrub(str(exc), spec)
