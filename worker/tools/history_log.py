@@ -264,16 +264,14 @@ class DiffMatch:
 
 class _Matcher:
     """Where a candidate matches (message, diff), tested on its redacted message and processed
-    file versions only; counts the commits looked at."""
+    file versions only."""
 
     def __init__(self, reader: ObjectReader, checker: _QueryCheck, match: str) -> None:
         self.checker = checker
         self.match = match
         self.diff = DiffMatch(reader, checker)
-        self.seen = 0
 
     def __call__(self, ctx: ToolContext, record: LogRecord) -> set[str]:
-        self.seen += 1
         kinds = set()
         if self.match in ("message", "both") and self.checker.message_matches(ctx, record):
             kinds.add("message")
@@ -296,8 +294,12 @@ def _search(
     parsed = 0
 
     def test(records: list[LogRecord]) -> None:
+        """Test in order, and stop where a bound is reached: the answer never depends on how
+        git's output happened to be cut into chunks."""
         nonlocal parsed
         for record in records:
+            if len(kept) > limit or matcher.diff.spent:
+                return
             parsed += 1
             if parsed <= most and (kinds := matcher(ctx, record)):
                 kept.append((record, kinds))
