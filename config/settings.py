@@ -329,6 +329,9 @@ class Settings(BaseSettings):
     # Bytes one git command of a history tool may print; beyond it git is stopped and the rest cut.
     history_output_max_bytes: int = Field(default=16_000_000, ge=10_000)
     history_log_max_commits: int = Field(default=100, ge=1, le=10_000)  # most commits one log lists
+    # Commits a log query looks at, newest first: every one is tested on its redacted message and
+    # processed changes (never git's raw --grep/-S/-G), so a query is no oracle on a secret.
+    history_log_query_max_commits: int = Field(default=2000, ge=1, le=100_000)
     # A file version larger than this is not diffed by show or diff (a notice says so).
     history_diff_max_file_bytes: int = Field(default=1_000_000, ge=1)
     history_stat_max_files: int = Field(default=100, ge=1)  # files listed in the stat of show or diff

@@ -173,3 +173,15 @@ def test_show_of_the_first_commit_lists_every_file_it_added(app: Mirrored) -> No
 
     assert "3 file(s) changed" in shown and "  A  +12 -0  src/retry.py" in shown
     assert "\n    1 │+ import random\n" in shown and "   12 │+     raise RuntimeError('gave up')" in shown
+
+
+def test_a_log_query_looks_at_a_bounded_number_of_commits_and_says_where_it_stopped(app: Mirrored) -> None:
+    shas = app.repo.shas
+    ctx = app.context(history_log_query_max_commits=3)  # the newest three: merge, jitter, tidy
+
+    near = REGISTRY.call(ctx, "log", {"repo": "app", "query": "jitter"})
+    far = REGISTRY.call(ctx, "log", {"repo": "app", "query": "MAX_ATTEMPTS = 5"})
+
+    assert near.ok and near.text.startswith("2 commit(s)") and shas["jitter"][:10] in near.text
+    assert far.ok and far.text.startswith("0 commit(s)")  # "raise" is the fourth newest
+    assert "the search looked at the newest 3 commits only" in far.text and "narrow the search" in far.text

@@ -8,6 +8,9 @@
 2. Entries are decided by path: secret file names (`secret_file_globs`) and `.git` are never
    materialized; a symlink whose target names a secret file, or leads to one inside the tree,
    is left out like that file; a path git should never have stored (`..`, empty parts) is skipped.
+   A blob secret by lineage (worker/repos/lineage.py: a secret file's name in any commit of the
+   mirror, or descent from one) becomes a "withheld" placeholder: never processed, parsed,
+   searched or read, whatever its name here.
 3. Blobs the host's store (worker/repos/blobstore.py) has not processed yet are processed by a
    pool of bounded processes (worker/repos/blob_pool.py); so are the (blob, grammar) pairs not
    parsed yet. A refresh after a two-file commit processes two blobs.
@@ -27,16 +30,19 @@ import shutil
 import subprocess
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from config.settings import Settings
+from worker.repos import lineage
 from worker.repos.blob_pool import PoolLimits, Task, run_tasks
 from worker.repos.blobstore import BlobInfo, BlobStore
 from worker.repos.disk import DiskFull, check_room, free_bytes, human_bytes
-from worker.repos.placeholders import OVERSIZED, TEXT, placeholder
+from worker.repos.git_read import GitReadError
+from worker.repos.lineage import reason_of
+from worker.repos.placeholders import OVERSIZED, TEXT, WITHHELD, placeholder
 from worker.repos.snapshot import LANGUAGES_BY_SUFFIX, README_NAMES, SnapshotMeta
 from worker.repos.symbol_grammars import GRAMMARS, grammar_of
 from worker.repos.symbols import IndexedFile, indexable_files, write_index
@@ -68,6 +74,7 @@ class _Plan:
     files: list[TreeEntry] = field(default_factory=list)
     links: list[TreeEntry] = field(default_factory=list)
     submodules: list[TreeEntry] = field(default_factory=list)
+    withheld: list[tuple[TreeEntry, str]] = field(default_factory=list)  # secret by lineage, and why
     hidden: int = 0  # secret names (and links to them): never materialized
     skipped: int = 0  # paths git should never have stored
 
@@ -124,7 +131,7 @@ def _valid(path: str) -> bool:
     return all(part not in ("", ".", "..") and not is_git_dir(part) for part in parts)
 
 
-def _plan(entries: list[TreeEntry], settings: Settings) -> _Plan:
+def _plan(entries: list[TreeEntry], settings: Settings, secret: Mapping[str, str]) -> _Plan:
     plan = _Plan()
     for entry in entries:
         if not _valid(entry.path):
@@ -132,6 +139,8 @@ def _plan(entries: list[TreeEntry], settings: Settings) -> _Plan:
             log.warning("skipped an entry git should never store: %r", shown_name(entry.path))
         elif secret_path(entry.path, settings) is not None:
             plan.hidden += 1
+        elif entry.mode not in (SYMLINK, GITLINK) and (why := reason_of(secret, entry.sha)) is not None:
+            plan.withheld.append((entry, why))  # a placeholder: never processed, parsed or linked
         elif entry.mode == SYMLINK:
             plan.links.append(entry)
         elif entry.mode == GITLINK:
@@ -260,7 +269,8 @@ def _materialize(
 ) -> set[str]:
     """Write the tree into `root`; the paths of files that could not be written."""
     failed: set[str] = set()
-    folders = sorted({p.rsplit("/", 1)[0] for e in (*plan.files, *plan.links) if "/" in (p := e.path)})
+    written = (*plan.files, *(entry for entry, _ in plan.withheld), *plan.links)
+    folders = sorted({p.rsplit("/", 1)[0] for e in written if "/" in (p := e.path)})
     folders += [e.path for e in plan.submodules]
     for folder in folders:
         try:
@@ -280,6 +290,12 @@ def _materialize(
         except OSError as exc:
             failed.add(entry.path)
             log.warning("could not write %r: %s", shown_name(entry.path), exc)
+    for entry, why in plan.withheld:
+        try:
+            (root / entry.path).write_bytes(placeholder(WITHHELD, entry.size, why))
+        except OSError as exc:
+            failed.add(entry.path)
+            log.warning("could not write %r: %s", shown_name(entry.path), exc)
     for entry in plan.links:  # last: no link can redirect where a file above was written
         try:
             os.symlink(targets.get(entry.path, ""), root / entry.path)
@@ -291,14 +307,16 @@ def _materialize(
 
 def _describe(plan: _Plan, infos: dict[str, BlobInfo], failed: set[str], settings: Settings) -> SnapshotMeta:
     files = [e for e in plan.files if e.path not in failed]
+    lineage_withheld = [e for e, _ in plan.withheld if e.path not in failed]
     links = [e for e in plan.links if e.path not in failed]
     languages: Counter[str] = Counter()
-    for entry in (*files, *links):
+    for entry in (*files, *lineage_withheld, *links):
         name = entry.path.rsplit("/", 1)[-1]
         language = LANGUAGES_BY_SUFFIX.get(os.path.splitext(name)[1].lower())
         if language:
             languages[language] += 1
-    top = {shown_name(e.path.split("/", 1)[0]) + ("/" if "/" in e.path else "") for e in (*files, *links)}
+    shown = (*files, *lineage_withheld, *links)
+    top = {shown_name(e.path.split("/", 1)[0]) + ("/" if "/" in e.path else "") for e in shown}
     top |= {shown_name(e.path.split("/", 1)[0]) + "/" for e in plan.submodules}
     readable_at_root = {
         e.path
@@ -307,12 +325,12 @@ def _describe(plan: _Plan, infos: dict[str, BlobInfo], failed: set[str], setting
     }
     withheld = sum(1 for e in files if infos.get(e.sha) is not None and infos[e.sha].kind == "withheld")
     return SnapshotMeta(
-        file_count=len(files) + len(links),
-        size_bytes=sum(e.size for e in files),
+        file_count=len(files) + len(lineage_withheld) + len(links),
+        size_bytes=sum(e.size for e in (*files, *lineage_withheld)),
         languages=dict(languages.most_common()),
         top_level=tuple(sorted(top)),
         readme=next((name for name in README_NAMES if name in readable_at_root), None),
-        withheld=plan.hidden + withheld,
+        withheld=plan.hidden + withheld + len(lineage_withheld),
         oversized=sum(1 for e in files if e.size > settings.blob_max_bytes),
     )
 
@@ -339,14 +357,28 @@ def _index(
 
 
 def build_snapshot(
-    settings: Settings, git_dir: Path, sha: str, root: Path, index: Path, name: str, report: Progress
+    settings: Settings,
+    git_dir: Path,
+    sha: str,
+    root: Path,
+    index: Path,
+    name: str,
+    report: Progress,
+    secret: Mapping[str, str] | None = None,
 ) -> SnapshotMeta:
     """Build the snapshot of commit `sha` into the empty folder `root`, and its index at `index`.
 
-    Raises SnapshotRefused (a cap), DiskFull, or OSError (git or the file system)."""
+    `secret` is the lineage verdict of the history the mirror holds (worker/repos/lineage.py);
+    without it the history of `sha` is scanned here. Raises SnapshotRefused (a cap), DiskFull,
+    or OSError (git or the file system)."""
     entries = list_tree(git_dir, sha, settings.git_timeout_seconds)
     check_caps(entries, settings, name)
-    plan = _plan(entries, settings)
+    if secret is None:
+        try:
+            secret = lineage.scan(git_dir, sha, "all", settings.git_timeout_seconds, settings).verdict
+        except GitReadError as exc:
+            raise OSError(f"listing the secret files in the history failed: {exc}") from None
+    plan = _plan(entries, settings, secret)
     targets_by_sha = read_small_blobs(
         git_dir, sorted({e.sha for e in plan.links}), settings.git_timeout_seconds
     )

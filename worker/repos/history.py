@@ -8,6 +8,7 @@ were secret files. Secret file names (worker/repos/visible.py) are the caller's 
 
 from __future__ import annotations
 
+import codecs
 import re
 from dataclasses import dataclass, field
 
@@ -57,10 +58,25 @@ def _person(raw: bytes) -> Person:
     )
 
 
+def decode_message(raw: bytes, encoding: str) -> str:
+    """A commit message decoded with the encoding its commit declares (UTF-8 when none, or one
+    Python does not know); a UTF-16 message would otherwise show a token with a NUL between
+    each character, which no redaction rule matches."""
+    name = encoding.strip() or "utf-8"
+    try:
+        codecs.lookup(name)
+    except LookupError:
+        name = "utf-8"
+    try:
+        return raw.decode(name, "replace")
+    except (UnicodeError, ValueError):
+        return raw.decode("utf-8", "replace")
+
+
 def parse_commit(sha: str, data: bytes) -> Commit:
     """A raw commit object (`git cat-file commit`): its headers, then a blank line, then its message."""
     head, _, message = data.partition(b"\n\n")
-    tree, parents = "", []
+    tree, parents, encoding = "", [], ""
     people: dict[bytes, Person] = {}
     for line in head.split(b"\n"):
         if line.startswith(b" "):
@@ -72,6 +88,8 @@ def parse_commit(sha: str, data: bytes) -> Commit:
             parents.append(value.decode("ascii", "replace"))
         elif key in (b"author", b"committer"):
             people[key] = _person(value)
+        elif key == b"encoding":
+            encoding = value.decode("ascii", "replace")
     unknown = Person("unknown", "", 0, "+0000")
     return Commit(
         sha,
@@ -79,7 +97,7 @@ def parse_commit(sha: str, data: bytes) -> Commit:
         tuple(parents),
         people.get(b"author", unknown),
         people.get(b"committer", unknown),
-        message.decode("utf-8", "replace"),
+        decode_message(message, encoding),
     )
 
 
@@ -95,7 +113,9 @@ def read_commit(reader: ObjectReader, rev: str, max_bytes: int) -> Commit | None
 
 # --- log records -------------------------------------------------------------------------------
 
-LOG_FORMAT = "--format=%x1e%H%x1f%P%x1f%ct%x1f%at%x1f%an%x1f%ae%x1f%B"
+# %e: the encoding a commit declares; git cannot re-encode a UTF-16 message for %B (it stops at
+# the first NUL), so such a message is read from the commit object instead (LogParser's reader).
+LOG_FORMAT = "--format=%x1e%H%x1f%P%x1f%ct%x1f%at%x1f%an%x1f%ae%x1f%e%x1f%B"
 
 
 @dataclass
@@ -140,7 +160,8 @@ class LogParser:
     Fields are split by NUL and \\x1f, the message last, so nothing a commit message or a file
     name holds can start a record of its own."""
 
-    def __init__(self) -> None:
+    def __init__(self, reader: ObjectReader | None = None) -> None:
+        self._reader = reader  # reads the message of a commit declaring an encoding other than UTF-8
         self._pending = b""
         self._current: LogRecord | None = None
         self._raw: list[bytes] | None = None  # a raw entry's fields while its paths are read
@@ -176,7 +197,7 @@ class LogParser:
         if stripped.startswith(b"\x1e"):
             if self._current is not None:
                 self._done.append(self._current)
-            self._current = _log_record(stripped[1:])
+            self._current = _log_record(stripped[1:], self._reader)
         elif stripped.startswith(b":"):
             self._raw = [stripped]  # its paths are read even for a record we could not use
 
@@ -192,11 +213,17 @@ class LogParser:
         )  # fmt: skip
 
 
-def _log_record(header: bytes) -> LogRecord | None:
-    fields = header.split(b"\x1f", 6)
-    if len(fields) != 7 or not SHA.match(fields[0].decode("ascii", "replace")):
+def _log_record(header: bytes, reader: ObjectReader | None) -> LogRecord | None:
+    fields = header.split(b"\x1f", 7)
+    if len(fields) != 8 or not SHA.match(fields[0].decode("ascii", "replace")):
         return None
-    sha, parents, committed, authored, name, email, message = fields
+    sha, parents, committed, authored, name, email, encoding, message = fields
+    if encoding.strip().lower() not in (b"", b"utf-8", b"utf8"):
+        try:
+            commit = read_commit(reader, sha.decode(), 4 << 20) if reader is not None else None
+        except GitReadError:
+            commit = None
+        message = commit.message.encode() if commit is not None else b""
     return LogRecord(
         sha.decode(),
         tuple(p for p in parents.decode("ascii", "replace").split() if SHA.match(p)),

@@ -5,6 +5,9 @@ Layout under `<data_dir>/repos/<name>/`:
     mirror.git/             bare repo: the branch's last `history_depth` commits and the tags
                             among them (the history tools read it); the RepoSpec's url is
                             never written into its config
+    lineage.git/            with a `history_depth`: the whole branch without blobs (commits and
+                            trees), read only to know which blobs were secret files before the
+                            window's edge (worker/repos/lineage.py)
     snapshots/<sha>/        the commit's files as processed blobs (worker.repos.assemble), never modified
     snapshots/<sha>.json    the snapshot's metadata (worker.repos.snapshot.write_meta)
     snapshots/<sha>.lock    lease file: a question holds LOCK_SH on it while it reads the snapshot
@@ -26,7 +29,6 @@ moves `current`, so GC never races a swap.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
@@ -47,10 +49,9 @@ from config.settings import Settings
 from worker.repos.assemble import SnapshotRefused, build_snapshot
 from worker.repos.blobstore import BlobStore
 from worker.repos.disk import DiskFull, check_room, free_bytes, remove_partial_fetch, under_reserve
-from worker.repos.git_read import GitReadError
-from worker.repos.history_content import SECRET_BLOBS_FILE, record_secret_blobs
 from worker.repos.locks import LockTimeout, SnapshotFolder, exclusive_lock, is_sha
 from worker.repos.mirror_git import REMOTE, GitError, Progress, history_depth, run_mirror_git, scrub
+from worker.repos.mirror_lineage import MirrorGit
 from worker.repos.snapshot import SNAPSHOT_FORMAT, Snapshot, meta_format, read_meta, write_meta
 from worker.repos.symbols import index_path, prune_indexes
 
@@ -127,11 +128,16 @@ class Mirrors:
                 state = self._read_state(paths)
                 state["last_attempt_at"] = time.time()
                 try:
+                    git = MirrorGit(spec, paths.root, self.root, self.settings)
+                    before = git.branch_tip(state.get("branch") or spec.branch)
                     branch = self._fetch(spec, paths, report)
                     state["branch"] = branch
                     sha = self._git(spec, paths, ["rev-parse", "--verify", f"refs/heads/{branch}^{{commit}}"])
-                    self._record_secret_blobs(spec, paths, sha)
-                    changed = self._serve(spec, paths, sha, branch, report)
+                    rewritten = bool(before) and before != sha and not git.is_ancestor(before or "", sha)
+                    if rewritten:
+                        git.prune("a non-fast-forward (force push) of the branch")
+                    secret = git.secret_blobs(sha, branch, report, rewritten)
+                    changed = self._serve(spec, paths, sha, branch, report, secret)
                 except (GitError, OSError, ValueError, SnapshotRefused, DiskFull) as exc:
                     error = scrub(str(exc), spec)
                     log.warning("sync of %s failed: %s", name, error)
@@ -139,7 +145,7 @@ class Mirrors:
                     return SyncResult(name, False, self._current_sha(paths), False, error, waited)
                 depth = history_depth(spec, self.settings)
                 if _shorter(depth, state.get("history_depth", _UNKNOWN)):
-                    self._trim(spec, paths)
+                    git.prune("a shorter history_depth")
                 state["history_depth"] = depth
                 self._write_state(paths, {**state, "last_error": None, "last_ok_at": time.time()})
                 self._collect(paths)
@@ -279,31 +285,6 @@ class Mirrors:
             spec, paths.mirror, args, self.settings.git_timeout_seconds, self.root, reserve, report, stdout
         )
 
-    def _record_secret_blobs(self, spec: RepoSpec, paths: _Paths, tip: str) -> None:
-        """Note every blob that is a secret file somewhere in the fetched history, so that the
-        history tools never show it under another name (worker/repos/history_content.py)."""
-        depth = history_depth(spec, self.settings)
-        try:
-            record_secret_blobs(paths.mirror, tip, str(depth or "all"), self.settings.git_timeout_seconds,
-                                self.settings)  # fmt: skip
-        except (GitReadError, OSError) as exc:
-            # Fail closed: a list of an older tip misses the new commits' secret files, so none is
-            # kept, and the history tools show no file content until a listing succeeds.
-            with contextlib.suppress(OSError):
-                (paths.mirror / SECRET_BLOBS_FILE).unlink()
-            log.warning("listing the secret files in the history of %s failed: %s", spec.name, exc)
-
-    def _trim(self, spec: RepoSpec, paths: _Paths) -> None:
-        """Delete the history a shorter `history_depth` left beyond the mirror's shallow edge.
-
-        The fetch moved the edge; the older objects are unreachable now, and only a pruning gc
-        frees their space (git's own gc would keep them two more weeks)."""
-        try:
-            self._git(spec, paths, ["-c", "gc.autoDetach=false", "gc", "--prune=now", "--quiet"])
-            log.info("trimmed the history of %s to its new history_depth", spec.name)
-        except GitError as exc:
-            log.warning("trimming the history of %s failed: %s", spec.name, exc)
-
     def _maintain(self, spec: RepoSpec, paths: _Paths) -> None:
         """Repack the mirror now and then, in the foreground so that it stays under our lock."""
         try:
@@ -319,21 +300,25 @@ class Mirrors:
             paths.snapshots.files(sha).is_dir() and meta_format(paths.snapshots.meta(sha)) == SNAPSHOT_FORMAT
         )
 
-    def _serve(self, spec: RepoSpec, paths: _Paths, sha: str, branch: str, report: Progress) -> bool:
+    def _serve(
+        self, spec: RepoSpec, paths: _Paths, sha: str, branch: str, report: Progress, secret: dict[str, str]
+    ) -> bool:
         """Make `sha` the current snapshot, building it if needed; True if `current` moved."""
         complete = paths.snapshots.is_complete(sha) and self._servable(paths, sha)
         if self._current_sha(paths) == sha and complete:
             return False
         if not complete:
             report("making snapshot", _SNAPSHOT_START)
-            self._build(spec, paths, sha, branch, report)
+            self._build(spec, paths, sha, branch, report, secret)
         link = paths.root / f".current-{os.getpid()}-{threading.get_ident()}"
         link.unlink(missing_ok=True)
         os.symlink(f"snapshots/{sha}", link)
         os.replace(link, paths.current)
         return True
 
-    def _build(self, spec: RepoSpec, paths: _Paths, sha: str, branch: str, report: Progress) -> None:
+    def _build(
+        self, spec: RepoSpec, paths: _Paths, sha: str, branch: str, report: Progress, secret: dict[str, str]
+    ) -> None:
         """Assemble the commit from processed blobs in a temp dir, record its metadata, then
         rename it into place."""
         folder = paths.snapshots
@@ -342,7 +327,9 @@ class Mirrors:
         tmp.mkdir()
         try:
             final = folder.files(sha)
-            meta = build_snapshot(self.settings, paths.mirror, sha, tmp, index_path(final), spec.name, report)
+            meta = build_snapshot(
+                self.settings, paths.mirror, sha, tmp, index_path(final), spec.name, report, secret
+            )
             committed_at = float(self._git(spec, paths, ["log", "-1", "--format=%ct", sha]))
             write_meta(folder.meta(sha), Snapshot(spec, sha, branch, final, time.time(), committed_at, meta))
             folder.lease_file(sha).touch()

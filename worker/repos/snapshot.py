@@ -69,8 +69,9 @@ LANGUAGES_BY_SUFFIX = {
 }
 # Languages that describe code rather than data or prose come first in listings.
 _NON_CODE = {"Markdown", "reStructuredText", "TOML", "YAML", "JSON"}
-# 1: a raw `git archive` of the commit (never served: it was not redacted); 2: processed blobs.
-SNAPSHOT_FORMAT = 2
+# 1: a raw `git archive` of the commit (never served: it was not redacted); 2: processed blobs;
+# 3: and blobs secret by lineage withheld (a format-2 snapshot may show a renamed secret file).
+SNAPSHOT_FORMAT = 3
 README_NAMES = ("README.md", "README.rst", "README.txt", "README", "readme.md", "Readme.md")
 
 

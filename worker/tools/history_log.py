@@ -1,16 +1,18 @@
 """`log`: a repo's commits, by path, by date or ref, or by what their message or changes say.
 
-With a query, git finds candidates (`--grep`, `-S`, `-G` over the raw history), then only the
-commits whose *redacted* message, or whose changes in files processed as a snapshot's are
-(worker/repos/history_content.py), still match are listed: a query cannot test for the presence of a
-secret (no oracle), as `search` cannot, and a secret file's changes never match.
+With a query, every commit of the window is a candidate (newest first, at most
+history_log_query_max_commits of them): git's own `--grep`, `-S` and `-G` are never used, as
+they would pick the candidates from the raw history. A candidate is listed when its *redacted*
+message, or its changes in file versions processed as a snapshot's are
+(worker/repos/history_content.py), match: which commits match, how many, in what order, and
+why a search stopped depend only on redacted text, so no answer differs between a right and a
+wrong guess of a redacted value (no oracle), and a secret file's changes never match.
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -83,7 +85,7 @@ def log(
     if query is None or not query.strip():
         follow = ["--follow"] if relative and _is_snapshot_file(snapshot, relative, ctx) else []
         data = git(ctx, git_dir, ["log", "-z", LOG_FORMAT, f"-n{limit + 1}", *follow, *dates, *revs, *tail])
-        parser = LogParser()
+        parser = LogParser(reader)
         records = [(r, "") for r in [*parser.feed(data), *parser.close()] if r is not None]
         more = len(records) > limit
         records = records[:limit]
@@ -92,21 +94,9 @@ def log(
         if match not in _MATCHES:
             raise ToolError(f"match must be one of: {', '.join(_MATCHES)} (got {match!r})")
         checker = _QueryCheck(query, regex, settings.pattern_max_chars)
-        found: dict[str, tuple[LogRecord, set[str]]] = {}
-        more, stopped = False, None
-        searches = [("message", checker.message_args()), ("diff", checker.diff_args())]
-        for kind, args in searches:
-            if match not in (kind, "both"):
-                continue
-            keep = checker.message_matches if kind == "message" else DiffMatch(reader, checker)
-            hits, cut_short, timed_out = _search(ctx, git_dir, [*args, *dates, *revs, *tail], keep, limit)
-            more = more or cut_short
-            stopped = stopped or timed_out
-            for record in hits:
-                found.setdefault(record.sha, (record, set()))[1].add(kind)
-        ordered = sorted(found.values(), key=lambda item: item[0].committed, reverse=True)
-        more = more or len(ordered) > limit
-        records = [(record, " and ".join(sorted(kinds))) for record, kinds in ordered[:limit]]
+        args = [*checker.scan_args(settings.history_log_query_max_commits), *dates, *revs, *tail]
+        hits, more, stopped = _search(ctx, git_dir, args, _Matcher(reader, checker, match), limit)
+        records = [(record, " and ".join(sorted(kinds))) for record, kinds in hits]
     ctx.history.add_commits(name, (record.sha for record, _ in records))
     return _log_result(ctx, snapshot, git_dir, reader, records, relative, query, more, stopped, limit)
 
@@ -216,12 +206,11 @@ class _QueryCheck:
                     f"invalid regex {query!r} ({reason}); or pass regex=false to look for plain text"
                 ) from None
 
-    def message_args(self) -> list[str]:
-        return ["log", "-z", LOG_FORMAT, "-i", "-E" if self.regex else "-F", f"--grep={self.query}"]
-
-    def diff_args(self) -> list[str]:
-        pickaxe = f"-G{self.query}" if self.regex else f"-S{self.query}"
-        return ["log", "-z", "--raw", "--no-abbrev", "--no-renames", LOG_FORMAT, pickaxe]
+    @staticmethod
+    def scan_args(most: int) -> list[str]:
+        """Every commit of the window, newest first, with its files: never git's --grep, -S or
+        -G, which would pick the candidates from the raw (unredacted) history."""
+        return ["log", "-z", "--raw", "--no-abbrev", "--no-renames", LOG_FORMAT, f"-n{most + 1}"]
 
     def found_in(self, text: str) -> bool:
         if self.regex:
@@ -273,46 +262,71 @@ class DiffMatch:
         return False
 
 
+class _Matcher:
+    """Where a candidate matches (message, diff), tested on its redacted message and processed
+    file versions only."""
+
+    def __init__(self, reader: ObjectReader, checker: _QueryCheck, match: str) -> None:
+        self.checker = checker
+        self.match = match
+        self.diff = DiffMatch(reader, checker)
+
+    def __call__(self, ctx: ToolContext, record: LogRecord) -> set[str]:
+        kinds = set()
+        if self.match in ("message", "both") and self.checker.message_matches(ctx, record):
+            kinds.add("message")
+        if self.match in ("diff", "both") and not self.diff.spent and self.diff(ctx, record):
+            kinds.add("diff")
+        return kinds
+
+
 def _search(
-    ctx: ToolContext,
-    git_dir: Path,
-    args: list[str],
-    keep: Callable[[ToolContext, LogRecord], bool],
-    limit: int,
-) -> tuple[list[LogRecord], bool, str | None]:
-    """Stream git's candidates, keep those `keep` accepts; stop at limit + 1. (kept, more, stopped)."""
+    ctx: ToolContext, git_dir: Path, args: list[str], matcher: _Matcher, limit: int
+) -> tuple[list[tuple[LogRecord, set[str]]], bool, str | None]:
+    """Enumerate the window's commits (bounded: history_log_query_max_commits, the output cap,
+    the timeout, history_output_max_bytes of file versions), keep those that match on processed
+    text; stop at limit + 1. (kept, more, why the search stopped early)."""
     settings = ctx.settings
-    kept: list[LogRecord] = []
-    parser = LogParser()
+    most = settings.history_log_query_max_commits
+    kept: list[tuple[LogRecord, set[str]]] = []
+    parser = LogParser(matcher.diff.reader)
+    spent = "the search stopped after reading history_output_max_bytes of file versions"
+    parsed = 0
+
+    def test(records: list[LogRecord]) -> None:
+        """Test in order, and stop where a bound is reached: the answer never depends on how
+        git's output happened to be cut into chunks."""
+        nonlocal parsed
+        for record in records:
+            if len(kept) > limit or matcher.diff.spent:
+                return
+            parsed += 1
+            if parsed <= most and (kinds := matcher(ctx, record)):
+                kept.append((record, kinds))
+
     try:
         with GitProcess(
             git_dir, args, settings.history_timeout_seconds, settings.history_output_max_bytes
         ) as proc:
             for chunk in proc.chunks():
-                for record in parser.feed(chunk):
-                    if record is not None and keep(ctx, record):
-                        kept.append(record)
+                test(parser.feed(chunk))
                 if len(kept) > limit:
                     return kept[:limit], True, None
-                if getattr(keep, "spent", False):
-                    return kept[:limit], False, "the search stopped after reading history_output_max_bytes"
-            for record in parser.close():
-                if record is not None and keep(ctx, record):
-                    kept.append(record)
-            if getattr(keep, "spent", False):
-                return (
-                    kept[:limit],
-                    len(kept) > limit,
-                    "the search stopped after reading history_output_max_bytes",
-                )
+                if matcher.diff.spent:
+                    return kept[:limit], False, spent
+            test(parser.close())
+            if matcher.diff.spent:
+                return kept[:limit], len(kept) > limit, spent
             try:
                 proc.finish()
             except GitReadError as exc:
-                if not proc.timed_out() or not kept:
+                if not proc.timed_out():
                     raise ToolError(f"git could not answer: {exc}") from None
                 return kept[:limit], False, f"the search stopped after {settings.history_timeout_seconds:g} s"
             if proc.cut:
                 return kept[:limit], len(kept) > limit, "the search stopped at history_output_max_bytes"
+            if parsed > most and len(kept) <= limit:
+                return kept, False, f"the search looked at the newest {most:,} commits only"
     except GitReadError as exc:
         raise ToolError(f"git could not answer: {exc}") from None
     return kept[:limit], len(kept) > limit, None

@@ -1,15 +1,19 @@
 """What the history tools share: the mirror of a repo in scope, refs and paths checked before git
 sees them, and how commits, dates and authors are shown.
 
-Refs the model sends are checked first: a sha (4-40 hex digits), a tag or branch name,
+Refs the model sends are checked first: a sha (7-40 hex digits), a tag or branch name,
 optionally with `~N`/`^N`; never an option, a range, `ref:path` (a file's content by another
 road) or a reflog. `HEAD` and the snapshot's branch mean the snapshot's commit, so a refresh
-during a question changes nothing it reads. Author names are redacted; e-mail addresses are
+during a question changes nothing it reads. Only commits reachable from the snapshot's commit
+(within the mirror's depth) resolve: a force-pushed commit still in the object store is "not
+in the history", by its full sha, a prefix or a tag, and an abbreviation is resolved among
+reachable commits only. Author names are redacted; e-mail addresses are
 shown only when `history_show_emails` is on.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 from pathlib import Path
@@ -23,6 +27,8 @@ from worker.tools.context import ToolContext, ToolError
 from worker.tools.paths import check_relative_path
 
 SHORT = 10  # sha characters shown; citations take 7 or more
+MIN_ABBREV = 7  # fewer hex digits than this are refused: a short prefix would probe the object store
+_HEX = re.compile(r"[0-9a-fA-F]{1,40}")
 _REF_BASE = re.compile(
     r"^(?![-./])(?!.*\.\.)(?!.*//)(?!.*@\{)(?!.*\.lock$)[A-Za-z0-9._/@+-]{1,200}(?<![./])$"
 )
@@ -97,10 +103,18 @@ def resolve_ref(ctx: ToolContext, snapshot: Snapshot, git_dir: Path, reader: Obj
         )
     if base in ("HEAD", "@", snapshot.branch):
         base = snapshot.sha  # the question's commit, even when the mirror fetched a newer one since
+    elif _HEX.fullmatch(base) and len(base) < 40 and not _is_ref(reader, base):
+        if len(base) < MIN_ABBREV:
+            raise ToolError(
+                f"{what} {text!r} is too short to look up: give at least {MIN_ABBREV} hex digits of the sha"
+            )
+        base = _abbreviated(ctx, snapshot, git_dir, reader, base, what) or base
     commit = read_commit(reader, base + suffix, COMMIT_MAX_BYTES)
+    if commit is not None and not reachable(ctx, git_dir, snapshot.sha, commit.sha):
+        commit = None  # a commit the branch no longer reaches (a force push) is not history here
     if commit is None:
         hint = ""
-        if re.fullmatch(r"[0-9a-fA-F]{4,40}", base):
+        if re.fullmatch(r"[0-9a-fA-F]{7,39}", text):
             hint = " (if it is an abbreviated sha, give more of its digits)"
         note = depth_note(ctx, snapshot, git_dir, reader)
         tags = _recent_tags(ctx, git_dir)
@@ -110,6 +124,61 @@ def resolve_ref(ctx: ToolContext, snapshot: Snapshot, git_dir: Path, reader: Obj
             + (f"Recent tags: {', '.join(tags)}." if tags else "The mirror holds no tags.")
         )
     return commit
+
+
+def _is_ref(reader: ObjectReader, name: str) -> bool:
+    """Whether a hex-looking name is a tag or a branch (then it is looked up as one)."""
+    return any(reader.lookup(f"refs/{kind}/{name}", 1 << 16) is not None for kind in ("tags", "heads"))
+
+
+def _abbreviated(ctx: ToolContext, snapshot: Snapshot, git_dir: Path, reader: ObjectReader, prefix: str,
+                 what: str) -> str | None:  # fmt: skip
+    """The one commit reachable from the snapshot whose sha starts with `prefix`; None for none.
+
+    Among reachable commits only: an object the branch no longer reaches (a force-pushed commit
+    not yet pruned) neither resolves nor makes a prefix ambiguous."""
+    try:
+        out = run_git(git_dir, ["rev-parse", f"--disambiguate={prefix.lower()}"],
+                      ctx.settings.history_timeout_seconds, 1 << 20)  # fmt: skip
+    except GitReadError:
+        return None
+    candidates = [line for line in out.data.decode("ascii", "replace").split() if len(line) == 40][:50]
+    kinds = reader.lookup_many(candidates, -1) if candidates else {}
+    commits = [
+        sha
+        for sha, found in kinds.items()
+        if found is not None and found.kind == "commit" and reachable(ctx, git_dir, snapshot.sha, sha)
+    ]
+    if len(commits) > 1:
+        raise ToolError(f"{what} {prefix!r} is ambiguous here: give more of its digits")
+    return commits[0] if commits else None
+
+
+def reachable(ctx: ToolContext, git_dir: Path, tip: str, sha: str) -> bool:
+    """Whether commit `sha` is `tip` or one of its ancestors in the mirror's window."""
+    if sha == tip:
+        return True
+    return _is_ancestor(git_dir, tip, sha, _packs(git_dir), ctx.settings.history_timeout_seconds)
+
+
+@functools.lru_cache(maxsize=4096)
+def _is_ancestor(git_dir: Path, tip: str, sha: str, stamp: tuple[float, float], timeout: float) -> bool:
+    try:
+        run_git(git_dir, ["merge-base", "--is-ancestor", sha, tip], timeout, 1000)
+    except GitReadError:
+        return False  # exit 1: not an ancestor; or git could not say: not shown either way
+    return True
+
+
+def _packs(git_dir: Path) -> tuple[float, float]:
+    """Changes when a fetch or a prune changes the mirror (then reachability is asked afresh)."""
+    stamps = []
+    for path in (git_dir / "shallow", git_dir / "objects" / "pack"):
+        try:
+            stamps.append(path.stat().st_mtime)
+        except OSError:
+            stamps.append(0.0)
+    return stamps[0], stamps[1]
 
 
 def _recent_tags(ctx: ToolContext, git_dir: Path, count: int = 10) -> list[str]:

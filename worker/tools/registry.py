@@ -4,7 +4,8 @@ A tool is a function `f(ctx: ToolContext, <params>) -> ToolResult` whose docstri
 description the model sees (Google style: a summary, then `Args:` lines naming parameters). A
 parameter named after a Python keyword plus `_` (`from_`) is the keyword (`from`) in the schema.
 Calling a tool never raises: bad JSON, an unknown tool or parameter, a wrong type or a
-ToolError all come back as `Error: …` text the model can act on.
+ToolError all come back as `Error: …` text the model can act on. Every result leaves without
+NUL or any other C0/C1 control character (`inert`).
 """
 
 from __future__ import annotations
@@ -192,13 +193,34 @@ class ToolRegistry:
             limit = ctx.settings.tool_output_max_chars  # errors echo arguments, which may be huge
             if len(text) > limit:
                 text = text[: limit - 40] + " …[error message cut]"
-            return ToolOutcome(name, parsed, False, text)
+            return ToolOutcome(name, parsed, False, inert(text))
         except Exception as exc:  # a bug of ours: logged as one, with its traceback; the question goes on
             log.exception("tool %s crashed", name, extra=context_fields())
             return ToolOutcome(
                 name, parsed, False, f"Error: the tool failed unexpectedly ({type(exc).__name__})"
             )
-        return ToolOutcome(name, parsed, True, result.text, result.data)
+        return ToolOutcome(name, parsed, True, inert(result.text), _inert_data(result.data))
+
+
+# NUL and the other C0 and C1 controls (tab and newline kept): repo content, commit metadata and
+# file names can hold them, and none may reach a model, a chat message, a log or a terminal
+# (an ESC starts a terminal escape, a NUL hides the rest of a line from some readers).
+_CONTROLS = dict.fromkeys([*range(0x00, 0x09), *range(0x0B, 0x20), 0x7F, *range(0x80, 0xA0)])
+
+
+def inert(text: str) -> str:
+    """`text` without NUL or any other C0/C1 control character but tab and newline."""
+    return text if text.isprintable() else text.translate(_CONTROLS)
+
+
+def _inert_data(value: Any) -> Any:
+    if isinstance(value, str):
+        return inert(value)
+    if isinstance(value, list | tuple):
+        return [_inert_data(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _inert_data(item) for key, item in value.items()}
+    return value
 
 
 def _parse_arguments(arguments: str | dict[str, Any] | None) -> dict[str, Any]:

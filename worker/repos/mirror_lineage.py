@@ -1,0 +1,116 @@
+"""The mirrors' side of lineage (worker/repos/lineage.py): the verdict decided at each sync, the
+blobless copy of the whole branch a windowed mirror learns its edge from, and the prune after a
+force push.
+
+Runs under the repo's refresh lock, on the git of worker/repos/mirror_git.py (the remote's URL
+and credentials from the environment, a timeout, the disk reserve watched).
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+
+from config.repos import RepoSpec
+from config.settings import Settings
+from worker.repos import lineage
+from worker.repos.disk import remove_partial_fetch
+from worker.repos.git_read import GitReadError
+from worker.repos.mirror_git import REMOTE, GitError, Progress, history_depth, run_mirror_git
+
+log = logging.getLogger(__name__)
+
+
+class MirrorGit:
+    """git on one repo's mirror (`mirror.git`) and its blobless copy (`lineage.git`)."""
+
+    def __init__(self, spec: RepoSpec, root: Path, data_root: Path, settings: Settings) -> None:
+        self.spec = spec
+        self.mirror = root / "mirror.git"
+        self.side = root / "lineage.git"  # a windowed mirror's whole branch, without blobs
+        self.data_root = data_root
+        self.settings = settings
+
+    def _git(self, git_dir: Path, args: list[str], reserve: int = 0) -> str:
+        return run_mirror_git(
+            self.spec, git_dir, args, self.settings.git_timeout_seconds, self.data_root, reserve
+        )
+
+    def secret_blobs(
+        self, tip: str, branch: str, report: Progress, rewritten: bool = False
+    ) -> dict[str, str]:
+        """Decide which blobs of the fetched history are secret by lineage, store the verdict for
+        the history tools, and return it for the snapshot build.
+
+        Fail closed: when the scan fails, GitError (the sync fails and the last good snapshot
+        keeps serving) and the stored verdict is removed, so the history tools show no file
+        content; when only storing it fails, the snapshot is built with it and the history
+        tools show no content until a sync stores one. `rewritten`: the branch was force-pushed;
+        the blobless copy is then fetched afresh (git keeps a partial clone's fetched objects
+        even when nothing reaches them, and they name the files of the commits pushed away)."""
+        if rewritten:
+            shutil.rmtree(self.side, ignore_errors=True)
+        depth = str(history_depth(self.spec, self.settings) or "all")
+        timeout = self.settings.git_timeout_seconds
+        try:
+            seed = self._before_the_edge(tip, branch, report) if depth != "all" else None
+            found = lineage.scan(self.mirror, tip, depth, timeout, self.settings, seed)
+        except (GitError, GitReadError, OSError) as exc:
+            lineage.forget(self.mirror)
+            raise GitError(f"listing the secret files in the history failed: {exc}") from None
+        if found.changed:
+            try:
+                lineage.store(self.mirror, tip, depth, found)
+            except OSError as exc:
+                lineage.forget(self.mirror)
+                log.warning("storing the secret files of the history of %s failed: %s", self.spec.name, exc)
+        return found.verdict
+
+    def _before_the_edge(self, tip: str, branch: str, report: Progress) -> dict[str, str]:
+        """What the history before a windowed mirror's edge knows: every blob named secret (or
+        edited in place from one) in any commit of the branch, from a blobless copy of it
+        (commits and trees only, `lineage.git`). Raises GitError when it cannot be fetched."""
+        if not (self.side / "HEAD").exists():
+            self._git(self.side, ["init", "--bare", "--quiet"])
+        report("reading the names in the whole history", None)
+        remove_partial_fetch(self.side)
+        self._git(
+            self.side,
+            ["fetch", "--filter=blob:none", "--no-tags", "--prune", "--no-auto-gc", "--no-write-fetch-head",
+             REMOTE, f"+refs/heads/{branch}:refs/heads/{branch}"],
+            self.settings.disk_reserve_bytes,
+        )  # fmt: skip
+        timeout = self.settings.git_timeout_seconds
+        return lineage.record(self.side, tip, "all", timeout, self.settings, renames=False)
+
+    def branch_tip(self, branch: str | None) -> str | None:
+        """The branch's commit in the mirror before a fetch; None for a new mirror."""
+        if not branch or not (self.mirror / "HEAD").exists():
+            return None
+        try:
+            return self._git(
+                self.mirror, ["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}^{{commit}}"]
+            )
+        except GitError:
+            return None
+
+    def is_ancestor(self, old: str, new: str) -> bool:
+        try:
+            self._git(self.mirror, ["merge-base", "--is-ancestor", old, new])
+        except GitError:
+            return False
+        return True
+
+    def prune(self, why: str) -> None:
+        """Delete every object the branch no longer reaches: after a force push (the usual answer
+        to a committed secret) its old commits must not stay readable by sha, and after a
+        shorter `history_depth` the history beyond the new edge frees its space. git's own gc
+        would keep them two more weeks."""
+        args = ["-c", "gc.autoDetach=false", "-c", "gc.reflogExpire=now", "-c", "gc.reflogExpireUnreachable=now",
+                "gc", "--prune=now", "--quiet"]  # fmt: skip
+        try:
+            self._git(self.mirror, args)
+            log.info("pruned the history of %s after %s", self.spec.name, why)
+        except GitError as exc:
+            log.warning("pruning the history of %s after %s failed: %s", self.spec.name, why, exc)
