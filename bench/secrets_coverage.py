@@ -108,7 +108,9 @@ def main() -> None:
     corpora = {"this repository": repo_files()}
     if not args.no_stdlib:
         corpora["Python stdlib"] = stdlib_files()
-    print("\n| corpus | files | MB | redactions without gitleaks | with | MB/s without | MB/s with | with/without |")
+    print(
+        "\n| corpus | files | MB | redactions without gitleaks | with | MB/s without | MB/s with | with/without |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     details = {}
     for name, corpus in corpora.items():

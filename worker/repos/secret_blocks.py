@@ -72,7 +72,10 @@ class SecretBlocks:
 
     def _yaml_values(self, data: bytes, start: int, end: int) -> list[tuple[int, int, bytes]]:
         spans = []
+        scanned = start  # a `data:` nested in a block already scanned is not scanned again
         for header in self._yaml_data.finditer(data, start, end):
+            if header.start() < scanned:
+                continue
             indent = header.end(1) - header.start(1)
             line_start = data.find(b"\n", header.end(), end)
             block_indent = -1  # inside a `key: |` block scalar: its lines are all value
@@ -99,4 +102,5 @@ class SecretBlocks:
                         elif value:
                             spans.append((entry.start(2), entry.end(2), MARKER))
                 line_start = line_end if line_end < end else -1
+            scanned = line_start if line_start != -1 else end
         return spans
