@@ -98,6 +98,9 @@ def test_feedback_list_shows_hostile_reasons_and_names_without_escapes(project: 
     assert result.returncode == 0, result.stderr
     assert "wrong" in result.stdout and "[/x]" in result.stdout
     assert no_escape(result.stdout) and no_escape(result.stderr)
+    exported = codebot(project, "feedback", "export", "--output", "-")
+    assert exported.returncode == 0 and no_escape(exported.stdout)
+    assert HOSTILE in json.loads(exported.stdout.splitlines()[0])["question"]  # kept, as escapes
 
 
 def test_a_log_line_stays_one_line_and_shows_escapes_instead_of_sending_them() -> None:

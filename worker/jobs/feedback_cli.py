@@ -15,7 +15,7 @@ from rich.text import Text
 from config.errors import ConfigError
 from worker.jobs.admin import short_duration
 from worker.jobs.feedback import SHOWN_QUESTION_CHARS, export_rows, recent_votes
-from worker.ops.inert import inert
+from worker.ops.inert import inert, json_without_controls
 
 VOTE_MARKS = {"up": "👍", "down": "👎"}
 
@@ -53,7 +53,8 @@ def run_list(redis: Redis, limit: int, out: Console) -> int:
 
 
 def run_export(redis: Redis, output: str, out: Console) -> int:
-    lines = [json.dumps(row, ensure_ascii=False) + "\n" for row in export_rows(redis)]
+    # Control characters escaped (JSON does C0 itself; C1 and bidi here): `-` may be a terminal.
+    lines = [json_without_controls(json.dumps(row, ensure_ascii=False)) + "\n" for row in export_rows(redis)]
     if output == "-":
         sys.stdout.writelines(lines)
         return 0
