@@ -26,13 +26,13 @@ from __future__ import annotations
 
 import bisect
 import functools
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import re2
 
+from worker.repos.detect_secrets_rules import plugin_rules
 from worker.repos.gitleaks_rules import GENERIC_KINDS, gitleaks_rules
 from worker.repos.secret_blocks import SecretBlocks
 from worker.repos.secret_filters import VALUE_CHECKS, SecretFilter, compile_allowlist
@@ -54,35 +54,6 @@ _KEY_HEADER_LINE = rb"^\s*[\"']?[A-Za-z-]+: \S"  # "Proc-Type: 4,ENCRYPTED" insi
 _PUTTY = rb"(?m)^Private-Lines: *\d+"
 _TOKEN_TAIL = rb"[A-Za-z0-9_+/=-]*"  # a match glued to more token characters is one token
 
-# detect-secrets plugins that are not regex rules, or flag too much ordinary code to redact.
-_SKIPPED_PLUGINS = {"Base64HighEntropyString", "HexHighEntropyString", "KeywordDetector", "IPPublicDetector"}
-# Look-arounds (RE2 has none) without nested groups, as detect-secrets writes them: removing
-# one only widens what its rule matches.
-_LOOKAROUND = re.compile(r"\(\?<?[=!][^()]*\)")
-# The literals every match of a detect-secrets plugin contains (lower case); absent: always run.
-_PLUGIN_KEYWORDS: dict[str, tuple[str, ...]] = {
-    "AWSKeyDetector": ("akia", "abia", "acca", "asia", "a3t", "aws"),
-    "AzureStorageKeyDetector": ("accountkey=",),
-    "BasicAuthDetector": ("://",),
-    "CloudantDetector": ("cl",),
-    "GitHubTokenDetector": ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
-    "GitLabTokenDetector": ("gl", "gr1348941"),
-    "IbmCloudIamDetector": ("key", "pwd", "pass", "token"),
-    "IbmCosHmacDetector": ("secret",),
-    "JwtTokenDetector": ("eyj",),
-    "MailchimpDetector": ("-us",),
-    "NpmDetector": ("_authtoken",),
-    "OpenAIDetector": ("t3blbkfj",),
-    "PrivateKeyDetector": ("private key", "putty-user-key-file"),
-    "PypiTokenDetector": ("pypi-age",),
-    "SendGridDetector": ("sg.",),
-    "SlackDetector": ("xox", "hooks.slack.com"),
-    "SoftlayerDetector": ("softlayer", "sl"),
-    "SquareOAuthDetector": ("sq0csp-",),
-    "StripeDetector": ("k_live_",),
-    "TelegramBotTokenDetector": (":",),
-}
-_PLUGIN_KIND = {"PrivateKeyDetector": "private-key"}
 # Markers of rules that find secrets by where they stand (a key name, a URL), not by their shape:
 # when a shaped rule finds the same secret, its kind is the one shown.
 _GENERIC_MARKERS = {
@@ -104,10 +75,6 @@ _GENERIC_MARKERS = {
 }
 
 
-def _slug(name: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
-
-
 @dataclass(frozen=True)
 class _Compiled:
     kind: bytes  # the marker to write
@@ -127,34 +94,6 @@ def _options() -> Any:
 
 def _compile(pattern: str) -> Any:
     return re2.compile("(?m)" + pattern, options=_options())
-
-
-def plugin_rules() -> tuple[list[Rule], list[str]]:
-    """detect-secrets' regex plugins as RE2 rules, and the patterns RE2 could not take."""
-    from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
-    from detect_secrets.plugins.base import RegexBasedDetector
-
-    rules: list[Rule] = []
-    refused: list[str] = []
-    plugin_class: Any
-    for plugin_class in get_mapping_from_secret_type_to_class().values():
-        name = plugin_class.__name__
-        if name in _SKIPPED_PLUGINS or not issubclass(plugin_class, RegexBasedDetector):
-            continue
-        plugin = plugin_class()
-        kind = _PLUGIN_KIND.get(name) or _slug(str(plugin.secret_type))
-        for regex in plugin.denylist:
-            pattern = _LOOKAROUND.sub("", regex.pattern)
-            pattern = re.sub(r"\{(\d+),(\d{4,})\}", lambda m: "{" + m.group(1) + ",1000}", pattern)
-            flags = ("i" if regex.flags & re.IGNORECASE else "") + ("s" if regex.flags & re.DOTALL else "")
-            pattern = f"(?{flags}){pattern}" if flags else pattern
-            try:
-                _compile(pattern)
-            except re2.error:
-                refused.append(f"{name}: {regex.pattern[:80]}")
-                continue
-            rules.append(Rule(kind, pattern, _PLUGIN_KEYWORDS.get(name, ())))
-    return rules, refused
 
 
 def _compiled(rule: Rule) -> _Compiled:

@@ -1,22 +1,22 @@
 """What counts as a secret: the detection rules, all in RE2 syntax (linear time, whatever the input).
 
-Two sources, one engine (worker/repos/redaction.py):
+Three sources, one engine (worker/repos/redaction.py):
 
-- **detect-secrets' own rules.** Every regex-based plugin the installed detect-secrets registers
-  (AWS, GitHub, GitLab, Slack, Stripe, Twilio, JWT, private-key markers, …) is compiled with RE2.
-  Its few look-arounds are dropped first (`(?!\\w)`, `(?<=\\W)`): without them a rule matches
-  a little more, never less, which is the safe direction for redaction. An upgrade of the
-  library therefore brings its new rules along; `tests/test_tools_redact.py` checks that each
-  one still compiles.
+- **gitleaks' default rules** (about 220 families), vendored and compiled with RE2:
+  worker/repos/gitleaks_rules.py.
+- **detect-secrets' own rules**, every regex-based plugin the installed library registers:
+  worker/repos/detect_secrets_rules.py.
 - **Rules of our own** (below), for the kinds detect-secrets lacks. They follow the shapes of
   the gitleaks and trufflehog rule sets (token prefixes and lengths), written here in RE2
   syntax: modern cloud, chat, AI and registry tokens; secrets assigned to secret-named keys in
   any syntax (YAML, INI, env, properties, HCL, TOML, JSON, code), quoted or not; passwords in
   connection URLs, query strings, `Authorization` headers, `curl -u`, netrc and pgpass lines;
-  JWTs; base64-wrapped PEM.
+  JWTs; base64-wrapped PEM; `.dockerconfigjson` values, Terraform state outputs marked
+  sensitive, service-named `*_KEY` / `*_PW` keys holding a credential-shaped value.
 
 Private-key blocks are found by the engine line by line (a BEGIN line, its body in any quoting,
-the END line), not by a rule here.
+the END line), and the values of Kubernetes Secrets by the document they are in
+(worker/repos/secret_blocks.py), not by a rule here.
 
 Each rule names the lower-case literals ("keywords") that every one of its matches contains:
 one pass of an RE2 set over a text says which keywords occur, and only the rules whose keyword
