@@ -157,6 +157,13 @@ OWN_RULES: tuple[Rule, ...] = (
         _KEYWORDS_OF_KEY,
         "quoted",
     ),
+    # NuGet's `<add key="ClearTextPassword" value="x"/>`, also inside a JSON string (`\"`).
+    Rule(
+        "secret-assignment",
+        r"""(?i)<add[ \t]+key=\\?["'](?:ClearText)?Password\\?["'][ \t]+value=\\?["']([^"'\\\n]{1,600})""",
+        ("<add",),
+        "quoted",
+    ),
     Rule(
         "secret-assignment",
         r"""(?i)key=["'][\w.-]{0,40}?"""
