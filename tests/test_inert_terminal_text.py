@@ -42,7 +42,8 @@ def no_escape(output: str) -> bool:
 @pytest.fixture
 def project(tmp_path: Path) -> Iterator[dict[str, str]]:
     make_repo(tmp_path / "src", DEFAULT_FILES)
-    git(tmp_path / "src", "commit", "-q", "--allow-empty", "-m", f"fix retries {HOSTILE} done")
+    author = f"--author=mallory {HOSTILE} <m@example.invalid>"
+    git(tmp_path / "src", "commit", "-q", "--allow-empty", author, "-m", f"fix retries {HOSTILE} done")
     (tmp_path / "repos.toml").write_text(f'[[repo]]\nname = "payments"\nurl = "{tmp_path / "src"}"\n')
     yield {
         "CODEBOT_DATA_DIR": str(tmp_path / "data"),
@@ -73,11 +74,14 @@ def test_ask_prints_hostile_progress_as_text_and_an_answer_without_escapes(proje
     assert no_escape(result.stdout) and no_escape(result.stderr)
 
 
-def test_tool_shows_a_hostile_commit_message_without_a_raw_control_character(project: dict[str, str]) -> None:
+def test_tool_shows_a_hostile_commit_author_and_message_without_a_raw_control_character(
+    project: dict[str, str],
+) -> None:
     assert codebot(project, "repos", "sync").returncode == 0
     result = codebot(project, "tool", "log", "--args", '{"repo": "payments"}')
     assert result.returncode == 0, result.stderr
-    assert "fix retries" in json.loads(result.stdout)["text"]
+    shown = json.loads(result.stdout)["text"]
+    assert "fix retries" in shown and "mallory" in shown
     assert no_escape(result.stdout) and no_escape(result.stderr)
 
 
