@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hmac
 import itertools
-import json
 import logging
 import threading
 import uuid
@@ -125,7 +124,8 @@ class CodebotTools:
         with runtime.mirrors.lease(self.repos) as snapshots:
             outcome = runtime.registry.call(make_context(runtime.settings, snapshots), name, arguments)
             unsynced = [n for n in self.repos if n not in snapshots]
-        log.info("mcp tool=%s ok=%s args=%s", name, outcome.ok, json.dumps(outcome.arguments)[:200])
+        # The arguments' names only: their values are a client's text (a pattern, a path, a secret).
+        log.info("mcp tool=%s ok=%s args=%s", name, outcome.ok, ",".join(sorted(outcome.arguments)) or "-")
         text = outcome.text
         if not outcome.ok and unsynced:
             text += f" (not synced on this machine yet: {', '.join(unsynced)}; run `codebot repos sync`)"

@@ -15,6 +15,7 @@ from rich.console import Console
 
 from config.errors import ConfigError
 from config.settings import Settings, load_settings
+from worker.ops.inert import TerminalGuard, inert, json_without_controls
 
 EXIT_USAGE = 2
 EXIT_FAILED = 1
@@ -157,7 +158,8 @@ def _cmd_tool(settings: Settings, args: argparse.Namespace, out: Console) -> int
         record["error"] = outcome.text.removeprefix("Error: ")
     if unsynced:  # e.g. list_repos before `codebot repos sync`: say why a repo is missing
         record["unsynced_repos"] = unsynced
-    sys.stdout.write(json.dumps(record, ensure_ascii=False, indent=2) + "\n")
+    # JSON escapes C0 controls itself; C1 and bidi controls are escaped here (still valid JSON).
+    sys.stdout.write(json_without_controls(json.dumps(record, ensure_ascii=False, indent=2)) + "\n")
     return 0 if outcome.ok else 1
 
 
@@ -290,7 +292,8 @@ COMMANDS: dict[str, Callable[[Settings, argparse.Namespace, Console], int]] = {
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    out = Console(highlight=False)
+    # Every byte for the terminal passes the guard: no OSC/ESC sequence of others reaches it.
+    out = Console(highlight=False, file=TerminalGuard(sys.stdout))  # type: ignore[arg-type]
     from redis.exceptions import RedisError
 
     from worker.ops.logs import configure_logging
@@ -304,11 +307,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             check_data_dir(settings)
         return COMMANDS[args.command](settings, args, out)
     except (ConfigError, RedisUnavailable) as exc:
-        print(f"codebot: {exc}", file=sys.stderr)
+        print(f"codebot: {inert(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
     except RedisError as exc:  # Redis failing after the start: unreachable, or refusing writes
         where = describe(settings) if settings else "Redis"
-        print(f"codebot: {failure_line(where, exc)}", file=sys.stderr)
+        print(f"codebot: {inert(failure_line(where, exc))}", file=sys.stderr)
         return EXIT_FAILED
     except KeyboardInterrupt:
         return 130

@@ -56,12 +56,12 @@ def test_an_unknown_repo_gets_the_list_nearest_name_first(tmp_path: Path) -> Non
         assert reply_to(drig, asked) == "There is no repo `paymnts`. Repos you can ask about here: `payments`"
 
 
-def test_a_repo_outside_the_channels_allow_list_is_not_available_here(
+def test_a_repo_outside_the_channels_allow_list_gets_the_answer_of_a_repo_that_does_not_exist(
     tmp_path: Path, fake: FakeDiscord
 ) -> None:
     with restricted_rig(tmp_path, fake, [f"discord:{fake.guild_id}"]) as drig:  # a guild id grants nothing
         asked = drig.mention("repo:payments how does retry work?")
-        assert reply_to(drig, asked) == "Repo `payments` is not available here."
+        assert reply_to(drig, asked) == "There is no repo `payments`. Repos you can ask about here: `docs`"
 
 
 def test_a_thread_follows_its_parent_channels_allow_list(tmp_path: Path, fake: FakeDiscord) -> None:
@@ -74,7 +74,7 @@ def test_a_thread_follows_its_parent_channels_allow_list(tmp_path: Path, fake: F
         follow = drig.fake.message_create("repo:payments and the attempts?", channel=first["id"])
         drig.acked(follow)  # allowed in the thread too: queued, no refusal
         dm = drig.fake.message_create("repo:payments how?", channel=drig.fake.open_dm())
-        assert reply_to(drig, dm) == "Repo `payments` is not available here."
+        assert reply_to(drig, dm) == "There is no repo `payments`. Repos you can ask about here: `docs`"
 
 
 def test_a_user_asking_too_fast_is_told_how_long_to_wait(tmp_path: Path) -> None:

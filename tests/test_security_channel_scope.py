@@ -9,6 +9,7 @@ SECRET_CHANNEL); Discord runs the real gateway adapter on the fake Discord.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,13 @@ from tests.support.slack_rig import SECRET_CHANNEL
 from worker.jobs.question import Question
 from worker.jobs.queue import QUESTIONS_QUEUE
 
-NOT_HERE = "Repo `internal` is not available here."
+# A repo allowed only elsewhere gets the answer of a repo that does not exist: the name the
+# asker typed, and the repos this channel may see.
+NOT_HERE = re.compile(r"There is no repo `internal`\. Repos you can ask about here: `[\w-]+`(?:, `[\w-]+`)*")
+
+
+def not_here(text: str) -> bool:
+    return NOT_HERE.fullmatch(text) is not None and text.count("internal") == 1
 
 
 pytestmark = pytest.mark.rig("hostile_slack")
@@ -62,7 +69,9 @@ def test_a_repo_allowed_only_elsewhere_is_refused_in_a_channel_without_a_word_of
     ts = rig.mention(question)
     rig.settle()
     (reply,) = rig.api.thread_texts("C1", ts)
-    assert reply == NOT_HERE or (reply.startswith("There is no repo") and "internal`" not in reply)
+    assert not_here(reply) or re.fullmatch(
+        r"There is no repo `interna`\. Repos you can ask about here: `app`", reply
+    )
     assert rig.question_jobs() == []
     assert not rig.leaks_in_slack()
 
@@ -78,7 +87,7 @@ def test_a_follow_up_in_a_thread_started_in_a_channel_cannot_reach_a_repo_allowe
     rig.send(message("C1", asked, "and what is in repo:internal?", thread_ts=root))
     rig.send(message("C1", plain, "and the launch plans?", thread_ts=root))
     rig.settle()
-    assert rig.api.thread_texts("C1", root)[-1] == NOT_HERE
+    assert not_here(rig.api.thread_texts("C1", root)[-1])
     (follow_up,) = queued_questions(rig)
     assert follow_up.text == "and the launch plans?" and follow_up.repos == ["app"]
     assert not rig.leaks_in_slack()
@@ -186,7 +195,7 @@ def test_discord_a_mention_about_a_repo_allowed_elsewhere_is_refused_without_a_w
     question = drig.mention("what are the plans? repo:internal")
     fake.wait_for(lambda: fake.posted(fake.channel_id))
     (reply,) = fake.posted(fake.channel_id)
-    assert reply["content"] == NOT_HERE
+    assert not_here(reply["content"])
     assert str(reply["message_reference"]["message_id"]) == question["id"]
     assert Queue(QUESTIONS_QUEUE, connection=drig.rig.redis).count == 0
     assert not any(s in discord_texts(fake) for s in INTERNAL.strings)
@@ -203,7 +212,7 @@ def test_discord_a_follow_up_in_the_bots_thread_cannot_reach_a_repo_allowed_else
     thread = root["id"]  # the answer thread, started from the question
     fake.wait_for(lambda: thread in fake.channels)
     fake.message_create("and what about repo:internal?", channel=thread)
-    fake.wait_for(lambda: any(m["content"] == NOT_HERE for m in fake.posted(thread)))
+    fake.wait_for(lambda: any(not_here(m["content"]) for m in fake.posted(thread)))
     asked = fake.message_create("and the launch plans?", channel=thread)
     drig.queued()
     job = Job.fetch(f"q-discord-{asked['id']}", connection=drig.rig.redis)
@@ -220,7 +229,7 @@ def test_discord_repos_and_ask_commands_say_nothing_of_a_repo_allowed_elsewhere(
     assert "`payments`" in listing["content"] and "internal" not in listing["content"]
     fake.interaction("ask", {"question": "what are the plans? repo:internal"})
     refusal = fake.wait_for(
-        lambda: [c.body for c in fake.find("POST", "/callback$") if NOT_HERE in str(c.body)]
+        lambda: [c.body for c in fake.find("POST", "/callback$") if NOT_HERE.search(str(c.body))]
     )
     assert refusal[-1]["data"]["flags"] == 64  # private
     assert Queue(QUESTIONS_QUEUE, connection=drig.rig.redis).count == 0

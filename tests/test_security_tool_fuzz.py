@@ -205,6 +205,23 @@ def test_the_sibling_repo_is_unknown_to_a_question_that_has_only_app_in_scope(
         assert "Repos in scope: app" in outcome.text
 
 
+def test_a_repo_out_of_scope_gets_the_same_tool_answer_as_a_repo_that_does_not_exist(
+    fortress: Fortress,
+) -> None:
+    ctx = make_context(load_settings(env_file=None), {"app": fortress.app})
+    for name in REGISTRY.names():
+        if "repo" not in REGISTRY.tools[name].types:
+            continue
+        answers = []
+        for repo in ("sibling", "nowhere"):  # `sibling` exists, in another scope; `nowhere` does not
+            arguments = {"repo": repo, "path": "notes.txt", "pattern": "x", "symbol": "KEY", "sha": "HEAD"}
+            outcome = REGISTRY.call(
+                ctx, name, {k: v for k, v in arguments.items() if k in REGISTRY.tools[name].types}
+            )
+            answers.append((outcome.ok, outcome.text.replace(repo, "NAME"), outcome.data))
+        assert answers[0] == answers[1], name
+
+
 def test_a_search_never_shows_a_piece_of_a_secret_that_a_line_cut_would_expose(
     fortress: Fortress, finder: LeakFinder
 ) -> None:

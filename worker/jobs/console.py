@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from redis import Redis
 from rich.console import Console
+from rich.text import Text
 from rq import Queue, SimpleWorker, Worker
 
 from config.settings import Settings
@@ -22,6 +23,7 @@ from worker.jobs.queue import QUESTIONS_QUEUE, enqueue_question, job_timeout_sec
 from worker.jobs.runtime import Runtime
 from worker.jobs.scope import redact_and_extract_repos, resolve_scope
 from worker.jobs.sink import read_console_events
+from worker.ops.inert import inert
 from worker.repos.sync_cli import run_sync
 
 MISSING_MODEL_MESSAGE = """\
@@ -63,7 +65,7 @@ def run_ask(
         return 2
     scope = resolve_scope(runtime.whitelist, None, requested)
     if scope.refusal:
-        out.print(scope.refusal)
+        out.print(inert(scope.refusal), markup=False)
         return 2
     missing_model = missing_model_message(settings)
     if missing_model:
@@ -111,14 +113,15 @@ def _print_events(
 ) -> None:
     for kind, fields in read_console_events(redis, question_id, timeout):
         if kind == "progress":
-            out.print(f"[dim]… {fields.get('text', '')}[/dim]", highlight=False)
+            # A Text, never markup: a tool argument in it ("[link=…]", "[/]") is shown as typed.
+            out.print(Text(f"… {inert(str(fields.get('text', '')))}", style="dim"))
         elif kind == "answer":
             out.print()
             # soft_wrap: a commit-pinned link longer than the terminal is never cut in two
-            out.print(str(fields.get("markdown", "")), markup=False, highlight=False, soft_wrap=True)
+            out.print(inert(str(fields.get("markdown", ""))), markup=False, highlight=False, soft_wrap=True)
             status["code"] = 0
         elif kind == "failed":
-            out.print(str(fields.get("text", "")), markup=False, highlight=False, soft_wrap=True)
+            out.print(inert(str(fields.get("text", ""))), markup=False, highlight=False, soft_wrap=True)
             status["code"] = 1
     if "code" not in status:
         out.print("No answer arrived in time: is a worker running? (codebot worker)")

@@ -15,6 +15,7 @@ from rich.text import Text
 from config.errors import ConfigError
 from worker.jobs.admin import short_duration
 from worker.jobs.feedback import SHOWN_QUESTION_CHARS, export_rows, recent_votes
+from worker.ops.inert import inert, json_without_controls
 
 VOTE_MARKS = {"up": "👍", "down": "👎"}
 
@@ -30,7 +31,9 @@ def run_list(redis: Redis, limit: int, out: Console) -> int:
     for column in ("when", "vote", "ref", "platform", "channel", "user", "question", "reason"):
         table.add_column(column)
     now = time.time()
-    for vote, record in rows:  # user text and ids as Text: never read as Rich markup
+    # User text and ids as Text (never read as Rich markup), without control characters (never
+    # a terminal escape).
+    for vote, record in rows:
         question = record.question if record else ""
         shown = (
             question if len(question) <= SHOWN_QUESTION_CHARS else question[: SHOWN_QUESTION_CHARS - 1] + "…"
@@ -38,19 +41,20 @@ def run_list(redis: Redis, limit: int, out: Console) -> int:
         table.add_row(
             short_duration(now - vote.at) + " ago",
             VOTE_MARKS[vote.vote],
-            Text(record.ref if record else "?"),
-            Text(vote.platform),
-            Text(record.channel if record else "?"),
-            Text(vote.user),
-            Text(shown or ("(not kept)" if record else "(expired)")),
-            Text(vote.reason),
+            Text(inert(record.ref) if record else "?"),
+            Text(inert(vote.platform)),
+            Text(inert(record.channel) if record else "?"),
+            Text(inert(vote.user)),
+            Text(inert(shown) or ("(not kept)" if record else "(expired)")),
+            Text(inert(vote.reason)),
         )
     out.print(table)
     return 0
 
 
 def run_export(redis: Redis, output: str, out: Console) -> int:
-    lines = [json.dumps(row, ensure_ascii=False) + "\n" for row in export_rows(redis)]
+    # Control characters escaped (JSON does C0 itself; C1 and bidi here): `-` may be a terminal.
+    lines = [json_without_controls(json.dumps(row, ensure_ascii=False)) + "\n" for row in export_rows(redis)]
     if output == "-":
         sys.stdout.writelines(lines)
         return 0

@@ -1,7 +1,7 @@
 """Which repos a question may read: `repo:NAME` in its text, and the channel's allow-list.
 
 Shared by every adapter and the console so the rules are the same everywhere. Refusals say
-why without revealing anything of a repo the channel may not see.
+why without revealing anything of a repo the channel may not see, not even that it exists.
 """
 
 from __future__ import annotations
@@ -51,10 +51,10 @@ def resolve_scope(whitelist: Whitelist, channel_key: str | None, requested: list
             return Scope([], "No repository is available in this channel.")
         return Scope(visible)
     for name in requested:
-        if whitelist.get(name) is None:
+        # A repo this channel may not see gets the very answer a repo that does not exist gets:
+        # a channel cannot learn which restricted repo names exist by asking.
+        if name not in visible:
             return Scope(
                 [], f"There is no repo `{name}`. Repos you can ask about here: {_listing(visible, name)}"
             )
-        if name not in visible:
-            return Scope([], f"Repo `{name}` is not available here.")
     return Scope(requested)

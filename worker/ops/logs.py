@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from contextvars import ContextVar
 
 from config.settings import Settings
+from worker.ops.inert import inert, inert_line
 
 # Fields a record may carry via `extra=` that the JSON formatter writes out.
 FIELDS = (
@@ -78,10 +79,17 @@ class TextFormatter(logging.Formatter):
     def __init__(self) -> None:
         super().__init__("%(asctime)s %(levelname)s %(name)s %(message)s")
 
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        # One record, one line: a newline or an escape in what was logged is shown escaped.
+        record.message = inert_line(record.message)
+        return super().formatMessage(record)
+
     def format(self, record: logging.LogRecord) -> str:
         line = super().format(record)
-        extras = " ".join(f"{name}={record.__dict__[name]}" for name in FIELDS if name in record.__dict__)
-        return f"{line} {extras}" if extras else line
+        extras = " ".join(
+            f"{name}={inert_line(str(record.__dict__[name]))}" for name in FIELDS if name in record.__dict__
+        )
+        return inert(f"{line} {extras}" if extras else line)  # the traceback keeps its newlines
 
 
 def configure_logging(settings: Settings, level: int = logging.INFO) -> None:

@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from worker.repos.blob_worker import object_path, store_object
-from worker.repos.redaction import get_redactor
+from worker.repos.redaction import ENGINE_REVISION, get_redactor
 
 log = logging.getLogger(__name__)
 
@@ -77,8 +77,9 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 def generation() -> str:
     """The fingerprint of what processing produces; a new one means every blob is processed anew."""
     digest = hashlib.sha256(STORE_FORMAT.encode())
+    digest.update(f"{ENGINE_REVISION}\n".encode())
     for rule in get_redactor().rules:
-        digest.update(f"{rule.kind}\0{rule.pattern}\0{rule.keywords}\0{rule.check}\n".encode())
+        digest.update(f"{rule!r}\n".encode())  # every field: kind, pattern, keywords, filters
     for package in _PACKAGES:
         try:
             digest.update(f"{package}={importlib.metadata.version(package)}\n".encode())

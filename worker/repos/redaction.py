@@ -26,15 +26,21 @@ from __future__ import annotations
 
 import bisect
 import functools
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import re2
 
-from worker.repos.secret_rules import OWN_RULES, Rule
+from worker.repos.detect_secrets_rules import plugin_rules
+from worker.repos.gitleaks_rules import GENERIC_KINDS, gitleaks_rules
+from worker.repos.secret_blocks import SecretBlocks
+from worker.repos.secret_filters import VALUE_CHECKS, SecretFilter, compile_allowlist
+from worker.repos.secret_rules import FIRST_GROUP, OWN_RULES, Rule
 
+# Bump when what the engine redacts changes outside its rules (the block passes, the merging):
+# stored blobs are then processed anew (blobstore.generation).
+ENGINE_REVISION = "2"
 PRIVATE_KEY_MARKER = b"[REDACTED:private-key]"
 _MARKER_PREFIX = b"[REDACTED:"
 # A key block is a few KB at most: a BEGIN with no END within this many lines is redacted up to
@@ -48,35 +54,6 @@ _KEY_HEADER_LINE = rb"^\s*[\"']?[A-Za-z-]+: \S"  # "Proc-Type: 4,ENCRYPTED" insi
 _PUTTY = rb"(?m)^Private-Lines: *\d+"
 _TOKEN_TAIL = rb"[A-Za-z0-9_+/=-]*"  # a match glued to more token characters is one token
 
-# detect-secrets plugins that are not regex rules, or flag too much ordinary code to redact.
-_SKIPPED_PLUGINS = {"Base64HighEntropyString", "HexHighEntropyString", "KeywordDetector", "IPPublicDetector"}
-# Look-arounds (RE2 has none) without nested groups, as detect-secrets writes them: removing
-# one only widens what its rule matches.
-_LOOKAROUND = re.compile(r"\(\?<?[=!][^()]*\)")
-# The literals every match of a detect-secrets plugin contains (lower case); absent: always run.
-_PLUGIN_KEYWORDS: dict[str, tuple[str, ...]] = {
-    "AWSKeyDetector": ("akia", "abia", "acca", "asia", "a3t", "aws"),
-    "AzureStorageKeyDetector": ("accountkey=",),
-    "BasicAuthDetector": ("://",),
-    "CloudantDetector": ("cl",),
-    "GitHubTokenDetector": ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
-    "GitLabTokenDetector": ("gl", "gr1348941"),
-    "IbmCloudIamDetector": ("key", "pwd", "pass", "token"),
-    "IbmCosHmacDetector": ("secret",),
-    "JwtTokenDetector": ("eyj",),
-    "MailchimpDetector": ("-us",),
-    "NpmDetector": ("_authtoken",),
-    "OpenAIDetector": ("t3blbkfj",),
-    "PrivateKeyDetector": ("private key", "putty-user-key-file"),
-    "PypiTokenDetector": ("pypi-age",),
-    "SendGridDetector": ("sg.",),
-    "SlackDetector": ("xox", "hooks.slack.com"),
-    "SoftlayerDetector": ("softlayer", "sl"),
-    "SquareOAuthDetector": ("sq0csp-",),
-    "StripeDetector": ("k_live_",),
-    "TelegramBotTokenDetector": (":",),
-}
-_PLUGIN_KIND = {"PrivateKeyDetector": "private-key"}
 # Markers of rules that find secrets by where they stand (a key name, a URL), not by their shape:
 # when a shaped rule finds the same secret, its kind is the one shown.
 _GENERIC_MARKERS = {
@@ -91,59 +68,10 @@ _GENERIC_MARKERS = {
         "ibm-cos-hmac-credentials",
         "softlayer-credentials",
         "cloudant-credentials",
+        "terraform-sensitive",
+        "kubernetes-secret",
+        *GENERIC_KINDS,
     )
-}
-_PLACEHOLDER = re.compile(
-    rb"""^(?:|none|null|nil|true|false|undefined|yes|no|on|off|\*+|x+|\.+|-+|<[^>]*>|%s|%\w|\$\w+|\$\{.*\}|
-    \{\{.*\}\}|\{[\w.]*\}|\[REDACTED:.*)$""",
-    re.IGNORECASE | re.VERBOSE,
-)
-_TEMPLATE = re.compile(rb"\$\{|\{\{|\}\}|%\(|#\{|\$\(")
-_DOTTED_NAME = re.compile(rb"^[A-Za-z_$][A-Za-z0-9_$]*(?:(?:\.|->|::)[A-Za-z_$][A-Za-z0-9_$]*)+$")
-_NAME = re.compile(rb"^[A-Za-z_$][A-Za-z0-9_$]*$")
-_NAME_OF_A_SECRET = re.compile(rb"(?i)pass|pwd|secret|token|key|cred|auth")
-_TYPE_NAMES = {
-    b"str",
-    b"string",
-    b"bytes",
-    b"int",
-    b"integer",
-    b"number",
-    b"bool",
-    b"boolean",
-    b"any",
-    b"object",
-    b"optional",
-    b"required",
-    b"text",
-    b"secretstr",
-    b"secretbytes",
-}
-
-
-def _slug(name: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
-
-
-def _quoted_value_is_secret(value: bytes) -> bool:
-    stripped = value.strip()
-    return bool(stripped) and not _PLACEHOLDER.match(stripped) and not _TEMPLATE.search(stripped)
-
-
-def _unquoted_value_is_secret(value: bytes) -> bool:
-    """Is an unquoted value of a secret-named key a secret, or code (`request.token`, `get()`)?"""
-    if not _quoted_value_is_secret(value) or value[:1] in b"$%{<([@&*#\\|>!":
-        return False
-    if any(c in value for c in b"([{"):
-        return False  # a call, a subscript, a literal: code
-    if _DOTTED_NAME.match(value):
-        return False  # settings.DB_PASSWORD, this.token, os.environ
-    return not (_NAME.match(value) and (_NAME_OF_A_SECRET.search(value) or value.lower() in _TYPE_NAMES))
-
-
-VALUE_CHECKS: dict[str, Callable[[bytes], bool]] = {
-    "quoted": _quoted_value_is_secret,
-    "unquoted": _unquoted_value_is_secret,
 }
 
 
@@ -153,6 +81,8 @@ class _Compiled:
     regex: Any  # re2._Regexp
     keywords: frozenset[str]  # the rule runs only when one of them is in the text (none: always)
     check: Callable[[bytes], bool] | None
+    group: int | None  # see Rule.group
+    filter: SecretFilter | None  # gitleaks' entropy floor and allowlists
 
 
 def _options() -> Any:
@@ -166,32 +96,18 @@ def _compile(pattern: str) -> Any:
     return re2.compile("(?m)" + pattern, options=_options())
 
 
-def plugin_rules() -> tuple[list[Rule], list[str]]:
-    """detect-secrets' regex plugins as RE2 rules, and the patterns RE2 could not take."""
-    from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
-    from detect_secrets.plugins.base import RegexBasedDetector
-
-    rules: list[Rule] = []
-    refused: list[str] = []
-    plugin_class: Any
-    for plugin_class in get_mapping_from_secret_type_to_class().values():
-        name = plugin_class.__name__
-        if name in _SKIPPED_PLUGINS or not issubclass(plugin_class, RegexBasedDetector):
-            continue
-        plugin = plugin_class()
-        kind = _PLUGIN_KIND.get(name) or _slug(str(plugin.secret_type))
-        for regex in plugin.denylist:
-            pattern = _LOOKAROUND.sub("", regex.pattern)
-            pattern = re.sub(r"\{(\d+),(\d{4,})\}", lambda m: "{" + m.group(1) + ",1000}", pattern)
-            flags = ("i" if regex.flags & re.IGNORECASE else "") + ("s" if regex.flags & re.DOTALL else "")
-            pattern = f"(?{flags}){pattern}" if flags else pattern
-            try:
-                _compile(pattern)
-            except re2.error:
-                refused.append(f"{name}: {regex.pattern[:80]}")
-                continue
-            rules.append(Rule(kind, pattern, _PLUGIN_KEYWORDS.get(name, ())))
-    return rules, refused
+def _compiled(rule: Rule) -> _Compiled:
+    secret_filter = None
+    if rule.entropy or rule.allowlists:
+        secret_filter = SecretFilter(rule.entropy, tuple(map(compile_allowlist, rule.allowlists)))
+    return _Compiled(
+        f"[REDACTED:{rule.kind}]".encode(),
+        _compile(rule.pattern),
+        frozenset(rule.keywords),
+        VALUE_CHECKS[rule.check] if rule.check else None,
+        rule.group,
+        secret_filter,
+    )
 
 
 @dataclass
@@ -210,18 +126,22 @@ class Redactor:
     def __init__(self, rules: tuple[Rule, ...] | None = None) -> None:
         if rules is None:
             extra, _refused = plugin_rules()
-            rules = (*OWN_RULES, *extra)
+            rules = (*OWN_RULES, *extra, *gitleaks_rules())
         self.rules = rules
-        self._compiled = [
-            _Compiled(
-                f"[REDACTED:{rule.kind}]".encode(),
-                _compile(rule.pattern),
-                frozenset(rule.keywords),
-                VALUE_CHECKS[rule.check] if rule.check else None,
-            )
-            for rule in rules
-        ]
-        keywords = sorted({k for rule in rules for k in rule.keywords} | {"private key", "private-lines"})
+        self._compiled = [_compiled(rule) for rule in rules]
+        # Which kind a marker shows when rules of several kinds found one secret: ours and
+        # detect-secrets' by shape (0), then gitleaks' by shape (1), then any found by where it
+        # stands, a key name or a URL (2), gitleaks' generic rule last (3).
+        gitleaks_kinds = {f"[REDACTED:{rule.kind}]".encode() for rule in gitleaks_rules()}
+        self._rank = {c.kind: 1 if c.kind in gitleaks_kinds else 0 for c in self._compiled}
+        self._rank.update(dict.fromkeys(_GENERIC_MARKERS, 2))
+        self._rank.update({f"[REDACTED:{kind}]".encode(): 3 for kind in GENERIC_KINDS})  # least specific
+        self._blocks = SecretBlocks()
+        keywords = sorted(
+            {k for rule in rules for k in rule.keywords}
+            | {"private key", "private-lines"}
+            | set(self._blocks.keywords)
+        )
         self._keywords = keywords
         options = _options()
         options.case_sensitive = False
@@ -259,6 +179,8 @@ class Redactor:
             spans += self._key_blocks(data)
         if "private-lines" in present:
             spans += self._putty_blocks(data)
+        if not present.isdisjoint(self._blocks.keywords):
+            spans += self._blocks.spans(data)
         for rule in self._compiled:
             if rule.keywords and present.isdisjoint(rule.keywords):
                 continue
@@ -274,10 +196,22 @@ class Redactor:
         found = []
         for match in rule.regex.finditer(data):
             groups = [g for g in range(1, rule.regex.groups + 1) if match.start(g) >= 0]
-            best = max(groups, key=lambda g: match.end(g) - match.start(g), default=0)
-            if best and match.start(best) == match.start():
-                best = 0  # a group at the very start is a type prefix ("ghp"), not the value
+            if rule.group is None:
+                best = max(groups, key=lambda g: match.end(g) - match.start(g), default=0)
+                if best and match.start(best) == match.start():
+                    best = 0  # a group at the very start is a type prefix ("ghp"), not the value
+            elif rule.group == FIRST_GROUP:
+                # gitleaks: the first group that took part, when it is the token the match ends
+                # with (`key = "<group>"`) or starts with; a group in the middle of a URL or a
+                # manifest is a piece of it, and the whole match is the secret.
+                best = groups[0] if groups else 0
+                if best and match.end() - match.end(best) > 4 and match.start(best) != match.start():
+                    best = 0
+            else:
+                best = rule.group if match.start(rule.group) >= 0 else 0
             start, end = match.span(best)
+            if rule.filter is not None and not rule.filter.keeps(data, match.span(), (start, end)):
+                continue
             if rule.check is not None:
                 value = data[start:end]
                 trimmed = value.rstrip(b",;")  # code punctuation after an unquoted value
@@ -345,13 +279,14 @@ class Redactor:
         breaks so no line disappears) with their markers."""
         spans.sort()
         merged: list[list[Any]] = []
+        rank = self._rank
         for start, end, kind in spans:
             if merged and start >= merged[-1][1]:
                 # Extend the previous span over its token; a span inside that token joins it.
                 merged[-1][1] = self._token_end(data, merged[-1][1])
             if merged and start < merged[-1][1]:
                 merged[-1][1] = max(merged[-1][1], end)
-                if merged[-1][2] in _GENERIC_MARKERS and kind not in _GENERIC_MARKERS:
+                if rank.get(kind, 1) < rank.get(merged[-1][2], 1):
                     merged[-1][2] = kind  # "github-token" says more than "secret-assignment"
                 continue
             merged.append([start, end, kind])

@@ -1,22 +1,22 @@
 """What counts as a secret: the detection rules, all in RE2 syntax (linear time, whatever the input).
 
-Two sources, one engine (worker/repos/redaction.py):
+Three sources, one engine (worker/repos/redaction.py):
 
-- **detect-secrets' own rules.** Every regex-based plugin the installed detect-secrets registers
-  (AWS, GitHub, GitLab, Slack, Stripe, Twilio, JWT, private-key markers, …) is compiled with RE2.
-  Its few look-arounds are dropped first (`(?!\\w)`, `(?<=\\W)`): without them a rule matches
-  a little more, never less, which is the safe direction for redaction. An upgrade of the
-  library therefore brings its new rules along; `tests/test_tools_redact.py` checks that each
-  one still compiles.
+- **gitleaks' default rules** (about 220 families), vendored and compiled with RE2:
+  worker/repos/gitleaks_rules.py.
+- **detect-secrets' own rules**, every regex-based plugin the installed library registers:
+  worker/repos/detect_secrets_rules.py.
 - **Rules of our own** (below), for the kinds detect-secrets lacks. They follow the shapes of
   the gitleaks and trufflehog rule sets (token prefixes and lengths), written here in RE2
   syntax: modern cloud, chat, AI and registry tokens; secrets assigned to secret-named keys in
   any syntax (YAML, INI, env, properties, HCL, TOML, JSON, code), quoted or not; passwords in
   connection URLs, query strings, `Authorization` headers, `curl -u`, netrc and pgpass lines;
-  JWTs; base64-wrapped PEM.
+  JWTs; base64-wrapped PEM; `.dockerconfigjson` values, Terraform state outputs marked
+  sensitive, service-named `*_KEY` / `*_PW` keys holding a credential-shaped value.
 
 Private-key blocks are found by the engine line by line (a BEGIN line, its body in any quoting,
-the END line), not by a rule here.
+the END line), and the values of Kubernetes Secrets by the document they are in
+(worker/repos/secret_blocks.py), not by a rule here.
 
 Each rule names the lower-case literals ("keywords") that every one of its matches contains:
 one pass of an RE2 set over a text says which keywords occur, and only the rules whose keyword
@@ -25,19 +25,36 @@ occurred run. A rule without keywords always runs.
 
 from __future__ import annotations
 
+import base64
 from dataclasses import dataclass
+
+FIRST_GROUP = -1
+
+
+@dataclass(frozen=True)
+class Allowlist:
+    """gitleaks' exceptions to a rule: a match is no secret when one of these matches `target`."""
+
+    target: str  # "secret" (the redacted value), "match" (the rule's whole match) or "line"
+    regexes: tuple[str, ...] = ()  # RE2 syntax
+    stopwords: tuple[str, ...] = ()  # a secret containing one of these (any case) is a word
 
 
 @dataclass(frozen=True)
 class Rule:
     kind: str  # the marker's type: [REDACTED:<kind>]
-    pattern: str  # RE2 syntax; when it has capture groups, the longest one that matched is redacted
+    pattern: str  # RE2 syntax
     keywords: tuple[str, ...] = ()  # lower-case literals every match contains; () = always run
-    check: str | None = None  # a post-filter on the redacted value (see redact.VALUE_CHECKS)
+    check: str | None = None  # a post-filter on the redacted value (see secret_filters.VALUE_CHECKS)
+    # What is redacted: None, the longest capture group that matched (our rules); 0, the whole
+    # match; n > 0, group n; FIRST_GROUP, gitleaks' default (see Redactor._matches).
+    group: int | None = None
+    entropy: float = 0.0  # the secret must have more bits per character than this (gitleaks)
+    allowlists: tuple[Allowlist, ...] = ()
 
 
 # A value of a secret-named key, when written without quotes: up to whitespace, a quote or a
-# comment. What it holds is judged afterwards (redact.VALUE_CHECKS), since `token = request.token`
+# comment. What it holds is judged afterwards (secret_filters.VALUE_CHECKS), since `token = request.token`
 # is code and `token: f00Bar9z` is a secret.
 _UNQUOTED = r"""([^\s'"`]{1,600})"""
 _QUOTED = r""""([^"\n]{1,600})"|'([^'\n]{1,600})'|`([^`\n]{1,600})`"""
@@ -54,7 +71,7 @@ _GLUED_WORD = (
     r"deploy[_.-]?key|admin[_.-]?key|root[_.-]?key|secret[_.-]?key|hmac[_.-]?key|key[_.-]?data|"
     r"credentials?|authident|connection[_.-]?string|webhook[_.-]?url)"
 )
-_SEPARATED_WORD = r"(?:pass|pwd|auth|creds|dsn|salt|conn[_.-]?str)"
+_SEPARATED_WORD = r"(?:pass|pwd|pw|auth|creds|dsn|salt|conn[_.-]?str)"
 _SECRET_WORD = "(?:" + _GLUED_WORD + "|" + _SEPARATED_WORD + ")"
 _KEY = (
     r"(?:^|[^A-Za-z0-9])(?i:[A-Za-z0-9_.-]{0,80}?"
@@ -68,6 +85,7 @@ _SEPARATOR = r"""["']?[ \t]{0,10}(?:=>|:=|\+=|=|:)[ \t]{0,10}"""
 _KEYWORDS_OF_KEY = (
     "pass",
     "pwd",
+    "pw",
     "secret",
     "token",
     "key",
@@ -79,7 +97,49 @@ _KEYWORDS_OF_KEY = (
     "salt",
 )
 
+# A key that names a service and ends in KEY or PW (`STRIPE_KEY`, `smtp_pw`, `mapsKey`): it may hold
+# a secret or a column name (`PRIMARY_KEY = "user_id"`), so only a credential-shaped value counts.
+_SERVICE_KEY = (
+    r"(?:^|[^A-Za-z0-9])(?:[A-Z][A-Z0-9_.-]{0,60}[_.-](?:KEY|PW|PWD|PASS|PASSWD)|"
+    r"[a-z][a-z0-9_.-]{0,60}[_.-](?:key|pw|pwd|pass|passwd)|[a-z][a-zA-Z0-9]{0,60}(?:Key|Pw|Pwd))"
+)
+_SERVICE_KEY_WORDS = ("key", "pw", "pass")
+
+
+def _base64_prefixes(*texts: str) -> tuple[str, ...]:
+    """The base64 every encoding of a text starting with one of `texts` starts with."""
+    prefixes = []
+    for text in texts:
+        raw = text.encode()
+        prefixes.append(base64.b64encode(raw[: len(raw) // 3 * 3]).decode())
+    return tuple(prefixes)
+
+
+# `.dockerconfigjson` / `.dockercfg` values: base64 of `{"auths": …}`, in any JSON spacing.
+_DOCKER_CONFIG = _base64_prefixes(
+    '{"auths":', '{ "auths":', '{\n  "auths":', '{\n\t"auths":', '{\n    "auths":'
+)
+
 OWN_RULES: tuple[Rule, ...] = (
+    Rule(
+        "secret-assignment",
+        _SERVICE_KEY + _SEPARATOR + "(?:" + _QUOTED + ")",
+        _SERVICE_KEY_WORDS,
+        "credential",
+    ),
+    Rule("secret-assignment", _SERVICE_KEY + _SEPARATOR + _UNQUOTED, _SERVICE_KEY_WORDS, "credential"),
+    Rule(
+        "docker-config",
+        r"\b(?:" + "|".join(_DOCKER_CONFIG) + r")[A-Za-z0-9+/]{8,}={0,2}",
+        tuple(p.lower() for p in _DOCKER_CONFIG),
+    ),
+    # Terraform state: an output marked sensitive (`"value": …, "type": …, "sensitive": true`).
+    Rule(
+        "terraform-sensitive",
+        r'"value":[ \t]*("(?:[^"\\\n]|\\.)*"|\{[^{}]*\}|\[[^\[\]]*\]|[^\s,{}\[\]"]{1,100})'
+        r'\s{0,40},\s{0,40}"type":[ \t]*(?:"[^"\n]{0,100}"|\[[^\[\]]{0,400}\])\s{0,40},\s{0,40}"sensitive":[ \t]*true',
+        ('"sensitive"',),
+    ),
     # --- secret-named keys, any syntax --------------------------------------------------------
     Rule("secret-assignment", _KEY + _SEPARATOR + "(?:" + _QUOTED + ")", _KEYWORDS_OF_KEY, "quoted"),
     Rule("secret-assignment", _KEY + _SEPARATOR + _UNQUOTED, _KEYWORDS_OF_KEY, "unquoted"),
@@ -95,6 +155,13 @@ OWN_RULES: tuple[Rule, ...] = (
         "secret-assignment",
         r"(?i)<(?:[\w.-]{0,40}:)?[\w.-]{0,40}?" + _SECRET_WORD + r">([^<\n]{1,600})</",
         _KEYWORDS_OF_KEY,
+        "quoted",
+    ),
+    # NuGet's `<add key="ClearTextPassword" value="x"/>`, also inside a JSON string (`\"`).
+    Rule(
+        "secret-assignment",
+        r"""(?i)<add[ \t]+key=\\?["'](?:ClearText)?Password\\?["'][ \t]+value=\\?["']([^"'\\\n]{1,600})""",
+        ("<add",),
         "quoted",
     ),
     Rule(
@@ -215,6 +282,11 @@ OWN_RULES: tuple[Rule, ...] = (
     Rule("groq-key", r"\bgsk_[A-Za-z0-9]{52}", ("gsk_",)),
     Rule("replicate-token", r"\br8_[A-Za-z0-9]{37}", ("r8_",)),
     Rule("flyio-token", r"\bf(?:o1|m1[ar]|m2)_[A-Za-z0-9+/_-]{40,}", ("fo1_", "fm1", "fm2_")),
+    # Prefixed tokens gitleaks finds only next to their service's name.
+    Rule("defined-networking-token", r"\bdnkey-[A-Za-z0-9=_-]{26}-[A-Za-z0-9=_-]{52}", ("dnkey-",)),
+    Rule("gocardless-token", r"\blive_[A-Za-z0-9_=-]{40}\b", ("live_",)),
+    Rule("lob-key", r"\b(?:live|test)_(?:pub_[a-f0-9]{31}|[a-f0-9]{35})\b", ("live_", "test_")),
+    Rule("typeform-token", r"\btfp_[A-Za-z0-9_.=-]{59}", ("tfp_",)),
     Rule("cloudflare-ca-key", r"\bv1\.0-[a-f0-9]{24}-[a-f0-9]{146}", ("v1.0-",)),
     Rule("jwt", r"\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}(?:\.[A-Za-z0-9_-]*)?", ("eyj",)),
     # A PEM block wrapped in base64 (kubeconfig's client-key-data) and a bare DER key body.
