@@ -106,9 +106,11 @@ class DiscordLiveView:
 
         self._poke(start)
 
-    def tool_finished(self, call_id: str, ok: bool) -> None:
+    def tool_finished(self, call_id: str, ok: bool, failure: str = "") -> None:
         def finish() -> None:
-            self._running.pop(call_id, None)
+            title, _started = self._running.pop(call_id, ("", 0.0))
+            if not ok and failure and self._step == title:  # named as running: now named as failed
+                self._step = failure
 
         self._poke(finish)
 
