@@ -79,13 +79,18 @@ def test_a_run_whose_every_call_names_a_made_up_repo_says_so_and_shows_each_call
         assert not any(line.startswith("searching") and "failed" not in line for line in progress)
 
 
-def test_a_run_that_only_listed_the_repos_read_no_code_and_is_not_an_answer(rig: Rig) -> None:
-    rig.model.enqueue(
-        tool_calls(("list_repos", {})), text(PROSE), tool_calls(("list_repos", {})), text(PROSE)
-    )
-    kind, fields, _ = ask(rig)
+def test_a_run_whose_calls_all_fail_then_writes_prose_is_asked_again_then_told_no_code_was_read(
+    rig: Rig,
+) -> None:
+    bad = tool_calls(("read_file", "{not json"))
+    rig.model.enqueue(bad, text(PROSE), bad, text(PROSE))
+    kind, fields, progress = ask(rig)
     assert kind == "failed" and fields["outcome"] == "not_an_answer"
-    assert texts.NOT_AN_ANSWER_NO_READ in str(fields["text"])
+    assert "every tool call the model made failed (2 call(s))" in str(fields["text"])
+    assert len(rig.model.requests) == 4  # one re-ask after the first prose, none after the second
+    assert len(progress) == 4 and all(
+        "— failed: the tool answered with an error" in p for p in progress[1::2]
+    )
 
 
 @pytest.mark.parametrize("done", [True, False], ids=["with [DONE]", "connection closed"])

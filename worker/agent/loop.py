@@ -7,8 +7,8 @@ calls of one turn; a search stops at it), a cap on the tool calls of one turn (t
 an error result the model can read), and a context budget (worker/agent/context.py). Every
 tool call gets exactly one tool reply.
 
-An answer comes from code the run read: at least one successful tool call on a repo in scope
-(`AgentResult.read_code`). A text reply before any code was read gets the tool requirement once
+An answer comes from code the run read: at least one successful tool call on the repos in
+scope (`AgentResult.read_code`; every tool reads only those). A text reply before any code was read gets the tool requirement once
 more (an instruction, with tool_choice="required" where the endpoint takes it); a run that still
 read no code ends as `not_an_answer` (its prose is not shown), or, with no text at all, as a
 failure saying so; never as a "found nothing" answer. A final text whose reply was cut off (a
@@ -58,7 +58,6 @@ READ_CODE_FIRST = (
 SKIPPED_OVER_CAP = "Error: not run: at most {cap} tool calls run per turn. Call it again in your next turn if you still need it."
 SKIPPED_AT_DEADLINE = "Error: not run: the time for this question is up. Answer from what you have."
 MIN_CALL_SECONDS = 2.0  # below this much time left, a model call or a tool call is not worth starting
-NOT_CODE_READING = frozenset({"list_repos"})  # succeeds without looking at any repo's code
 FAILURES_KEPT = 3  # why calls failed, for the asker's reply
 
 
@@ -68,7 +67,6 @@ class AgentResult:
     hops: int = 0
     tool_calls: int = 0  # tool calls that ran
     usable_tool_calls: int = 0  # ... and returned a result rather than an error
-    code_reads: int = 0  # ... of those, the ones that looked at a repo in scope (not list_repos)
     prompt_tokens: int = 0
     completion_tokens: int = 0
     partial: bool = False  # the answer was forced by a budget or built from evidence after a failure
@@ -82,7 +80,8 @@ class AgentResult:
 
     @property
     def read_code(self) -> bool:
-        return self.code_reads > 0
+        """A tool read the repos in scope for this run (a successful call: every tool reads them)."""
+        return self.usable_tool_calls > 0
 
     @property
     def outcome(self) -> Literal["answered", "not_an_answer", "cut_off"]:
@@ -227,7 +226,6 @@ class Agent:
         self.events.tool_finished(call.id, outcome.ok, "" if outcome.ok else failed_line(description, why))
         result.tool_calls += 1
         result.usable_tool_calls += int(outcome.ok)
-        result.code_reads += int(outcome.ok and call.name not in NOT_CODE_READING)
         if not outcome.ok and why and why not in result.failures and len(result.failures) < FAILURES_KEPT:
             result.failures.append(why)
         result.tool_names[call.name if call.name in self.registry.tools else "unknown"] += 1

@@ -102,12 +102,10 @@ def exit_code(kind: str) -> int:
 def not_an_answer_text(result: AgentResult, ref: str) -> str:
     """What the asker reads when no code was read: what happened, that no code was read, and
     what an operator can change. The model's own prose is not passed on."""
-    if result.failures and result.usable_tool_calls == 0:
+    if result.failures:
         what = texts.NOT_AN_ANSWER_FAILED_CALLS.format(why=", ".join(result.failures))
-    elif result.tool_calls and result.usable_tool_calls == 0:
+    elif result.tool_calls:
         what = texts.NOT_AN_ANSWER_FAILED_CALLS.format(why=f"{result.tool_calls} call(s)")
-    elif result.usable_tool_calls:
-        what = texts.NOT_AN_ANSWER_NO_READ
     else:
         what = texts.NOT_AN_ANSWER_PROSE
     return texts.NOT_AN_ANSWER.format(what=what, operator=texts.NOT_AN_ANSWER_OPERATOR, ref=ref)

@@ -50,10 +50,6 @@ NOT_AN_ANSWER_FAILED_CALLS = (
     "I could not answer this from the code: every tool call the model made failed ({why}), so no "
     "code was read. Naming the repo in the question (`repo:NAME`) may help."
 )
-NOT_AN_ANSWER_NO_READ = (
-    "I could not answer this from the code: the model looked no further than the list of "
-    "repositories, so no code was read."
-)
 NOT_AN_ANSWER_OPERATOR = (
     "An operator can point codebot at a model and server that call tools (docs/models.md: "
     "llama.cpp's server needs `--jinja`; vLLM needs `--enable-auto-tool-choice`), and "
