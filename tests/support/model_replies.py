@@ -133,6 +133,17 @@ def cut_stream(then: Reply, *, done: bool) -> Reply:
     return replace(then, cut="done" if done else "close")
 
 
+def answers_after_reading(answer: str, call: tuple[str, dict[str, Any]] = ("list_repos", {})) -> Handler:
+    """A model that reads before it answers, for any number of questions: a turn after a tool
+    result is ``answer``; any other turn makes ``call`` (an answer needs code read)."""
+
+    def reply(body: dict[str, Any]) -> Reply:
+        messages = body.get("messages") or [{}]
+        return text(answer) if messages[-1].get("role") == "tool" else tool_calls(call)
+
+    return reply
+
+
 def ignores_tools(prose: str) -> Handler:
     """A server whose chat template drops ``tools`` and ignores ``tool_choice`` (llama.cpp's with
     some models): every request gets the same prose, never a tool call."""
