@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 from config.docgen import PAGE, rows, updated_page
+from worker.jobs import outcomes
 
 ROOT = Path(__file__).resolve().parents[1]
 FRONT_PAGE_MAX_LINES = 200
@@ -38,3 +39,12 @@ def test_the_file_map_names_every_module_and_only_modules_that_exist() -> None:
 
 def test_the_readme_stays_a_front_page() -> None:
     assert len((ROOT / "README.md").read_text(encoding="utf-8").splitlines()) <= FRONT_PAGE_MAX_LINES
+
+
+def test_the_outcomes_table_names_every_outcome_kind_and_its_exit_code() -> None:
+    section = (ROOT / "docs/operations.md").read_text(encoding="utf-8").split("## Outcomes", 1)[1]
+    rows = re.findall(r"^\| `(\w+)` \| .* \| (✅|⚠️|—) \| (\d|—) \|$", section.split("\n## ", 1)[0], re.M)
+    assert [kind for kind, _mark, _code in rows] == list(outcomes.STATUSES)
+    for kind, mark, code in rows:
+        assert (mark == "✅") == (kind == "answered")
+        assert code == str(outcomes.EXIT_CODES[kind]) if kind in outcomes.EXIT_CODES else code == "—"
