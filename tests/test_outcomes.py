@@ -8,11 +8,12 @@ exit codes of `codebot ask`).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.e2e import Rig
+from tests.support.e2e import Rig, build_rig
 from tests.support.metrics import metric_value, samples
 from tests.support.model_server import cut_stream, ignores_tools, made_up_repos, text, tool_calls
 from worker.agent.loop import READ_CODE_FIRST
@@ -65,10 +66,8 @@ def test_a_server_that_ignores_tools_gets_a_clear_not_an_answer_never_its_prose(
 
 
 def test_a_run_whose_every_call_names_a_made_up_repo_says_so_and_shows_each_call_as_failed(
-    tmp_path: Any,
+    tmp_path: Path,
 ) -> None:
-    from tests.support.e2e import build_rig
-
     for rig in build_rig(tmp_path, max_hops=3, model_max_retries=0):
         rig.model.set_handler(made_up_repos("acme-core", prose=PROSE))
         kind, fields, progress = ask(rig)
@@ -135,3 +134,15 @@ def test_codebot_status_counts_each_outcome_kind(rig: Rig) -> None:
     assert {k: v for k, v in outcome_counts(rig.redis).items() if v} == {"answered": 1, "not_an_answer": 1}
     report = status_report(rig.redis, rig.runtime)
     assert "by outcome: answered 1, not an answer (no code read) 1, cut off 0, failed 0" in report
+
+
+def test_an_endpoint_that_refuses_required_tools_gets_the_re_ask_as_an_instruction_it_accepts(
+    tmp_path: Path,
+) -> None:
+    for rig in build_rig(tmp_path, model_options={"strict": {"tool_choice_required"}}):
+        rig.model.enqueue(text(PROSE), READ_RETRY, text(CITED))
+        kind, fields, _ = ask(rig)
+        assert kind == "answer" and fields["outcome"] == "answered"
+        sent = [r for r in rig.model.requests if r.get("tool_choice") != "required"]  # refused ones aside
+        assert len(sent) == 3 and sent[1]["tool_choice"] == "auto"
+        assert sent[1]["messages"][-1]["content"] == READ_CODE_FIRST.format(repos="payments")
