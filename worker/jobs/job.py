@@ -115,11 +115,12 @@ class QuestionRun:
                 outcome, final = self._answer(self.sink)
         except ModelFailure as exc:
             self._record_model_failure(exc)
-            # no usable tool call at all: no code was read, whatever the endpoint did
-            status: Status = "not_an_answer" if exc.kind == "no_tool_calls" else "failed"
-            final = Final(
-                apology=f"Sorry, I could not answer: {exc}. Reference: `{self.ref}`", outcome=status
-            )
+            status: Status = "failed"
+            if exc.kind == "no_tool_calls":  # no usable tool call at all: no code was read
+                status, apology = "not_an_answer", not_an_answer_text(None, self.ref, str(exc))
+            else:
+                apology = f"Sorry, I could not answer: {exc}. Reference: `{self.ref}`"
+            final = Final(apology=apology, outcome=status)
             outcome = self._outcome(status, reason=str(exc), **exc.accounting())
         except Exception:
             log.exception("question crashed", extra={"job_id": question.id, "ref": self.ref})

@@ -99,10 +99,13 @@ def exit_code(kind: str) -> int:
     return EXIT_CODES.get(kind, EXIT_FAILED)
 
 
-def not_an_answer_text(result: AgentResult, ref: str) -> str:
+def not_an_answer_text(result: AgentResult | None, ref: str, failure: str = "") -> str:
     """What the asker reads when no code was read: what happened, that no code was read, and
-    what an operator can change. The model's own prose is not passed on."""
-    if result.failures:
+    what an operator can change. The model's own prose is not passed on. `failure`: the run
+    ended without any text (ModelFailure "no_tool_calls"), said as it says it."""
+    if result is None:
+        what = texts.NOT_AN_ANSWER_MODEL.format(failure=failure)
+    elif result.failures:
         what = texts.NOT_AN_ANSWER_FAILED_CALLS.format(why=", ".join(result.failures))
     elif result.tool_calls:
         what = texts.NOT_AN_ANSWER_FAILED_CALLS.format(why=f"{result.tool_calls} call(s)")

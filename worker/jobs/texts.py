@@ -43,19 +43,20 @@ STATUS_MODEL_ERROR_LINE = "  ◦ {age} ago, `{ref}`: {kind}{status}: {detail}"
 
 # --- what a question's outcome tells the asker (worker/jobs/outcomes.py) --------------------------
 NOT_AN_ANSWER_PROSE = (
-    "I could not answer this from the code: the model replied without reading any code, also when "
-    "asked again to use its tools, so I am not passing its reply on as an answer. No code was read."
+    "I could not answer this from the code: the model replied without using its tools to read "
+    "any, also when asked again, so its reply is not passed on."
 )
 NOT_AN_ANSWER_FAILED_CALLS = (
-    "I could not answer this from the code: every tool call the model made failed ({why}), so no "
-    "code was read. Naming the repo in the question (`repo:NAME`) may help."
+    "I could not answer this from the code: every tool call the model made failed ({why}). "
+    "Naming the repo in the question (`repo:NAME`) may help."
 )
+NOT_AN_ANSWER_MODEL = "I could not answer this from the code: {failure}."
 NOT_AN_ANSWER_OPERATOR = (
     "An operator can point codebot at a model and server that call tools (docs/models.md: "
     "llama.cpp's server needs `--jinja`; vLLM needs `--enable-auto-tool-choice`), and "
     "`codebot status` shows what the endpoint accepts."
 )
-NOT_AN_ANSWER = "{what}\n\n{operator} Reference: `{ref}`"
+NOT_AN_ANSWER = "{what} **No code was read.**\n\n{operator} Reference: `{ref}`"
 CUT_OFF_NOTE = (
     "⚠️ **Cut off:** the model's reply stopped before it finished, so this answer is incomplete. "
     "Asking again may work; if it keeps happening, an operator can look for a proxy or gateway "
