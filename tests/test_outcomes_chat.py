@@ -112,3 +112,13 @@ def test_discord_a_code_read_answer_gets_the_check_mark(drig: DiscordRig) -> Non
     reply, reactions = discord_reply(drig)
     assert f"/blob/{drig.rig.sha}/payments/retry.py#L3" in reply
     assert ("PUT", "✅") in reactions and ("PUT", "⚠️") not in reactions
+
+
+@pytest.mark.drig(max_hops=2, discord_step_line_after_seconds=0.0, discord_edit_interval_seconds=0.0)
+def test_discord_the_live_view_names_a_call_on_a_made_up_repo_as_failed(drig: DiscordRig) -> None:
+    drig.rig.model.set_handler(made_up_repos("acme-core", prose=PROSE))
+    reply, reactions = discord_reply(drig)
+    assert "no repo `acme-core`" in reply and ("PUT", "⚠️") in reactions
+    edits = [str(call.body.get("content", "")) for call in drig.fake.find("PATCH", r"/messages/\d+$")]
+    named = [edit for edit in edits if "acme-core" in edit and edit != reply]
+    assert named and all("failed: no repo `acme-core`" in edit for edit in named)
