@@ -274,8 +274,8 @@ class Bench:
         checked, warned = "white_check_mark" in reactions, "warning" in reactions
         if len(finals) > 1:
             return "answered twice"
-        if "prose" in finals or (checked and finals and finals != ["answer"]):
-            return "not an answer counted as answered"
+        if "prose" in finals or (checked and (len(posted) != 1 or finals != ["answer"])):
+            return "not an answer counted as answered"  # ✅ on anything but one whole code-read answer
         if len(posted) == 1 and finals == ["answer"] and checked and "eyes" not in reactions:
             return "answered once"
         if posted in TRY_AGAIN:
