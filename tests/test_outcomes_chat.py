@@ -39,12 +39,13 @@ def test_slack_a_prose_only_model_gets_a_warning_and_the_no_code_read_reply_not_
     assert rig.api.calls_to("chat.postMessage")[-1].body.get("blocks") in (None, [])  # no feedback
 
 
-@pytest.mark.rig("slack")
+@pytest.mark.rig("slack", **STREAMING)
 def test_slack_a_code_read_answer_after_a_prose_first_turn_gets_the_check_mark(rig: SlackRig) -> None:
     rig.model.enqueue(text(PROSE), READ_RETRY, text(CITED))
     _, reply, reactions = slack_reply(rig)
     assert reactions == ["white_check_mark"]
     assert f"blob/{rig.sha}/payments/retry.py#L12" in reply and "backoff in the client" not in reply
+    assert rig.api.calls_to("chat.startStream")  # streamed: the prose shown live was replaced
 
 
 @pytest.mark.rig("slack", model_max_retries=1)
