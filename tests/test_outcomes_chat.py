@@ -48,7 +48,14 @@ def test_slack_a_code_read_answer_after_a_prose_first_turn_gets_the_check_mark(r
     assert rig.api.calls_to("chat.startStream")  # streamed: the prose shown live was replaced
 
 
-@pytest.mark.rig("slack", model_max_retries=1)
+@pytest.mark.parametrize(
+    "rig",
+    [
+        pytest.param(None, marks=pytest.mark.rig("slack", model_max_retries=1), id="edits"),
+        pytest.param(None, marks=pytest.mark.rig("slack", model_max_retries=1, **STREAMING), id="streamed"),
+    ],
+    indirect=True,
+)
 def test_slack_a_reply_cut_on_every_attempt_shows_the_cut_off_note_and_a_warning(rig: SlackRig) -> None:
     rig.model.enqueue(READ_RETRY)
     rig.model.set_handler(lambda _body: cut_stream(text(CITED), done=False))
@@ -56,6 +63,7 @@ def test_slack_a_reply_cut_on_every_attempt_shows_the_cut_off_note_and_a_warning
     assert reactions == ["warning"]
     assert reply.startswith("⚠️ *Cut off:*") and "cut off here" in reply
     assert "sleeping longer each time" not in reply
+    assert bool(rig.api.calls_to("chat.startStream")) == rig.settings.slack_streaming
 
 
 @pytest.mark.rig("slack", max_hops=2, **STREAMING)
