@@ -8,13 +8,19 @@ cited answer), the fake Slack Web API (or fake Discord REST) and the embedded Re
 Sentinel group: primary, replica, three sentinels). Questions are asked at a steady rate for
 `--send-seconds`; the fault starts `--fault-at` seconds in and lasts the scenario's
 `fault_seconds`. The bench then waits until every question has settled (or `--settle-seconds`
-passed) and sorts each thread:
+passed) and sorts each thread (sent = the questions asked):
 
-- answered once: exactly one message, the answer, with ✅ (and 👀 gone);
-- told to try again: the one message is "my queue (Redis) is unreachable / refuses writes";
+- answered once: exactly one message, the answer read from code (its cited line linked at the
+  commit), with ✅ (and 👀 gone);
+- answered twice: more than one final message (answer, apology, …) in one thread. Must be 0;
+- lost: nothing, or a "Looking into the code…" placeholder never replaced. Must be 0;
+- not an answer: one message saying no code was read, with ⚠️ (the model wrote prose, or
+  every call it made failed);
+- not an answer counted as answered: ✅ on anything but a whole answer read from code (prose,
+  a cut-off reply), or the model's prose posted at all. Must be 0;
+- cut off: one message with the "Cut off" note and what there was, with ⚠️;
 - apologised: one message, an apology with a reference (⚠️);
-- duplicated: more than one answer or apology;
-- silent: nothing, or a "Looking into the code…" placeholder never replaced. Must be 0.
+- told to try again: the one message is "my queue (Redis) is unreachable / refuses writes".
 
 It also notes how long each asker waited (asking to the thread's outcome) and prints the median
 and the longest wait of each scenario as a ratio against the fault-free baseline of the same
@@ -24,6 +30,7 @@ skips it).
     .venv/bin/python bench/faults.py                       # every scenario
     .venv/bin/python bench/faults.py redis-stall redis-kill --questions 40
     .venv/bin/python bench/faults.py slack-500 discord-500 worker-killed-in-window
+    .venv/bin/python bench/faults.py model-prose model-made-up-repos model-stream-cut
 
 Adding a scenario: subclass Scenario (its `env`, `redis`, `inject` and `recover` hooks) and add
 it to SCENARIOS (`platform = "discord"` for one on Discord). The fake Slack API has outages
@@ -38,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import os
 import shutil
@@ -62,7 +70,15 @@ from config.settings import load_settings  # noqa: E402
 from tests.support.e2e import DEFAULT_FILES  # noqa: E402
 from tests.support.fake_discord import FakeDiscord  # noqa: E402
 from tests.support.fixture_repos import make_repo  # noqa: E402
-from tests.support.model_server import Reply, ScriptedModel, last_user_text, slow, text, tool_calls  # noqa: E402
+from tests.support.model_server import (  # noqa: E402
+    Reply,
+    ScriptedModel,
+    cut_stream,
+    last_user_text,
+    slow,
+    text,
+    tool_calls,
+)
 from tests.support.redis_outage import kill_embedded_server  # noqa: E402
 from tests.support.redis_servers import SentinelGroup, sentinel_group  # noqa: E402
 from tests.support.slack_api import Outage, SlackAPI, event_body, mention, signed_post  # noqa: E402
@@ -77,12 +93,31 @@ from worker.repos.refresh import REPO_KEY_PREFIX  # noqa: E402
 
 SECRET = "faults-signing-secret"
 CHANNEL = "CFAULT"
-OUTCOMES = ("answered once", "told to try again", "apologised", "duplicated", "silent")
+OUTCOMES = (
+    "answered once",
+    "answered twice",
+    "lost",
+    "not an answer",
+    "not an answer counted as answered",
+    "cut off",
+    "apologised",
+    "told to try again",
+)
+MUST_BE_ZERO = ("answered twice", "lost", "not an answer counted as answered")
+NO_CODE_READ = "No code was read"  # worker/jobs/texts.py, in every not-an-answer reply
+CUT_OFF = "Cut off:"  # worker/jobs/texts.py CUT_OFF_NOTE, as Slack and Discord show it
 TRY_AGAIN = [  # what a try-again reply reads as, on Slack (mrkdwn) and on Discord (as written)
     *(format_for_slack(t) for t in (texts.QUEUE_UNAVAILABLE, texts.QUEUE_REFUSES_WRITES)),
     [texts.QUEUE_UNAVAILABLE],
     [texts.QUEUE_REFUSES_WRITES],
 ]
+
+
+def asked_in(body: dict[str, Any]) -> str:
+    """The question of a request: its first user message after the system prompt (a re-ask
+    to read code comes later as another user message)."""
+    users = [m for m in body["messages"] if m["role"] == "user"]
+    return str(users[0]["content"]) if users else last_user_text(body)
 
 
 class Bench:
@@ -217,29 +252,46 @@ class Bench:
                 reactions.remove(emoji)
         return [m["content"] for m in replies], [DISCORD_REACTIONS.get(r, r) for r in reactions]
 
+    @staticmethod
+    def message_kind(message: str, n: int) -> str:
+        """What one bot message in question n's thread is (progress and placeholders: "other")."""
+        if CUT_OFF in message:
+            return "cut off"
+        if NO_CODE_READ in message:
+            return "not an answer"
+        if f"guess for: fault question {n}?" in message:
+            return "prose"  # the model's reply without code read, passed on as it was
+        if f"answer to: fault question {n}?" in message and "/payments/retry.py#L3" in message:
+            return "answer"  # its citation verified, so linked: a tool showed that line
+        if "Reference: `" in message:
+            return "apology"
+        return "other"
+
     def outcome(self, ts: str) -> str:
         posted, reactions = self.thread(ts)
         n = self.asked[ts]
-        answers = [t for t in posted if f"answer to: fault question {n}?" in t]
-        apologies = [t for t in posted if "Reference: `" in t and t not in answers]
-        if len(answers) + len(apologies) > 1:
-            return "duplicated"
-        if answers and len(posted) == 1 and "white_check_mark" in reactions and "eyes" not in reactions:
+        finals = [kind for kind in (self.message_kind(t, n) for t in posted) if kind != "other"]
+        checked, warned = "white_check_mark" in reactions, "warning" in reactions
+        if len(finals) > 1:
+            return "answered twice"
+        if "prose" in finals or (checked and (len(posted) != 1 or finals != ["answer"])):
+            return "not an answer counted as answered"  # ✅ on anything but one whole code-read answer
+        if len(posted) == 1 and finals == ["answer"] and checked and "eyes" not in reactions:
             return "answered once"
         if posted in TRY_AGAIN:
             return "told to try again"
-        if apologies and len(posted) == 1:
-            return "apologised"
-        return "silent"
+        if len(posted) == 1 and finals and finals[0] != "answer" and (warned or finals == ["apology"]):
+            return "apologised" if finals == ["apology"] else finals[0]
+        return "lost"
 
     def settled(self) -> bool:
-        return all(self.outcome(ts) != "silent" for ts in list(self.asked))
+        return all(self.outcome(ts) != "lost" for ts in list(self.asked))
 
     def watch(self, stop: threading.Event) -> None:
-        """Note when each question first stops being silent: the seconds the asker waited."""
+        """Note when each question first stops being lost: the seconds the asker waited."""
         while not stop.wait(0.5):
             for ts in list(self.asked):
-                if ts not in self.settled_after and self.outcome(ts) != "silent":
+                if ts not in self.settled_after and self.outcome(ts) != "lost":
                     self.settled_after[ts] = round(time.monotonic() - self.asked_at[ts], 1)
 
     def run(self) -> dict[str, Any]:
@@ -276,15 +328,15 @@ class Bench:
         return {
             "scenario": self.scenario.name,
             "fault": self.scenario.describe,
-            "questions": len(self.asked),
+            "sent": len(self.asked),
             **{name: counts.get(name, 0) for name in OUTCOMES},
             "wait_p50_seconds": waits[len(waits) // 2] if waits else None,
             "wait_max_seconds": waits[-1] if waits else None,
-            "silent_examples": [self.asked[ts] for ts, o in sorted(outcomes.items()) if o == "silent"][:10],
+            "lost_examples": [self.asked[ts] for ts, o in sorted(outcomes.items()) if o == "lost"][:10],
             "not_once_seen": {  # what the asker sees in each thread that went wrong
                 self.asked[ts]: dict(zip(("messages", "reactions"), self.thread(ts), strict=True))
                 for ts, o in sorted(outcomes.items())
-                if o in ("silent", "duplicated")
+                if o in MUST_BE_ZERO
             },
             "timeline": self.events,
             "logs": str(self.work),
@@ -339,9 +391,7 @@ class Scenario:
                 return slow(
                     turn_seconds, tool_calls(("read_file", {"repo": "payments", "path": "payments/retry.py"}))
                 )
-            return slow(
-                turn_seconds, text(f"answer to: {last_user_text(body)} [payments:payments/retry.py#L3]")
-            )
+            return slow(turn_seconds, text(f"answer to: {asked_in(body)} [payments:payments/retry.py#L3]"))
 
         return answer
 
@@ -600,6 +650,73 @@ class FullDisk(Scenario):
         bench.note(f"commit {sha.strip()[:7]} recorded as wanted")
 
 
+class ModelMisbehaves(Scenario):
+    """For `fault_seconds` the model misbehaves (`misbehave`); before and after, it reads and answers."""
+
+    fault_seconds = 12.0
+
+    def __init__(self) -> None:
+        self.faulty = threading.Event()
+
+    def misbehave(self, body: dict[str, Any], turn_seconds: float, usual: Reply) -> Reply:
+        raise NotImplementedError
+
+    def model_reply(self, turn_seconds: float) -> Any:
+        answer = super().model_reply(turn_seconds)
+
+        def maybe_misbehaving(body: dict[str, Any]) -> Reply:
+            usual: Reply = answer(body)
+            return self.misbehave(body, turn_seconds, usual) if self.faulty.is_set() else usual
+
+        return maybe_misbehaving
+
+    def inject(self, bench: Bench) -> None:
+        self.faulty.set()
+
+    def recover(self, bench: Bench) -> None:
+        self.faulty.clear()
+
+
+class ModelProse(ModelMisbehaves):
+    name = "model-prose"
+    describe = (
+        "for 12 s the model ignores its tools and writes prose (a chat template that drops them), "
+        "also when asked again to read code"
+    )
+
+    def misbehave(self, body: dict[str, Any], turn_seconds: float, usual: Reply) -> Reply:
+        return slow(turn_seconds, text(f"guess for: {asked_in(body)}"))
+
+
+class ModelMadeUpRepos(ModelMisbehaves):
+    name = "model-made-up-repos"
+    describe = (
+        "for 12 s every tool call the model makes names a repo that does not exist, then it writes prose"
+    )
+
+    def misbehave(self, body: dict[str, Any], turn_seconds: float, usual: Reply) -> Reply:
+        if body["messages"][-1]["role"] == "tool" or body.get("tool_choice") == "none":
+            return slow(turn_seconds, text(f"guess for: {asked_in(body)}"))
+        return slow(turn_seconds, tool_calls(("search", {"pattern": "retry", "repo": "acme-core"})))
+
+
+class ModelStreamCut(ModelMisbehaves):
+    name = "model-stream-cut"
+    describe = (
+        "for 12 s every streamed answer is cut half-way without a finish reason, alternately with "
+        "[DONE] and with the connection closed (tool-call turns are whole)"
+    )
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cuts = itertools.count()
+
+    def misbehave(self, body: dict[str, Any], turn_seconds: float, usual: Reply) -> Reply:
+        if usual.calls:
+            return usual
+        return cut_stream(usual, done=next(self.cuts) % 2 == 0)
+
+
 SCENARIOS: dict[str, type[Scenario]] = {
     s.name: s
     for s in (
@@ -617,6 +734,9 @@ SCENARIOS: dict[str, type[Scenario]] = {
         WorkerKilledInWindow,
         TricklingModel,
         FullDisk,
+        ModelProse,
+        ModelMadeUpRepos,
+        ModelStreamCut,
     )
 }
 DISCORD_REACTIONS = {"👀": "eyes", "✅": "white_check_mark", "⚠️": "warning"}
@@ -664,7 +784,7 @@ def main() -> int:
     baseline = {r["platform"]: r for r in reports if r["scenario"] in (Baseline.name, DiscordBaseline.name)}
     print()
     print(
-        "| scenario | questions | "
+        "| scenario | sent | "
         + " | ".join(OUTCOMES)
         + " | wait p50 s (× baseline) | wait max s (× baseline) |"
     )
@@ -673,12 +793,12 @@ def main() -> int:
         base = baseline.get(r["platform"], {})
         p50, most = r["wait_p50_seconds"], r["wait_max_seconds"]
         print(
-            f"| {r['scenario']} | {r['questions']} | "
+            f"| {r['scenario']} | {r['sent']} | "
             + " | ".join(str(r[o]) for o in OUTCOMES)
             + f" | {p50} ({ratio(p50, base.get('wait_p50_seconds'))})"
             + f" | {most} ({ratio(most, base.get('wait_max_seconds'))}) |"
         )
-    return 0 if all(r["silent"] == 0 and r["duplicated"] == 0 for r in reports) else 1
+    return 0 if all(r[o] == 0 for r in reports for o in MUST_BE_ZERO) else 1
 
 
 if __name__ == "__main__":

@@ -67,7 +67,7 @@ class DiscordLiveView:
         self._rest = DiscordRest(
             settings.discord_bot_token.get_secret_value(), settings.discord_max_ratelimit_wait_seconds
         )
-        self._step: str | None = None  # the latest tool that ran long enough to be named
+        self._step: str | None = None  # the latest tool that ran long enough to be named, or failed
         self._running: dict[str, tuple[str, float]] = {}  # call id -> (title, when it started)
         self._shown = ""
         self._edited_at = float("-inf")
@@ -106,9 +106,11 @@ class DiscordLiveView:
 
         self._poke(start)
 
-    def tool_finished(self, call_id: str, ok: bool) -> None:
+    def tool_finished(self, call_id: str, ok: bool, failure: str = "") -> None:
         def finish() -> None:
             self._running.pop(call_id, None)
+            if not ok and failure:  # a failed call is named as failed, however quick it was
+                self._step = failure
 
         self._poke(finish)
 

@@ -342,7 +342,7 @@ class DiscordSink:
                 await self._show(chunk, embed, buttons)  # the progress message becomes the answer
             else:
                 await self._show_part(f"a{index}", recorded.get(f"a{index}"), chunk, embed, buttons)
-        await self._mark(DONE, remove=EYES)
+        await self._mark(WARNING if answer.cut_off else DONE, remove=EYES)  # ✅ only for a whole answer
 
     async def _show_part(
         self,

@@ -31,7 +31,8 @@ from worker.agent.citations import check_answer
 from worker.agent.loop import Agent, ModelFailure
 from worker.jobs.console import MISSING_MODEL_MESSAGE
 from worker.jobs.job import make_model_client
-from worker.jobs.question import Question, ReplyTarget, event_identity
+from worker.jobs.outcomes import cut_off_markdown, cut_off_text, not_an_answer_text
+from worker.jobs.question import Question, ReplyTarget, event_identity, reference_id
 from worker.jobs.runtime import Runtime
 from worker.jobs.scope import redact_and_extract_repos
 from worker.tools import make_context
@@ -173,7 +174,11 @@ class CodebotTools:
                 return _text_result(f"Error: codebot could not answer: {exc}", error=True)
             if result.failure is not None:
                 log.warning("mcp ask: the model failed midway, server said: %s", result.failure.detail or "-")
-            checked = check_answer(ctx, ctx.redact(result.text))
+            if result.outcome == "not_an_answer":  # no code was read: never passed on as an answer
+                log.warning("mcp ask: not an answer, no code read (tool calls=%s)", result.tool_calls)
+                return _text_result(not_an_answer_text(result, reference_id(question.id)), error=True)
+            cut = result.outcome == "cut_off"
+            checked = check_answer(ctx, ctx.redact(cut_off_text(result.text) if cut else result.text))
             commits = {name: snapshot.sha for name, snapshot in snapshots.items()}
         log.info(
             "mcp ask answered hops=%s tools=%s verified=%s unverified=%s",
@@ -186,9 +191,11 @@ class CodebotTools:
             "sources": [vars(source) for source in checked.sources],
             "unverified": checked.unverified,
             "partial": result.partial,
+            "cut_off": cut,
             "commits": commits,
         }
-        return _text_result(checked.markdown, data=data)
+        markdown = cut_off_markdown(checked.markdown, reference_id(question.id)) if cut else checked.markdown
+        return _text_result(markdown, data=data)
 
 
 def build_server(tools: CodebotTools) -> Server[Any]:

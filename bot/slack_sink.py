@@ -229,7 +229,7 @@ class SlackSink:
         chunks = format_for_slack(answer.markdown) or format_for_slack(texts.EMPTY_ANSWER)
         try:
             self._show(chunks, closing=[feedback_block(self.question_id)])
-            self._finish(ANSWERED)
+            self._finish(FAILED if answer.cut_off else ANSWERED)  # ✅ only for a whole answer
         except SLACK_FAILURES as exc:
             raise delivery_failed("answer", exc) from exc
 

@@ -45,6 +45,7 @@ from bot import texts
 from bot.slack_format import feedback_block, safe_markdown
 from bot.slack_sink import (
     ANSWERED,
+    FAILED,
     RECEIVED,
     SLACK_FAILURES,
     STREAM_OVER_ERRORS,
@@ -147,7 +148,7 @@ class SlackStreamSink(SlackSink):
             if rest is not None:
                 try:
                     view.finish(rest, [feedback_block(self.question_id)])
-                    self._finish(ANSWERED)
+                    self._finish(FAILED if answer.cut_off else ANSWERED)
                 except SLACK_FAILURES as exc:
                     raise delivery_failed("answer", exc) from exc
                 return
@@ -225,10 +226,17 @@ class SlackLiveView:
                 )
             self._lock.notify()
 
-    def tool_finished(self, call_id: str, ok: bool) -> None:
+    def tool_finished(self, call_id: str, ok: bool, failure: str = "") -> None:
         with self._lock:
             title = self._titles.get(call_id)
-            if title is None or self.fallback:
+            if title is None:
+                return
+            if not ok and failure:  # the card names what failed, never "searching" as if it did
+                title = safe_markdown(failure)[:TITLE_MAX_CHARS] or title
+            if self.fallback:
+                if not ok and failure:
+                    self._progress = title
+                    self._lock.notify()
                 return
             status = "complete" if ok else "error"
             self._tasks.append({"type": "task_update", "id": call_id, "title": title, "status": status})

@@ -19,6 +19,11 @@ from worker.ops.inert import TerminalGuard, inert, json_without_controls
 
 EXIT_USAGE = 2
 EXIT_FAILED = 1
+# `codebot ask`'s exit codes, one per outcome kind (worker/jobs/outcomes.py; checked in a test)
+ASK_EXIT_CODES = (
+    "exit codes: 0 answered from the code it read; 1 failed; 2 the question or setup refused; "
+    "3 not an answer (no code was read); 4 cut off; 5 refused (daily budget spent, repos not synced)"
+)
 
 
 def _port(text: str) -> int:
@@ -37,7 +42,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    ask = sub.add_parser("ask", help="ask a question from the terminal")
+    ask = sub.add_parser("ask", help="ask a question from the terminal", epilog=ASK_EXIT_CODES)
     ask.add_argument("question", nargs="+", help="the question (repo:NAME in it limits the repos)")
     ask.add_argument("--repo", help="limit the question to this repo")
 

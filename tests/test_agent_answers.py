@@ -82,10 +82,12 @@ def test_bad_tool_calls_come_back_to_the_model_as_errors_it_can_act_on(rig: Rig)
             ("search", {"pattern": "x", "colour": "red"}),
         ),
         text("I could not find it."),
+        text("Still nothing."),  # asked once more to read code (nothing was read)
     )
     _, events = rig.ask("anything?")
-    assert rig.final(events)[0] == "answer"
-    replies = [m["content"] for m in rig.model.requests[-1]["messages"] if m["role"] == "tool"]
+    kind, fields = rig.final(events)
+    assert kind == "failed" and fields["outcome"] == "not_an_answer"  # no call worked: no code read
+    replies = [m["content"] for m in rig.model.requests[1]["messages"] if m["role"] == "tool"]
     assert replies[0].startswith("Error: the arguments are not valid JSON")
     assert replies[1].startswith("Error: unknown tool 'delete_everything'")
     assert replies[2].startswith("Error: missing required parameter 'path'")

@@ -10,12 +10,14 @@ from pathlib import Path
 
 import pytest
 
+from codebot.cli import ASK_EXIT_CODES
 from config.settings import load_settings
 from tests.support.cli import run_codebot
 from tests.support.e2e import DEFAULT_FILES
 from tests.support.fixture_repos import make_repo
-from tests.support.model_server import ScriptedModel, text, tool_calls
+from tests.support.model_server import ScriptedModel, cut_stream, ignores_tools, text, tool_calls
 from worker.jobs.console import MISSING_MODEL_MESSAGE
+from worker.jobs.outcomes import EXIT_CODES, EXIT_CUT_OFF, EXIT_NOT_AN_ANSWER
 from worker.jobs.scope import redact_and_extract_repos
 from worker.ops.redis_connection import stop_embedded_server
 
@@ -117,3 +119,35 @@ def test_tool_runs_the_history_tools_with_the_same_checks(project: dict[str, str
     assert (
         refused.returncode == 1 and "not something codebot can look up" in json.loads(refused.stdout)["error"]
     )
+
+
+def test_ask_exits_3_with_the_no_code_read_reply_when_the_model_never_reads_code(
+    project: dict[str, str],
+) -> None:
+    with ScriptedModel(ignores_tools("Retries usually use exponential backoff.")) as model:
+        env = {**project, "OPENAI_BASE_URL": model.base_url, "OPENAI_API_KEY": "k"}
+        result = codebot(env, "ask", "how does retry work?")
+    assert result.returncode == EXIT_NOT_AN_ANSWER == 3, result.stderr
+    assert "No code was read" in result.stdout and "exponential backoff" not in result.stdout
+
+
+def test_ask_exits_4_and_says_cut_off_when_every_attempt_at_the_reply_is_cut(project: dict[str, str]) -> None:
+    with ScriptedModel() as model:
+        model.enqueue(tool_calls(("read_file", {"repo": "payments", "path": "payments/retry.py"})))
+        model.set_handler(
+            lambda _body: cut_stream(text("It sleeps longer after each failure, doubling."), done=False)
+        )
+        env = {**project, "OPENAI_BASE_URL": model.base_url, "OPENAI_API_KEY": "k"}
+        result = codebot(env, "ask", "how does retry work?")
+    assert result.returncode == EXIT_CUT_OFF == 4, result.stderr
+    assert "Cut off" in result.stdout and "cut off here" in result.stdout and "doubling" not in result.stdout
+
+
+def test_ask_help_lists_the_exit_code_of_every_outcome_kind() -> None:
+    helped = run_codebot("ask", "--help", env={}, timeout=60)
+    listed = dict(re.findall(r"(\d) ([a-z][^;]*)", ASK_EXIT_CODES))
+    assert " ".join(helped.stdout.split()).endswith(ASK_EXIT_CODES)
+    for kind, code in EXIT_CODES.items():
+        assert str(code) in listed, kind
+    assert listed["0"].startswith("answered") and listed["3"].startswith("not an answer")
+    assert listed["4"] == "cut off" and listed["5"].startswith("refused")

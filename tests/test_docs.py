@@ -12,6 +12,7 @@ from pathlib import Path
 
 from codebot.cli import _parser
 from config.docgen import PAGE, rows, updated_page
+from worker.jobs import outcomes
 
 ROOT = Path(__file__).resolve().parents[1]
 FRONT_PAGE_MAX_LINES = 200
@@ -117,3 +118,12 @@ def test_no_doc_names_a_path_of_one_machine() -> None:
         assert not re.search(r"(?<![\w.])/(?:work|home/\w+|Users/\w+)/", path.read_text(encoding="utf-8")), (
             path.name
         )
+
+
+def test_the_outcomes_table_names_every_outcome_kind_and_its_exit_code() -> None:
+    section = (ROOT / "docs/operations.md").read_text(encoding="utf-8").split("## Outcomes", 1)[1]
+    rows = re.findall(r"^\| `(\w+)` \| .* \| (✅|⚠️|—) \| (\d|—) \|$", section.split("\n## ", 1)[0], re.M)
+    assert [kind for kind, _mark, _code in rows] == list(outcomes.STATUSES)
+    for kind, mark, code in rows:
+        assert (mark == "✅") == (kind == "answered")
+        assert code == str(outcomes.EXIT_CODES[kind]) if kind in outcomes.EXIT_CODES else code == "—"

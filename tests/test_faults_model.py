@@ -110,21 +110,24 @@ def test_a_malformed_reply_midway_still_answers_from_what_was_found(rig: Rig) ->
     assert f"blob/{rig.sha}/payments/retry.py#L1" in str(fields["markdown"])
 
 
-def test_a_model_that_never_calls_a_tool_ends_as_a_failure_saying_so(tmp_path: Path) -> None:
+def test_a_model_that_never_calls_a_tool_ends_as_not_an_answer_saying_so(tmp_path: Path) -> None:
     for rig in build_rig(tmp_path, max_hops=3):
         rig.model.set_handler(lambda _body: text(""))
         kind, fields, _ = timed_ask(rig)
-        assert kind == "failed" and "never made a usable tool call" in str(fields["text"])
+        assert kind == "failed" and fields["outcome"] == "not_an_answer"
+        assert "never made a usable tool call, so no code was read" in str(fields["text"])
         assert len(rig.model.requests) == 3 + 1  # every hop, then one forced answer
         found = samples(exposition(rig.redis, queue_depth).decode())
-        assert metric_value(found, 'codebot_failures_total{reason="model"}') == 1
+        assert metric_value(found, 'codebot_questions_total{platform="console",status="not_an_answer"}') == 1
+        assert metric_value(found, "codebot_failures_total") == 0  # the endpoint did not fail
 
 
 def test_a_model_whose_every_tool_call_fails_read_no_code_and_ends_as_a_failure(tmp_path: Path) -> None:
     for rig in build_rig(tmp_path, max_hops=2):
         rig.model.set_handler(lambda _body: tool_calls(("read_file", "{not json")))
         kind, fields, _ = timed_ask(rig)
-        assert kind == "failed" and "never made a usable tool call" in str(fields["text"])
+        assert kind == "failed" and fields["outcome"] == "not_an_answer"
+        assert "never made a usable tool call" in str(fields["text"])
 
 
 def test_tokens_spent_before_the_model_failed_still_count_against_the_day(rig: Rig) -> None:

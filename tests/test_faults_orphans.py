@@ -13,7 +13,7 @@ import time
 from rq import Queue
 
 from tests.support.e2e import Rig
-from tests.support.model_server import text
+from tests.support.model_server import answers_after_reading
 from worker.jobs.orphans import rescue_orphans
 from worker.jobs.queue import ADMIN_QUEUE, QUESTIONS_QUEUE
 
@@ -33,7 +33,7 @@ def taken_and_dropped(rig: Rig) -> str:
 def test_a_question_taken_but_never_started_is_queued_again_after_the_grace_and_answered_once(
     rig: Rig,
 ) -> None:
-    rig.model.set_handler(lambda _body: text("answered after all"))
+    rig.model.set_handler(answers_after_reading("answered after all"))
     question = rig.question("how does retry work?")
     rig.enqueue(question)
     assert taken_and_dropped(rig) == question.id

@@ -89,6 +89,17 @@ def test_ask_runs_the_agent_and_returns_an_answer_with_commit_pinned_links(
     assert served.model.requests[0]["messages"][-1]["content"] == "How does retry back off?"
 
 
+def test_ask_over_mcp_never_returns_prose_that_read_no_code_as_an_answer(
+    served: Served, client: Client
+) -> None:
+    served.model.enqueue(text("Retries usually back off exponentially."), text("Still a guess."))
+
+    reply, error = client.tool("ask", {"question": "How does retry back off?", "repo": "payments"})
+
+    assert error and "No code was read" in reply
+    assert "exponentially" not in reply and "guess" not in reply
+
+
 def test_ask_about_a_repo_that_is_not_served_names_the_ones_that_are(client: Client) -> None:
     reply, error = client.tool("ask", {"question": "repo:paymnts how does retry work?"})
 

@@ -36,7 +36,7 @@ class Recorder(NoEvents):
     def tool_started(self, call_id: str, name: str, arguments: dict[str, Any], description: str) -> None:
         self.seen.append(("tool_started", (call_id, name, arguments, description)))
 
-    def tool_finished(self, call_id: str, ok: bool) -> None:
+    def tool_finished(self, call_id: str, ok: bool, failure: str = "") -> None:
         self.seen.append(("tool_finished", (call_id, ok)))
 
     def names(self) -> list[str]:

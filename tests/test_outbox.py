@@ -19,7 +19,7 @@ from bot.slack_sink import SlackSink
 from tests.support.delivery import FAST_DELIVERY, deliver_until_settled
 from tests.support.e2e import Rig
 from tests.support.metrics import samples
-from tests.support.model_server import text
+from tests.support.model_server import text, tool_calls
 from tests.support.slack_rig import SlackRig
 from worker.jobs import outbox
 from worker.jobs.admin import status_report
@@ -60,7 +60,7 @@ def test_a_stored_message_this_release_cannot_read_is_given_up_and_shown_in_stat
 
 @pytest.mark.rig("e2e", delivery_lease_seconds=0.01, delivery_give_up_seconds=1.0, **FAST_DELIVERY)
 def test_deliveries_and_give_ups_are_served_on_metrics_by_platform(rig: Rig) -> None:
-    rig.model.set_handler(lambda _body: text("It retries 5 times."))
+    rig.model.enqueue(tool_calls(("list_repos", {})), text("It retries 5 times."))
     _asked, events = rig.ask("how does retry work?")
     assert rig.final(events)[0] == "answer"
     unreadable = rig.question("and backoff?")

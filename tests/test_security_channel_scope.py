@@ -110,7 +110,7 @@ def test_a_thread_answered_in_the_allowed_channel_lends_nothing_to_a_forged_repl
     rig.settle()
     (question,) = queued_questions(rig)
     assert question.history == [] and question.repos == ["app"]
-    rig.model.enqueue(text("Nothing more."))
+    rig.model.enqueue(tool_calls(("list_repos", {})), text("Nothing more."))
     rig.work()
     (reply,) = rig.api.thread_texts("C1", secret_root)
     assert reply == "Nothing more."

@@ -128,7 +128,8 @@ def test_a_secret_pasted_into_a_question_reaches_neither_the_queue_nor_the_model
     rig: HostileSlackRig,
 ) -> None:
     pasted = rig.fortress.planted.in_source["slack"]  # a bot token someone pastes by mistake
-    rig.model.enqueue(text("Tokens are checked in src/clients.py."), text("Yes."))
+    listing = tool_calls(("list_repos", {}))
+    rig.model.enqueue(listing, text("Tokens are checked in src/clients.py."), listing, text("Yes."))
     root = rig.mention(f"why does Slack reject {pasted}?")
     rig.settle()
     job_args = json.dumps([job.args for job in Queue(QUESTIONS_QUEUE, connection=rig.redis).jobs])
@@ -137,7 +138,7 @@ def test_a_secret_pasted_into_a_question_reaches_neither_the_queue_nor_the_model
     rig.send(message("C1", rig.next_ts(), f"and {pasted} again?", thread_ts=root))  # a follow-up
     rig.settle()
     rig.work()
-    assert len(rig.model.requests) == 2
+    assert len(rig.model.requests) == 4  # two turns for each question: both were asked
     assert pasted not in rig.model.all_text_sent() and not rig.leaks_to_model()
     assert not rig.leaks_in_slack()
     assert pasted not in stored_values(rig)  # e.g. the thread memory a later follow-up is sent

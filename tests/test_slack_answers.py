@@ -41,7 +41,7 @@ def test_a_follow_up_in_the_thread_carries_the_earlier_question_and_answer(rig: 
     root = rig.mention("how many times does retry try?")
     rig.settle()
     rig.work()
-    rig.model.enqueue(text("It sleeps 0.5 s, doubling each time."))
+    rig.model.enqueue(tool_calls(READ_RETRY), text("It sleeps 0.5 s, doubling each time."))
     follow_up = rig.next_ts()
     rig.send(message("C1", follow_up, "and how long does it wait?", thread_ts=root))  # no re-mention
     rig.settle()
@@ -54,7 +54,7 @@ def test_a_follow_up_in_the_thread_carries_the_earlier_question_and_answer(rig: 
 
 
 def test_someone_else_replying_in_the_thread_without_a_mention_is_left_alone(rig: SlackRig) -> None:
-    rig.model.enqueue(text("Five."))
+    rig.model.enqueue(tool_calls(READ_RETRY), text("Five."))
     root = rig.mention("how many attempts?")
     rig.settle()
     rig.work()
@@ -65,7 +65,7 @@ def test_someone_else_replying_in_the_thread_without_a_mention_is_left_alone(rig
 
 
 def test_the_asker_posting_a_file_without_words_in_the_thread_gets_no_help_reply(rig: SlackRig) -> None:
-    rig.model.enqueue(text("Five."))
+    rig.model.enqueue(tool_calls(READ_RETRY), text("Five."))
     root = rig.mention("how many attempts?")
     rig.settle()
     rig.work()
@@ -78,7 +78,7 @@ def test_the_asker_posting_a_file_without_words_in_the_thread_gets_no_help_reply
 
 def test_model_output_full_of_broadcasts_and_mentions_is_posted_inert(rig: SlackRig) -> None:
     loud = "<!channel> <!here> <!everyone> <@U123> <!subteam^S1|devs> @here @channel @everyone ```<!here>```"
-    rig.model.enqueue(text(loud))
+    rig.model.enqueue(tool_calls(READ_RETRY), text(loud))
     ts = rig.mention("say something loud")
     rig.settle()
     rig.work()

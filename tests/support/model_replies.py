@@ -52,6 +52,10 @@ class Reply:
     delay: float = 0.0  # seconds to sleep before answering
     trickle: float = 0.0  # seconds between the bytes of the body (0: all at once)
     pace: float = 0.0  # seconds between the events of a streamed reply
+    # a streamed reply cut half-way, without its finish reason: then "[DONE]" and a clean end of
+    # the chunked body ("done"), or nothing more and the connection closed ("close": a
+    # connection-close body, as a gateway that gives up sends). Not streamed: the JSON cut in two.
+    cut: Literal["", "done", "close"] = ""
 
 
 def text(content: str, *, finish_reason: str = "stop") -> Reply:
@@ -119,6 +123,43 @@ def trickle(seconds_per_byte: float, then: Reply) -> Reply:
     if seconds_per_byte <= 0:
         raise ValueError("trickle() needs a positive interval")
     return replace(then, trickle=seconds_per_byte)
+
+
+def cut_stream(then: Reply, *, done: bool) -> Reply:
+    """``then`` cut half-way through its text, with no finish reason; ``done``: "[DONE]" still
+    comes (a gateway ending the stream cleanly), else the connection just closes."""
+    if then.kind != "completion":
+        raise ValueError("cut_stream() cuts a completion (text or tool_calls)")
+    return replace(then, cut="done" if done else "close")
+
+
+def answers_after_reading(answer: str, call: tuple[str, dict[str, Any]] = ("list_repos", {})) -> Handler:
+    """A model that reads before it answers, for any number of questions: a turn after a tool
+    result is ``answer``; any other turn makes ``call`` (an answer needs code read)."""
+
+    def reply(body: dict[str, Any]) -> Reply:
+        messages = body.get("messages") or [{}]
+        return text(answer) if messages[-1].get("role") == "tool" else tool_calls(call)
+
+    return reply
+
+
+def ignores_tools(prose: str) -> Handler:
+    """A server whose chat template drops ``tools`` and ignores ``tool_choice`` (llama.cpp's with
+    some models): every request gets the same prose, never a tool call."""
+    return lambda _body: text(prose)
+
+
+def made_up_repos(repo: str = "acme-core", prose: str = "It is in the core module.") -> Handler:
+    """A model that makes up a repo name: every turn that may call tools searches ``repo``; a
+    turn that may not (tool_choice "none", or no tools) writes ``prose``."""
+
+    def reply(body: dict[str, Any]) -> Reply:
+        if not body.get("tools") or body.get("tool_choice") == "none":
+            return text(prose)
+        return tool_calls(("search", {"pattern": "retry", "repo": repo}))
+
+    return reply
 
 
 def paced(interval: float, then: Reply) -> Reply:
@@ -263,6 +304,8 @@ def stream_events(completion: dict[str, Any], body: dict[str, Any], reply: Reply
     message = completion["choices"][0]["message"]
     events = [chunk({"role": "assistant", "content": ""})]
     content = reply.content or ""
+    if reply.cut:
+        content = content[: len(content) // 2]
     for start in range(0, len(content), 5):  # token-sized pieces
         events.append(chunk({"content": content[start : start + 5]}))
     for index, call in enumerate(message.get("tool_calls") or []):
@@ -279,6 +322,8 @@ def stream_events(completion: dict[str, Any], body: dict[str, Any], reply: Reply
         for piece in (arguments[:half], arguments[half:]):
             if piece:
                 events.append(chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}))
+    if reply.cut:
+        return events + (["[DONE]"] if reply.cut == "done" else [])
     events.append(chunk({}, reply.finish_reason))
     options = body.get("stream_options")
     if isinstance(options, dict) and options.get("include_usage"):

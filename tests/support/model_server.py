@@ -23,6 +23,9 @@ first, the arguments in pieces), a chunk with the finish reason, the usage chunk
 
 Real servers are stricter or odder than OpenAI; ``ScriptedModel(strict={...})`` turns on
 their refusals (``STRICT_MODES``: what llama-cpp-python, vLLM, Ollama and others answer),
+``cut_stream(reply, done=...)`` sends a streamed reply cut half-way without a finish reason
+(with or without ``[DONE]``), ``ignores_tools(prose)`` plays a server that drops the tools and
+answers prose, ``made_up_repos()`` a model whose every call names a repo that does not exist.
 ``context_tokens=N`` gives a window that either errors like OpenAI/vLLM
 (``context_overflow="error"``) or silently drops the oldest messages like Ollama
 (``"truncate"``; ``seen`` records what the model was left with), and ``ollama_show``,
@@ -53,9 +56,13 @@ from tests.support.model_replies import (
     STRICT_MODES,
     Handler,
     Reply,
+    answers_after_reading,
     completion,
+    cut_stream,
     error,
+    ignores_tools,
     last_user_text,
+    made_up_repos,
     message_texts,
     paced,
     raw,
@@ -73,8 +80,12 @@ __all__ = [
     "STRICT_MODES",
     "Reply",
     "ScriptedModel",
+    "answers_after_reading",
+    "cut_stream",
     "error",
+    "ignores_tools",
     "last_user_text",
+    "made_up_repos",
     "paced",
     "raw",
     "slow",
@@ -201,6 +212,9 @@ class _RequestHandler(BaseHTTPRequestHandler):
 
     def _send_stream(self, events: list[str], reply: Reply | None) -> None:
         """Server-sent events over chunked transfer encoding, as real servers stream."""
+        if reply is not None and reply.cut == "close":
+            self._send_cut_stream(events)
+            return
         try:
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream; charset=utf-8")
@@ -229,6 +243,21 @@ class _RequestHandler(BaseHTTPRequestHandler):
             self.wfile.flush()
         except OSError:
             self.close_connection = True
+
+    def _send_cut_stream(self, events: list[str]) -> None:
+        """Events in a connection-close body (no length, not chunked), then the connection
+        closed: what a gateway giving up half-way sends. The client sees a clean end."""
+        self.close_connection = True
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            for event in events:
+                self.wfile.write(f"data: {event}\n\n".encode())
+            self.wfile.flush()
+        except OSError:
+            pass
 
     # -- routes ------------------------------------------------------------------------
 
@@ -323,9 +352,8 @@ class _RequestHandler(BaseHTTPRequestHandler):
         if reply.kind == "completion" and body.get("stream"):
             self._send_stream(model._stream_events(body, reply), reply)
         elif reply.kind == "completion":
-            self._send_body(
-                200, reply, json.dumps(model._completion(body, reply), ensure_ascii=False), "application/json"
-            )
+            whole = json.dumps(model._completion(body, reply), ensure_ascii=False)
+            self._send_body(200, reply, whole[: len(whole) // 2] if reply.cut else whole, "application/json")
         else:
             self._send_body(reply.status, reply, reply.body, reply.content_type)
 

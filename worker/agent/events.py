@@ -6,7 +6,7 @@ in this order for each model turn:
     thinking()                                  a model turn starts (a request is on its way)
     text(delta) ...                             the model's prose as it streams in, raw
     tool_started(call_id, name, arguments, description)   one per tool call it made, in order,
-    tool_finished(call_id, ok)                            each right after its tool returned
+    tool_finished(call_id, ok, failure)                   each right after its tool returned
 
 then `thinking()` again for the next turn. What it promises a sink (e.g. a Slack or Discord
 stream built on it):
@@ -20,8 +20,10 @@ stream built on it):
   stream its text again after another `thinking()`: a sink keeps only the latest turn's text.
 - `tool_started` carries the parsed arguments (`{}` when the model sent invalid JSON) and a
   short human description ("searching `retry|backoff` in payments-api"); every call that
-  starts also finishes (`ok` False when the tool answered with an error, or was skipped by a
-  budget: the per-turn cap or the deadline).
+  starts also finishes (`ok` False when the tool answered with an error). A failed call's
+  `failure` is the line to show instead of its description, so that nothing shows it as done:
+  "searching `retry` in acme — failed: no repo `acme`" (inert, like the description). A call
+  sure to fail (a repo not in scope, a tool that does not exist) starts with that line already.
 - Calls are synchronous and should return quickly: a slow sink slows the question down.
   An exception raised by a sink is logged and swallowed; it never fails the question.
 
@@ -45,7 +47,7 @@ class AgentEvents(Protocol):
 
     def tool_started(self, call_id: str, name: str, arguments: dict[str, Any], description: str) -> None: ...
 
-    def tool_finished(self, call_id: str, ok: bool) -> None: ...
+    def tool_finished(self, call_id: str, ok: bool, failure: str = "") -> None: ...
 
 
 class NoEvents:
@@ -60,18 +62,25 @@ class NoEvents:
     def tool_started(self, call_id: str, name: str, arguments: dict[str, Any], description: str) -> None:
         pass
 
-    def tool_finished(self, call_id: str, ok: bool) -> None:
+    def tool_finished(self, call_id: str, ok: bool, failure: str = "") -> None:
         pass
 
 
 class ProgressEvents(NoEvents):
-    """Feeds a `progress(text)` callback: one line per tool call, its description."""
+    """Feeds a `progress(text)` callback: one line per tool call, its description, and one more
+    for a call that failed (unless it started with that line already)."""
 
     def __init__(self, progress: Callable[[str], None]) -> None:
         self.progress = progress
+        self.shown: dict[str, str] = {}
 
     def tool_started(self, call_id: str, name: str, arguments: dict[str, Any], description: str) -> None:
+        self.shown[call_id] = description
         self.progress(description)
+
+    def tool_finished(self, call_id: str, ok: bool, failure: str = "") -> None:
+        if not ok and failure and self.shown.pop(call_id, None) != failure:
+            self.progress(failure)
 
 
 class SafeEvents:
@@ -95,5 +104,5 @@ class SafeEvents:
     def tool_started(self, call_id: str, name: str, arguments: dict[str, Any], description: str) -> None:
         self._call("tool_started", call_id, name, arguments, description)
 
-    def tool_finished(self, call_id: str, ok: bool) -> None:
-        self._call("tool_finished", call_id, ok)
+    def tool_finished(self, call_id: str, ok: bool, failure: str = "") -> None:
+        self._call("tool_finished", call_id, ok, failure)

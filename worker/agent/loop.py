@@ -7,22 +7,25 @@ calls of one turn; a search stops at it), a cap on the tool calls of one turn (t
 an error result the model can read), and a context budget (worker/agent/context.py). Every
 tool call gets exactly one tool reply.
 
-A run that never made a usable tool call read no code: it ends as a failure with a message
-saying so, never as a "found nothing" answer. The model side (request shape, streaming,
-fallbacks, retries, errors) is worker/agent/model.py; what happens is reported through
-worker/agent/events.py.
+An answer comes from code the run read: at least one successful tool call on the repos in
+scope (`AgentResult.read_code`; every tool reads only those). A text reply before any code was read gets the tool requirement once
+more (an instruction, with tool_choice="required" where the endpoint takes it); a run that still
+read no code ends as `not_an_answer` (its prose is not shown), or, with no text at all, as a
+failure saying so; never as a "found nothing" answer. A final text whose reply was cut off (a
+stream without a finish reason, or the output limit) is `cut_off`. The model side (request
+shape, streaming, fallbacks, retries, errors) is worker/agent/model.py; what happens is reported
+through worker/agent/events.py, a failed call as failed (worker/agent/progress_lines.py).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import re
 import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import openai
 from redis import Redis
@@ -33,6 +36,7 @@ from worker.agent.endpoint_memory import TOOL_CHOICE_NONE, EndpointMemory
 from worker.agent.events import AgentEvents, NoEvents, ProgressEvents, SafeEvents
 from worker.agent.model import ModelClient, ModelTurn, ToolCall, retry_wait_seconds
 from worker.agent.model_errors import ModelFailure, failure
+from worker.agent.progress_lines import describe_call, failed_line, preview_arguments, sure_failure
 from worker.agent.prompt import build_system_prompt
 from worker.tools.context import ToolContext
 from worker.tools.registry import ToolRegistry
@@ -46,10 +50,15 @@ FINAL_INSTRUCTION = (
     "from what the tools showed you, citing lines as [repo:path#Lx-Ly]. Say what you could not verify."
 )
 ANSWER_PLEASE = "Please answer the question, citing lines."
+READ_CODE_FIRST = (
+    "You have not read any code yet, and an answer must come from the code. Use the tools now "
+    "to find and read the code that answers the question, in the repos in scope: {repos}. "
+    "Then answer, citing lines as [repo:path#Lx-Ly]."
+)
 SKIPPED_OVER_CAP = "Error: not run: at most {cap} tool calls run per turn. Call it again in your next turn if you still need it."
 SKIPPED_AT_DEADLINE = "Error: not run: the time for this question is up. Answer from what you have."
 MIN_CALL_SECONDS = 2.0  # below this much time left, a model call or a tool call is not worth starting
-ARGUMENT_PREVIEW_CHARS = 60
+FAILURES_KEPT = 3  # why calls failed, for the asker's reply
 
 
 @dataclass
@@ -65,55 +74,21 @@ class AgentResult:
     trace: list[str] = field(default_factory=list)  # one line per tool call, for logs and eval
     tool_names: Counter[str] = field(default_factory=Counter)  # calls per tool, for metrics
     failure: ModelFailure | None = None  # what stopped the model, when the answer was built without it
+    cut_off: bool = False  # the final text's reply was cut off before the model finished it
+    reasked: bool = False  # a text reply before any code was read got the tool requirement again
+    failures: list[str] = field(default_factory=list)  # why calls failed ("no repo `acme`"), a few
 
+    @property
+    def read_code(self) -> bool:
+        """A tool read the repos in scope for this run (a successful call: every tool reads them)."""
+        return self.usable_tool_calls > 0
 
-def describe_call(name: str, arguments: dict[str, Any], default_repo: str | None) -> str:
-    """A progress line a user can follow: "searching `retry|backoff` in payments-api"."""
-    # The arguments are the model's (steerable by hostile repo text): each stays inside its code
-    # span (no backtick, no blank line to end it), and a repo is shown as a name, so no part of
-    # a progress line or task card can become a link or markup.
-    named = re.sub(r"[^\w.-]", "", str(arguments.get("repo") or ""))
-    repo = named or default_repo or "all repos"
-
-    def short(value: object) -> str:
-        text = " ".join(str(value).replace("`", "'").split())
-        return text if len(text) <= ARGUMENT_PREVIEW_CHARS else text[: ARGUMENT_PREVIEW_CHARS - 1] + "…"
-
-    if name == "search":
-        return f"searching `{short(arguments.get('pattern', ''))}` in {repo}"
-    if name == "read_file":
-        start = arguments.get("start_line") or 1
-        end = arguments.get("end_line")
-        lines = f"L{start}-{end}" if end else f"from L{start}"
-        return f"reading `{short(arguments.get('path', ''))}` {lines} in {repo}"
-    if name == "list_files":
-        return f"listing `{short(arguments.get('path') or '/')}` in {repo}"
-    if name == "repo_overview":
-        return f"looking over {repo}"
-    if name == "list_repos":
-        return "listing the repositories"
-    if name == "find_definition":
-        return f"finding the definition of `{short(arguments.get('symbol', ''))}` in {repo}"
-    if name == "find_references":
-        return f"finding uses of `{short(arguments.get('symbol', ''))}` in {repo}"
-    if name == "log":
-        subject = arguments.get("path") or arguments.get("query")
-        return f"reading the history of {f'`{short(subject)}` in ' if subject else ''}{repo}"
-    if name == "blame":
-        return f"finding who last changed `{short(arguments.get('path', ''))}` in {repo}"
-    if name == "show":
-        return f"reading commit `{short(arguments.get('sha', ''))}` in {repo}"
-    if name == "diff":
-        return f"comparing `{short(arguments.get('from', ''))}` with `{short(arguments.get('to') or 'HEAD')}` in {repo}"
-    return f"calling {short(name)}"
-
-
-def _preview_arguments(raw: str) -> dict[str, Any]:
-    try:
-        parsed = json.loads(raw or "{}")
-    except (ValueError, RecursionError):
-        return {}
-    return parsed if isinstance(parsed, dict) else {}
+    @property
+    def outcome(self) -> Literal["answered", "not_an_answer", "cut_off"]:
+        """answered (from code it read) | not_an_answer (no code read) | cut_off"""
+        if not self.read_code:
+            return "not_an_answer"
+        return "cut_off" if self.cut_off else "answered"
 
 
 class Agent:
@@ -149,20 +124,29 @@ class Agent:
         result = AgentResult(text="")
         default_repo = next(iter(self.ctx.snapshots)) if len(self.ctx.snapshots) == 1 else None
         schemas = self.registry.schemas()
+        require_tools = self.settings.tool_choice_required  # the first turn, and a re-ask
         try:
             for hop in range(self.settings.max_hops):
                 if deadline - self.clock() < MIN_CALL_SECONDS:
                     result.stop_reason = "deadline"
                     break
-                choice = "required" if hop == 0 and self.settings.tool_choice_required else "auto"
+                choice = "required" if require_tools else "auto"
                 turn = self.model.complete(
                     messages, question_at, tools=schemas, tool_choice=choice, deadline=deadline
                 )
                 result.hops = hop + 1
+                require_tools = False
                 if not turn.tool_calls:
+                    if turn.content.strip() and not result.read_code and not result.reasked:
+                        # the tool requirement once more: an instruction any endpoint takes, and
+                        # tool_choice="required" unless the endpoint refused it (model.py)
+                        result.reasked = True
+                        require_tools = self.settings.tool_choice_required
+                        messages.append({"role": "assistant", "content": turn.content})
+                        messages.append({"role": "user", "content": self._read_code_first()})
+                        continue
                     if turn.content.strip():
-                        result.text = turn.content
-                        return self._finish(result, from_model=True)
+                        return self._final_text(result, turn)
                     messages.append({"role": "user", "content": ANSWER_PLEASE})
                     continue
                 messages.append(_assistant_message(turn))
@@ -176,6 +160,14 @@ class Agent:
             # Only the model's failures: anything else is a bug of ours, raised for the job to
             # log with its traceback and to answer as a crash with a reference.
             return self._after_failure(exc, result)
+
+    def _read_code_first(self) -> str:
+        return READ_CODE_FIRST.format(repos=", ".join(sorted(self.ctx.snapshots)) or "(none)")
+
+    def _final_text(self, result: AgentResult, turn: ModelTurn) -> AgentResult:
+        result.text = turn.content
+        result.cut_off = turn.cut_off or turn.finish_reason == "length"
+        return self._finish(result, from_model=True)
 
     def _opening_messages(self, question: AskedQuestion) -> list[dict[str, Any]]:
         messages: list[dict[str, Any]] = [
@@ -224,12 +216,18 @@ class Agent:
     ) -> str:
         # tool work (a search) stops at the question's deadline, told in time.monotonic() terms
         self.ctx.deadline = time.monotonic() + (deadline - self.clock())
-        preview = _preview_arguments(call.arguments)
-        self.events.tool_started(call.id, call.name, preview, describe_call(call.name, preview, default_repo))
+        preview = preview_arguments(call.arguments)
+        description = describe_call(call.name, preview, default_repo)
+        why = sure_failure(call.name, preview, self.ctx.snapshots, self.registry.tools)
+        self.events.tool_started(
+            call.id, call.name, preview, failed_line(description, why) if why else description
+        )
         outcome = self.registry.call(self.ctx, call.name, call.arguments)
-        self.events.tool_finished(call.id, outcome.ok)
+        self.events.tool_finished(call.id, outcome.ok, "" if outcome.ok else failed_line(description, why))
         result.tool_calls += 1
         result.usable_tool_calls += int(outcome.ok)
+        if not outcome.ok and why and why not in result.failures and len(result.failures) < FAILURES_KEPT:
+            result.failures.append(why)
         result.tool_names[call.name if call.name in self.registry.tools else "unknown"] += 1
         result.trace.append(
             f"{call.name} {json.dumps(outcome.arguments)[:200]} -> {'ok' if outcome.ok else 'error'}"
@@ -260,8 +258,7 @@ class Agent:
             messages.append({"role": "user", "content": FINAL_INSTRUCTION})
             turn = self._final_turn(messages, question_at, schemas, deadline)
             if turn is not None and turn.content.strip():
-                result.text = turn.content
-                return self._finish(result, from_model=True)
+                return self._final_text(result, turn)
         result.text = evidence_summary(self.ctx)
         return self._finish(result, from_model=False)
 

@@ -16,7 +16,8 @@
   text deltas go to `AgentEvents.text` as they arrive, tool-call fragments are assembled by
   index, the usage chunk (empty `choices`) is read. A stream that ends empty (llama-cpp-python
   with tools) makes the endpoint non-streaming; a server that ignores `stream` and answers in
-  one JSON body is read as such.
+  one JSON body is read as such. A stream that ends without a finish reason was cut off
+  (`[DONE]` or not): asked again within the deadline, else its turn comes back `cut_off`.
 - **Time.** Each attempt has a total wall-clock bound (its share of the question's time left,
   at most `model_timeout_seconds`): at the end, the connection it reads from is shut, so a
   reply trickling in a byte at a time is cut, not waited for read by read (wire.py).
@@ -65,6 +66,7 @@ from worker.agent.events import AgentEvents, NoEvents
 from worker.agent.model_errors import ModelFailure, classify, context_overflow_of, failure, refusal_of
 from worker.agent.wire import (
     Attempt,
+    CutStream,
     EmptyStream,
     ModelTurn,
     ToolCall,
@@ -165,6 +167,19 @@ class ModelClient:
             self.events.thinking()
             try:
                 turn = self._send(shaped, seconds, attempt)
+            except CutStream as cut:
+                self._account(cut.turn, shaped.sent_chars)
+                wait = min(0.5 * 2**attempt, 8.0)
+                if attempt < retries and self.clock() + wait + MIN_ATTEMPT_SECONDS < deadline:
+                    log.info(
+                        "model reply cut off mid-stream; asking again in %.1f s", wait, extra=self.log_extra
+                    )
+                    time.sleep(wait)
+                    attempt += 1
+                    continue
+                log.warning("model reply cut off mid-stream, no time to ask again", extra=self.log_extra)
+                turn = cut.turn
+                turn.cut_off = True
             except EmptyStream:
                 if self.memory.confirmed(STREAM) and not empty_retried:
                     empty_retried = True  # it streamed before: once may be a glitch
@@ -426,6 +441,10 @@ class ModelClient:
         if usage is not None:
             turn.prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
             turn.completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
+        if finish is None:
+            # Every server ends a whole reply with a finish reason; a stream that ends without
+            # one (`[DONE]` or not) was cut: a gateway or connection closing half-way.
+            raise CutStream(turn)
         return turn
 
 

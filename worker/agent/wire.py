@@ -39,10 +39,21 @@ class ModelTurn:
     finish_reason: str | None = None
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    # the reply ended before the model finished it: a stream without a finish reason (a gateway
+    # closing half-way), or the output limit ("length")
+    cut_off: bool = False
 
 
 class EmptyStream(Exception):
     """A streamed reply that ended with nothing in it: the server cannot stream this request."""
+
+
+class CutStream(Exception):
+    """A streamed reply that ended without a finish reason: cut off, whatever it held so far."""
+
+    def __init__(self, turn: ModelTurn) -> None:
+        super().__init__("the model's streamed reply ended without a finish reason")
+        self.turn = turn
 
 
 # --- the attempt watchdog ------------------------------------------------------------------------

@@ -35,12 +35,13 @@ from worker.agent.endpoint_memory import (
     known_endpoints,
     recent_model_errors,
 )
-from worker.jobs import feedback, texts
+from worker.jobs import feedback, outcomes, texts
 from worker.jobs import runtime as runtime_module
 from worker.jobs.outbox import Undelivered, backlog
 from worker.jobs.question import ReplyTarget, reference_id
 from worker.jobs.queue import ADMIN_QUEUE, questions_queue, queue_depth
 from worker.jobs.runtime import Runtime
+from worker.ops.metrics import totals_by
 from worker.repos.mirrors import SyncResult
 from worker.repos.refresh import REPO_KEY_PREFIX, record_refresh
 
@@ -303,6 +304,7 @@ def status_report(redis: Redis, runtime: Runtime) -> str:
             f"busy with `{reference_id(job_id)}`" if job_id else str(getattr(raw_state, "value", raw_state))
         )
         lines.append(texts.STATUS_WORKER_LINE.format(name=worker.name, host=worker.hostname, state=state))
+    lines.append(outcomes_status_line(redis))
     failed = failed_questions(redis, now - FAILED_WINDOW_SECONDS)
     lines.append(texts.STATUS_FAILED.format(count=len(failed)))
     if failed:
@@ -329,6 +331,26 @@ def status_report(redis: Redis, runtime: Runtime) -> str:
         lines.append(texts.STATUS_REPO_LINE.format(name=fact.name, detail=detail))
     lines.extend(model_status_lines(redis, runtime.settings, now))
     return "\n".join(lines)
+
+
+def outcome_counts(redis: Redis) -> dict[str, int]:
+    """Questions finished so far by outcome kind (worker/jobs/outcomes.py), every kind listed."""
+    found = totals_by(redis, "codebot_questions_total", "status")
+    counts: dict[str, int] = {kind: int(found.pop(kind, 0)) for kind in outcomes.STATUSES}
+    counts.update({kind: int(value) for kind, value in found.items()})  # a kind of another release
+    return counts
+
+
+def outcomes_status_line(redis: Redis) -> str:
+    counts = outcome_counts(redis)
+    if not any(counts.values()):
+        return texts.STATUS_OUTCOMES_NONE
+    shown = ", ".join(
+        texts.STATUS_OUTCOME_COUNT.format(label=outcomes.LABELS.get(kind, kind), count=count)
+        for kind, count in counts.items()
+        if count or kind in outcomes.EXIT_CODES
+    )
+    return texts.STATUS_OUTCOMES.format(counts=shown)
 
 
 def feedback_status_line(redis: Redis, now: float) -> str:

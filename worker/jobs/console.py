@@ -1,7 +1,8 @@
 """`codebot ask`: the whole path from a terminal, through the same queue and job as chat.
 
 The question is enqueued like any other; when no worker is listening, this process becomes
-a burst worker for it (same code path), while a thread prints the job's progress stream.
+a burst worker for it (same code path), while a thread prints the job's progress stream. The
+exit code names the outcome (worker/jobs/outcomes.py): 0 only for an answer from code it read.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from rq import Queue, SimpleWorker, Worker
 
 from config.settings import Settings
 from worker.jobs import runtime as runtime_module
+from worker.jobs.outcomes import EXIT_FAILED, exit_code
 from worker.jobs.question import Question, ReplyTarget, event_identity
 from worker.jobs.queue import QUESTIONS_QUEUE, enqueue_question, job_timeout_seconds
 from worker.jobs.runtime import Runtime
@@ -105,7 +107,7 @@ def run_ask(
     else:
         out.print("[dim]queued for a running worker…[/dim]")
     printer.join()
-    return status.get("code", 1)
+    return status.get("code", EXIT_FAILED)
 
 
 def _print_events(
@@ -119,9 +121,9 @@ def _print_events(
             out.print()
             # soft_wrap: a commit-pinned link longer than the terminal is never cut in two
             out.print(inert(str(fields.get("markdown", ""))), markup=False, highlight=False, soft_wrap=True)
-            status["code"] = 0
+            status["code"] = exit_code(str(fields.get("outcome", "answered")))
         elif kind == "failed":
             out.print(inert(str(fields.get("text", ""))), markup=False, highlight=False, soft_wrap=True)
-            status["code"] = 1
+            status["code"] = exit_code(str(fields.get("outcome", "failed")))
     if "code" not in status:
         out.print("No answer arrived in time: is a worker running? (codebot worker)")

@@ -12,8 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import openai
 from redis import Redis
@@ -29,7 +28,15 @@ from worker.agent.model import make_openai_client
 from worker.jobs import feedback, outbox
 from worker.jobs import runtime as runtime_module
 from worker.jobs.live import LiveEvents, LiveView, live_view
-from worker.jobs.outbox import Delivery, Final, make_sink
+from worker.jobs.outbox import Final, make_sink
+from worker.jobs.outcomes import (
+    DeliveryState,
+    QuestionOutcome,
+    Status,
+    cut_off_markdown,
+    cut_off_text,
+    not_an_answer_text,
+)
 from worker.jobs.question import Question, ReplyTarget, Turn, reference_id
 from worker.jobs.question_log import record_question
 from worker.jobs.queue import was_answered
@@ -59,40 +66,6 @@ TRYING_AGAIN = "the worker answering this stopped; trying again…"
 # A final message ready while Redis restarts waits this long to be stored; after that it is
 # posted without being stored (it might then repeat, which beats silence).
 CLAIM_WAIT_SECONDS = 15.0
-
-
-Status = Literal["answered", "already_answered", "failed", "budget_spent", "no_snapshot"]
-# What became of the final message this run stored (worker.jobs.outbox.Delivery), or "direct":
-# posted without being stored (Redis was down), "lost": not even that; "" when it stored none.
-DeliveryState = Delivery | Literal["", "direct", "lost"]
-
-
-@dataclass
-class QuestionOutcome:
-    """What one run of a question did: logged, counted, accounted, and kept by RQ as the job's
-    result (`as_record()`, a plain dict, so `/codebot status` reads results of any release)."""
-
-    status: Status
-    ref: str
-    reason: str | None = None  # why it failed: the model's failure, or "crash" (a bug of ours)
-    delivery: DeliveryState = ""
-    answer: str = ""
-    hops: int = 0
-    tool_calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    verified: int = 0
-    unverified: int = 0
-    partial: bool = False
-    stop_reason: str | None = None
-    failure_kind: str | None = None  # what kind of model failure (worker/agent/model_errors.py)
-    tools: dict[str, int] = field(default_factory=dict)  # tool name -> calls
-    snapshots: dict[str, str] = field(default_factory=dict)  # repo -> commit read
-    trace: list[str] = field(default_factory=list)  # one line per tool call
-    seconds: float = 0.0
-
-    def as_record(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def make_model_client(runtime: Runtime) -> openai.OpenAI:
@@ -137,13 +110,19 @@ class QuestionRun:
             self.sink = make_sink(self.runtime, self.redis, question)
             self.sink.received()
             if budget_spent(self.redis, self.runtime.settings):
-                outcome, final = self._outcome("budget_spent"), Final(apology=BUDGET_SPENT_MESSAGE)
+                outcome = self._outcome("budget_spent")
+                final = Final(apology=BUDGET_SPENT_MESSAGE, outcome="budget_spent")
             else:
                 outcome, final = self._answer(self.sink)
         except ModelFailure as exc:
             self._record_model_failure(exc)
-            final = Final(apology=f"Sorry, I could not answer: {exc}. Reference: `{self.ref}`")
-            outcome = self._outcome("failed", reason=str(exc), **exc.accounting())
+            status: Status = "failed"
+            if exc.kind == "no_tool_calls":  # no usable tool call at all: no code was read
+                status, apology = "not_an_answer", not_an_answer_text(None, self.ref, str(exc))
+            else:
+                apology = f"Sorry, I could not answer: {exc}. Reference: `{self.ref}`"
+            final = Final(apology=apology, outcome=status)
+            outcome = self._outcome(status, reason=str(exc), **exc.accounting())
         except Exception:
             log.exception("question crashed", extra={"job_id": question.id, "ref": self.ref})
             final = Final(apology=f"Sorry, something went wrong while answering. Reference: `{self.ref}`")
@@ -226,7 +205,7 @@ class QuestionRun:
         if settings.log_question_text:
             fields["question"] = question.text
         log.log(
-            logging.WARNING if outcome.status == "failed" else logging.INFO,
+            logging.WARNING if outcome.status in ("failed", "not_an_answer", "cut_off") else logging.INFO,
             "question %s",
             outcome.status,
             extra=fields,
@@ -326,7 +305,7 @@ class QuestionRun:
         catch_up(runtime.mirrors, self.redis, self.question.repos, progress=progress)
         with runtime.mirrors.lease(self.question.repos) as snapshots:
             if not snapshots:
-                return self._outcome("no_snapshot"), Final(apology=NO_SNAPSHOT_MESSAGE)
+                return self._outcome("no_snapshot"), Final(apology=NO_SNAPSHOT_MESSAGE, outcome="no_snapshot")
             ctx = make_context(runtime.settings, snapshots)
             client = make_model_client(runtime)
             text = LiveText(
@@ -346,17 +325,27 @@ class QuestionRun:
             result = agent.run(self.question)
             if result.failure is not None:  # answered from what was found; admins still see why
                 self._record_model_failure(result.failure)
-            checked = check_answer(ctx, ctx.redact(result.text))
-        answer = Answer(
-            markdown=checked.markdown,
-            sources=checked.sources,
-            unverified=checked.unverified,
-            ref=self.ref,
-            partial=result.partial,
+            kind = result.outcome
+            reply = cut_off_text(result.text) if kind == "cut_off" else result.text
+            checked = check_answer(ctx, ctx.redact(reply))
+        markdown = cut_off_markdown(checked.markdown, self.ref) if kind == "cut_off" else checked.markdown
+        final = Final(
+            answer=Answer(
+                markdown=markdown,
+                sources=checked.sources,
+                unverified=checked.unverified,
+                ref=self.ref,
+                partial=result.partial,
+                cut_off=kind == "cut_off",
+            )
         )
+        if kind == "not_an_answer":  # its prose is not passed on: the asker is told why
+            final = Final(apology=not_an_answer_text(result, self.ref), outcome=kind)
+            markdown = ""
         outcome = self._outcome(
-            "answered",
-            answer=checked.markdown,
+            kind,
+            reason="; ".join(result.failures) or None,
+            answer=markdown,
             hops=result.hops,
             tool_calls=result.tool_calls,
             prompt_tokens=result.prompt_tokens,
@@ -369,7 +358,7 @@ class QuestionRun:
             snapshots={name: snap.sha for name, snap in snapshots.items()},
             trace=result.trace,
         )
-        return outcome, Final(answer=answer)
+        return outcome, final
 
 
 def question_of(job: Job) -> Question:

@@ -43,7 +43,8 @@ class LiveView(Protocol):
     def tool_started(self, call_id: str, title: str) -> None:
         """A tool call started; `title` is redacted ("searching `retry` in payments")."""
 
-    def tool_finished(self, call_id: str, ok: bool) -> None: ...
+    def tool_finished(self, call_id: str, ok: bool, failure: str = "") -> None:
+        """A tool call ended; a failed one is shown as `failure` (redacted), never as done."""
 
     def close(self) -> None:
         """Stop sending; returns once nothing more will be sent. Idempotent."""
@@ -113,6 +114,6 @@ class LiveEvents:
             self.view.text_changed()
             self.view.tool_started(call_id, self.redact(description))
 
-    def tool_finished(self, call_id: str, ok: bool) -> None:
+    def tool_finished(self, call_id: str, ok: bool, failure: str = "") -> None:
         if not self._stopped:
-            self.view.tool_finished(call_id, ok)
+            self.view.tool_finished(call_id, ok, self.redact(failure) if failure else "")

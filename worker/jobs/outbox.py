@@ -140,6 +140,7 @@ class Final:
 
     answer: Answer | None = None
     apology: str = ""
+    outcome: str = "failed"  # an apology's kind (worker/jobs/outcomes.py): not_an_answer, no_snapshot…
 
     @property
     def kind(self) -> str:
@@ -149,12 +150,14 @@ class Final:
         """Post it through `sink` (returns once posted, else raises DeliveryFailed)."""
         if self.answer is not None:
             sink.answer(self.answer)
+        elif isinstance(sink, ConsoleSink):  # the terminal's exit code says which kind it was
+            sink.failed(self.apology, self.outcome)
         else:
             sink.failed(self.apology)
 
     def to_json(self) -> str:
         if self.answer is None:
-            return json.dumps({"kind": "apology", "text": self.apology})
+            return json.dumps({"kind": "apology", "text": self.apology, "outcome": self.outcome})
         answer = self.answer
         return json.dumps(
             {
@@ -164,14 +167,15 @@ class Final:
                 "unverified": answer.unverified,
                 "ref": answer.ref,
                 "partial": answer.partial,
+                "cut_off": answer.cut_off,
             }
         )
 
     @classmethod
     def from_json(cls, raw: str) -> Final:
         data = json.loads(raw)
-        if data["kind"] != "answer":
-            return cls(apology=data["text"])
+        if data["kind"] != "answer":  # an earlier release stored no outcome: a failure
+            return cls(apology=data["text"], outcome=data.get("outcome", "failed"))
         return cls(
             answer=Answer(
                 markdown=data["markdown"],
@@ -179,6 +183,7 @@ class Final:
                 unverified=data["unverified"],
                 ref=data["ref"],
                 partial=data["partial"],
+                cut_off=data.get("cut_off", False),
             )
         )
 

@@ -12,7 +12,8 @@ the console one lives here; tests/test_reply_sinks.py holds every platform to it
   logged and the question goes on; progress is throttled by the sink.
 - `answer(answer)` and `failed(message)` deliver the question's one final message, which the
   outbox stored before calling them. They return only once all of it is in place: the
-  message(s), 👀 taken off, ✅ or ⚠️ put on. Otherwise they raise DeliveryFailed (the
+  message(s), 👀 taken off, ✅ or ⚠️ put on (✅ only for an answer not cut off:
+  worker/jobs/outcomes.py). Otherwise they raise DeliveryFailed (the
   platform's error as its cause); the outbox tries again later with backoff, unless
   `retryable` is False (the platform says it never will take it: the channel is gone).
 - Both are idempotent per question id, across processes and machines: every message a sink
@@ -58,6 +59,7 @@ class Answer:
     unverified: int = 0  # citations that could not be verified (left unlinked)
     ref: str = ""  # short reference id, also in the logs
     partial: bool = False  # True when budgets ran out and this is the best answer from what was found
+    cut_off: bool = False  # the model's reply was cut off: shown with a note, marked ⚠️ instead of ✅
 
 
 class DeliveryFailed(Exception):
@@ -84,8 +86,8 @@ class ReplySink(Protocol):
         """What the agent is doing now; implementations throttle their updates. Never raises."""
 
     def answer(self, answer: Answer) -> None:
-        """The final, cited answer (replacing any progress message), then ✅. Idempotent per
-        question. Raises DeliveryFailed when it is not all in place."""
+        """The final, cited answer (replacing any progress message), then ✅ (⚠️ when it was
+        cut off). Idempotent per question. Raises DeliveryFailed when it is not all in place."""
 
     def failed(self, message: str) -> None:
         """A clear apology with the reference id, then ⚠️. Idempotent per question. Raises
@@ -139,10 +141,12 @@ class ConsoleSink:
             unverified=answer.unverified,
             ref=answer.ref,
             sources=[s.__dict__ for s in answer.sources],
+            outcome="cut_off" if answer.cut_off else "answered",
         )
 
-    def failed(self, message: str) -> None:
-        self._final("failed", text=message)
+    def failed(self, message: str, outcome: str = "failed") -> None:
+        """`outcome`: the kind of reply (worker/jobs/outcomes.py), for `codebot ask`'s exit code."""
+        self._final("failed", text=message, outcome=outcome)
 
 
 def read_console_events(

@@ -40,3 +40,29 @@ STATUS_MODEL = "• Model: `{model}` at `{endpoint}`"
 STATUS_MODEL_ENDPOINT = "  ◦ `{model}` at `{endpoint}`: {facts}"
 STATUS_MODEL_ERRORS = "• Last model errors (newest first):"
 STATUS_MODEL_ERROR_LINE = "  ◦ {age} ago, `{ref}`: {kind}{status}: {detail}"
+
+# --- what a question's outcome tells the asker (worker/jobs/outcomes.py) --------------------------
+NOT_AN_ANSWER_PROSE = (
+    "I could not answer this from the code: the model replied without using its tools to read "
+    "any, also when asked again, so its reply is not passed on."
+)
+NOT_AN_ANSWER_FAILED_CALLS = (
+    "I could not answer this from the code: every tool call the model made failed ({why}). "
+    "Naming the repo in the question (`repo:NAME`) may help."
+)
+NOT_AN_ANSWER_MODEL = "I could not answer this from the code: {failure}."
+NOT_AN_ANSWER_OPERATOR = (
+    "An operator can point codebot at a model and server that call tools (docs/models.md: "
+    "llama.cpp's server needs `--jinja`; vLLM needs `--enable-auto-tool-choice`), and "
+    "`codebot status` shows what the endpoint accepts."
+)
+NOT_AN_ANSWER = "{what} **No code was read.**\n\n{operator} Reference: `{ref}`"
+CUT_OFF_NOTE = (
+    "⚠️ **Cut off:** the model's reply stopped before it finished, so this answer is incomplete. "
+    "Asking again may work; if it keeps happening, an operator can look for a proxy or gateway "
+    "closing long replies, or raise the model server's output limit. Reference: `{ref}`"
+)
+CUT_OFF_END = "… _(cut off here)_"
+STATUS_OUTCOMES = "• Questions so far, by outcome: {counts}"
+STATUS_OUTCOMES_NONE = "• Questions so far, by outcome: none yet"
+STATUS_OUTCOME_COUNT = "{label} {count}"

@@ -35,7 +35,8 @@ log = logging.getLogger("codebot.metrics")
 METRICS_KEY = "codebot:metrics"
 QUESTION_SECONDS_BUCKETS = (1, 2, 5, 10, 20, 30, 60, 120, 300)
 HELP = {
-    "codebot_questions_total": "Questions finished, by platform and outcome.",
+    "codebot_questions_total": "Questions finished, by platform and outcome (status: answered, "
+    "not_an_answer, cut_off, failed, budget_spent, no_snapshot, already_answered).",
     "codebot_question_seconds": "Seconds from a worker taking a question to its answer.",
     "codebot_tool_calls_total": "Tool calls made by the agent, by tool.",
     "codebot_tokens_total": "Model tokens used, by kind (prompt, completion).",
@@ -101,6 +102,17 @@ def observe_question(
         pipe.execute()
     except RedisError:
         log.warning("metrics: could not record a question")
+
+
+def totals_by(redis: Redis, name: str, label: str) -> dict[str, float]:
+    """A counter's totals by one label, summed over the others (e.g. questions by status)."""
+    raw: dict[Any, Any] = redis.hgetall(METRICS_KEY)
+    totals: dict[str, float] = {}
+    for key, value in raw.items():
+        field, labels = _parse_field(key.decode() if isinstance(key, bytes) else key)
+        if field == name and label in labels:
+            totals[labels[label]] = totals.get(labels[label], 0.0) + float(value)
+    return totals
 
 
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
