@@ -61,7 +61,8 @@ def test_ask_prints_hostile_progress_as_text_and_an_answer_without_escapes(proje
     with ScriptedModel() as model:
         model.enqueue(
             tool_calls(
-                ("read_file", {"repo": "payments", "path": f"[/] [link=https://evil.example]x{HOSTILE}"})
+                ("read_file", {"repo": "payments", "path": f"[/] [link=https://evil.example]x{HOSTILE}"}),
+                ("read_file", {"repo": "payments", "path": "payments/retry.py"}),  # code read: an answer
             ),
             text(f"It retries [payments:payments/retry.py#L3]. {HOSTILE} the end"),
         )

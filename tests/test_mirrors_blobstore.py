@@ -131,8 +131,10 @@ def test_a_fetch_that_would_eat_into_the_reserve_is_stopped_and_its_partial_pack
     good = mirrors_for(tmp_path, remote).sync("app").sha
     work = remote.work / "blobs"
     work.mkdir()
-    for i in range(4):  # 32 MB that no compression shrinks
-        (work / f"{i}.bin").write_bytes(os.urandom(8 << 20))
+    # 64 MB that no compression shrinks: other tests' files come and go on the same disk meanwhile,
+    # so the margin between the room left and the pack is far more than their churn.
+    for i in range(4):
+        (work / f"{i}.bin").write_bytes(os.urandom(16 << 20))
     git("add", "--all", cwd=remote.work)
     git("commit", "--quiet", "-m", "big", cwd=remote.work)
     git("push", "--quiet", "origin", remote.branch, cwd=remote.work)
@@ -285,7 +287,9 @@ def test_a_blob_over_its_memory_bound_is_withheld_with_the_reason_and_the_next_b
 def test_a_snapshot_that_would_eat_into_the_reserve_is_refused_before_it_is_written(tmp_path: Path) -> None:
     remote = GitRemote.create(tmp_path / "origin")
     good = mirrors_for(tmp_path, remote).sync("app").sha
-    remote.commit({"big.txt": "x = 1\n" * 1_500_000})  # 9 MB to write, a few KB to fetch
+    # 18 MB to write, a few KB to fetch: a margin over the room left that other tests' churn on
+    # the same disk does not close.
+    remote.commit({"big.txt": "x = 1\n" * 1_500_000, "big2.txt": "y = 2\n" * 1_500_000})
     tight = mirrors_for(tmp_path, remote, disk_reserve_bytes=free_bytes(tmp_path) - (3 << 20))
 
     result = tight.sync("app")
