@@ -15,7 +15,7 @@
    impossible), empty files, placeholders for oversized files, and the symlinks last (so no
    link can redirect where a file is written). Cost: one directory entry per file.
 5. The snapshot's symbol index (worker/repos/symbols.py) maps the files `search` sees to their
-   parsed units.
+   parsed units, and its manifest (worker/repos/manifest.py) lists its paths for the tools.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from config.settings import Settings
 from worker.repos.blob_pool import PoolLimits, Task, run_tasks
 from worker.repos.blobstore import BlobInfo, BlobStore
 from worker.repos.disk import DiskFull, check_room, free_bytes, human_bytes
+from worker.repos.manifest import FILE, LINK, MANIFEST_SUFFIX, ManifestEntry, write_manifest
 from worker.repos.placeholders import OVERSIZED, TEXT, placeholder
 from worker.repos.snapshot import LANGUAGES_BY_SUFFIX, README_NAMES, SnapshotMeta
 from worker.repos.symbol_grammars import GRAMMARS, grammar_of
@@ -317,6 +318,12 @@ def _describe(plan: _Plan, infos: dict[str, BlobInfo], failed: set[str], setting
     )
 
 
+def _manifest_entries(plan: _Plan, failed: set[str]) -> list[ManifestEntry]:
+    """What the snapshot shows, for tools to look up instead of walking (worker/repos/manifest.py)."""
+    files = [ManifestEntry(e.path, FILE, e.size) for e in plan.files if e.path not in failed]
+    return files + [ManifestEntry(e.path, LINK, 0) for e in plan.links if e.path not in failed]
+
+
 def _index(
     root: Path,
     plan: _Plan,
@@ -387,6 +394,7 @@ def build_snapshot(
             report("linking files", 0.98)
             failed = _materialize(root, plan, targets, store, settings)
             _index(root, plan, failed, store.units(db, wanted), index, store, settings)
+            write_manifest(index.with_suffix(MANIFEST_SUFFIX), _manifest_entries(plan, failed))
         finally:
             db.close()
     return _describe(plan, infos, failed, settings)
