@@ -175,7 +175,9 @@ def pss_kib(pid: int) -> int:
     return total
 
 
-def throughput(tmp: Path, repos_file: Path, questions: int, concurrency: int, pool: str) -> dict[str, Any]:
+def throughput(
+    tmp: Path, repos_file: Path, questions: int, concurrency: int, pool: str, processes: int
+) -> dict[str, Any]:
     def answer(body: dict[str, Any]) -> Any:
         rounds = sum(1 for m in body["messages"] if m["role"] == "assistant")
         if rounds < TURNS_PER_QUESTION - 1:
@@ -266,6 +268,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, nargs="+", default=[8, 32, 64])
     parser.add_argument("--overhead-runs", type=int, default=10)
     parser.add_argument("--pool", choices=["threads", "fork"], default="threads")
+    parser.add_argument("--processes", type=int, default=1, help="with --pool threads")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as raw:
         tmp = Path(raw)
@@ -291,9 +294,10 @@ def main() -> None:
         )
         print("|---|---|---|---|---|---|---|---|---|")
         for n in args.concurrency:
-            r = throughput(tmp, repos_file, args.questions, n, args.pool)
+            # at least 6 rounds of N questions, so the last partial round does not dominate
+            r = throughput(tmp, repos_file, max(args.questions, 6 * n), n, args.pool, args.processes)
             print(
-                f"| {n} | {r['answered']}/{args.questions} | {r['seconds']:.1f} | {r['per_minute']:.1f} | "
+                f"| {n} | {r['answered']} | {r['seconds']:.1f} | {r['per_minute']:.1f} | "
                 f"{r['ideal']:.0f} | {r['ratio']:.2f} | {r['cpu_per_question']:.3f} | "
                 f"{r['peak_pss_mib']:.0f} MiB | {r['pss_per_question_mib']:.1f} MiB |",
                 flush=True,
