@@ -81,7 +81,7 @@ def build_corpora(work: Path) -> dict[str, Snapshot]:
     return corpora
 
 
-def raw_rg(pattern: str, ignore_case: bool, *paths: str) -> list[str]:
+def raw_rg(pattern: str, ignore_case: bool, *more: str) -> list[str]:
     """The floor: ripgrep as a person would run it (line numbers, dotfiles, .gitignore honoured)."""
     flags = ["-i"] if ignore_case else []
     return [
@@ -92,9 +92,9 @@ def raw_rg(pattern: str, ignore_case: bool, *paths: str) -> list[str]:
         "--hidden",
         "--no-require-git",
         *flags,
+        *more,
         "-e",
         pattern,
-        *paths,
     ]
 
 
@@ -247,9 +247,9 @@ def adversarial_corpus(work: Path, corpus: Snapshot) -> Snapshot:
 
 
 def _floor(tool: str, arguments: dict[str, object]) -> list[str]:
-    if tool == "search":
+    if tool == "search":  # the same files: the whole tree, filtered by the same glob
         glob = arguments.get("glob")
-        return raw_rg(str(arguments["pattern"]), False, *([str(glob)] if glob else []))
+        return raw_rg(str(arguments["pattern"]), False, *(["-g", str(glob)] if glob else []))
     if tool == "list_files":
         return [
             ripgrep_binary(),

@@ -247,7 +247,7 @@ class _Processing:
             )
 
 
-def _link(source: Path, destination: Path) -> None:
+def _link(source: str, destination: str) -> None:
     try:
         os.link(source, destination)
     except OSError as exc:
@@ -261,23 +261,25 @@ def _materialize(
 ) -> set[str]:
     """Write the tree into `root`; the paths of files that could not be written."""
     failed: set[str] = set()
+    # Plain strings, not Path objects: per file, pathlib's joins cost as much as the link itself.
+    base = os.fspath(root)
     folders = sorted({p.rsplit("/", 1)[0] for e in (*plan.files, *plan.links) if "/" in (p := e.path)})
     folders += [e.path for e in plan.submodules]
     for folder in folders:
         try:
-            os.makedirs(root / folder, exist_ok=True)
+            os.makedirs(f"{base}/{folder}", exist_ok=True)
         except OSError as exc:
             log.warning("could not make folder %r: %s", shown_name(folder), exc)
     for entry in plan.files:
-        destination = root / entry.path
+        destination = f"{base}/{entry.path}"
         try:
             if entry.size == 0:
-                destination.touch(exist_ok=False)
+                os.close(os.open(destination, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
             elif entry.size > settings.blob_max_bytes:
                 reason = f"larger than blob_max_bytes ({human_bytes(settings.blob_max_bytes)})"
-                destination.write_bytes(placeholder(OVERSIZED, entry.size, reason))
+                Path(destination).write_bytes(placeholder(OVERSIZED, entry.size, reason))
             else:
-                _link(store.object_path(entry.sha), destination)
+                _link(os.fspath(store.object_path(entry.sha)), destination)
         except OSError as exc:
             failed.add(entry.path)
             log.warning("could not write %r: %s", shown_name(entry.path), exc)
