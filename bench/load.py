@@ -6,7 +6,7 @@ MESSAGE_CREATE dispatches, three `codebot worker --concurrency C` processes with
 settings (heartbeat 5 s + grace 15 s, reaper every 5 s), the scripted model answering every
 turn after 0.5 s (a read_file call, then a cited answer), the fake Slack Web API and the
 embedded Redis. When half the questions are answered, worker 1 is SIGKILLed with its whole
-process group (parent, its threaded RQ worker, housekeeper).
+process group (the worker process holding its questions, and its housekeeper).
 
 Checks: every question ends with exactly one bot message in its thread, which is its answer
 (✅, no ⚠️), none lost. Reports ack latency (Slack: the HTTP response; Discord: the 👀 PUT),
