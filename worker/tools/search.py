@@ -72,6 +72,9 @@ def ripgrep_command(settings: Settings, pattern: str, glob: str | None, ignore_c
         f"--max-columns={max_line_bytes(settings)}",
         "--max-columns-preview",  # a longer line: its start and "[... N more matches]"
         "--stats",  # after the matches: "N files searched" (a glob that matched no file)
+        # No file can show more than the count we stop at: rg stops reading it there (else it
+        # would search, and buffer the output of, all of a million-line file first).
+        f"--max-count={settings.search_count_limit}",
         "--no-config",  # no RIPGREP_CONFIG_PATH can add flags such as --follow
         "--no-messages",  # unreadable files are skipped quietly; fatal errors still print
         "--hidden",  # dotfiles are code too (.github/…); secrets are excluded below
