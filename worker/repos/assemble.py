@@ -34,6 +34,7 @@ from typing import Any
 
 from config.settings import Settings
 from worker.repos.blob_pool import PoolLimits, Task, run_tasks
+from worker.repos.blob_worker import object_file
 from worker.repos.blobstore import BlobInfo, BlobStore
 from worker.repos.disk import DiskFull, check_room, free_bytes, human_bytes
 from worker.repos.manifest import FILE, LINK, MANIFEST_SUFFIX, ManifestEntry, write_manifest
@@ -262,7 +263,7 @@ def _materialize(
     """Write the tree into `root`; the paths of files that could not be written."""
     failed: set[str] = set()
     # Plain strings, not Path objects: per file, pathlib's joins cost as much as the link itself.
-    base = os.fspath(root)
+    base, objects = os.fspath(root), os.fspath(store.objects)
     folders = sorted({p.rsplit("/", 1)[0] for e in (*plan.files, *plan.links) if "/" in (p := e.path)})
     folders += [e.path for e in plan.submodules]
     for folder in folders:
@@ -279,7 +280,7 @@ def _materialize(
                 reason = f"larger than blob_max_bytes ({human_bytes(settings.blob_max_bytes)})"
                 Path(destination).write_bytes(placeholder(OVERSIZED, entry.size, reason))
             else:
-                _link(os.fspath(store.object_path(entry.sha)), destination)
+                _link(object_file(objects, entry.sha), destination)
         except OSError as exc:
             failed.add(entry.path)
             log.warning("could not write %r: %s", shown_name(entry.path), exc)
