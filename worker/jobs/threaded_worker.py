@@ -32,6 +32,7 @@ import copy
 import ctypes
 import logging
 import os
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -104,12 +105,15 @@ class ThreadedWorker(CodebotWorker):
         self, timeout: int | None, max_idle_time: int | None = None
     ) -> tuple[Job, Queue] | None:
         self._waiting_for_work = True
+        seated = False
         try:
             self._take_seat()
+            seated = True
             result = super().dequeue_job_and_maintain_ttl(timeout, max_idle_time)
         except BaseException:
             self._waiting_for_work = False
-            self._free_seats.release()
+            if seated:
+                self._free_seats.release()
             raise
         self._waiting_for_work = False
         if result is None:
@@ -241,6 +245,10 @@ class ThreadedWorker(CodebotWorker):
         if self._beater is not None:
             self._beater.join(timeout=5)
         super().teardown()
+
+    def kill_horse(self, sig: signal.Signals = signal.SIGKILL) -> None:
+        """There is no horse: RQ's forking version would signal this process's own group."""
+        log.warning("worker %s: no work horse to kill (questions are threads; see stop_job)", self.name)
 
     # --- rq's commands ---------------------------------------------------------------------------
 
