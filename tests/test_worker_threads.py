@@ -17,6 +17,7 @@ from rq.registry import FinishedJobRegistry, StartedJobRegistry
 from tests.support.e2e import Rig
 from tests.support.model_server import Reply, last_user_text, slow, text, tool_calls
 from tests.support.worker_procs import horse_pids, start_worker, stop_worker
+from worker.jobs.job import make_model_client
 from worker.jobs.process import seats_per_process
 from worker.jobs.queue import QUESTIONS_QUEUE
 from worker.jobs.sink import CONSOLE_STREAM_PREFIX
@@ -132,3 +133,15 @@ def test_questions_are_spread_evenly_over_the_processes_and_none_is_left_empty()
     assert seats_per_process(32, 1) == [32]
     assert seats_per_process(10, 4) == [3, 3, 2, 2]
     assert seats_per_process(2, 5) == [1, 1]
+
+
+def test_the_model_client_is_built_once_per_process_and_never_shared_across_a_fork(rig: Rig) -> None:
+    first = make_model_client(rig.runtime)
+    assert make_model_client(rig.runtime) is first  # every question of this process shares it
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # a forked horse must build its own: a client's sockets cannot cross a fork
+        os.write(write, b"new" if make_model_client(rig.runtime) is not first else b"shared")
+        os._exit(0)
+    os.waitpid(child, 0)
+    assert os.read(read, 10) == b"new"
