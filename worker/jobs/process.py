@@ -96,6 +96,8 @@ def _work(runtime: Runtime, burst: bool, index: int, seats: int | None = None) -
         die_with_parent(signal.SIGTERM)  # a child of `codebot worker --concurrency N`: warm stop
     if seats is not None:
         build_shared(runtime)
+    else:  # forked horses inherit the compiled rules instead of compiling them per question
+        warm_up([get_redactor])
     stopping = False
     trouble = _Trouble()
     for generation in itertools.count():
