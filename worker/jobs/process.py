@@ -152,12 +152,8 @@ def seats_per_process(concurrency: int, processes: int) -> list[int]:
     return [concurrency // processes + (i < concurrency % processes) for i in range(processes)]
 
 
-def run_workers(
-    runtime: Runtime, burst: bool, concurrency: int, processes: int = 1, pool: str = "threads"
-) -> int:
-    """`--pool threads`: `concurrency` questions in flight over `processes` threaded workers;
-    `--pool fork`: `concurrency` forking RQ workers, one question each."""
-    runtime_module.install(runtime)
+def _plan(runtime: Runtime, burst: bool, concurrency: int, processes: int, pool: str) -> list[int | None]:
+    """Seats per worker process (None: a forking worker), logged as the worker starts."""
     plan: list[int | None] = (
         list(seats_per_process(concurrency, processes)) if pool == "threads" else [None] * concurrency
     )
@@ -170,6 +166,16 @@ def run_workers(
         ", ".join(runtime.whitelist.names()) or "(none)",
         runtime.settings.data_dir,
     )
+    return plan
+
+
+def run_workers(
+    runtime: Runtime, burst: bool, concurrency: int, processes: int = 1, pool: str = "threads"
+) -> int:
+    """`--pool threads`: `concurrency` questions in flight over `processes` threaded workers;
+    `--pool fork`: `concurrency` forking RQ workers, one question each."""
+    runtime_module.install(runtime)
+    plan = _plan(runtime, burst, concurrency, processes, pool)
     if runtime.settings.metrics_port is not None:
         serve_metrics(connect(runtime.settings), runtime.settings.metrics_port, queue_depth)
     global _top_pid

@@ -337,6 +337,28 @@ def _glob_from_manifest(
     return total
 
 
+def _glob_by_walking(
+    ctx: ToolContext,
+    spec: pathspec.PathSpec,
+    root: str,
+    absolute: Path,
+    rows: list[tuple[str, dict[str, Any]]],
+    truncated: list[bool],
+) -> int:
+    """Matches of `spec` below `absolute`, walking the tree (at most list_walk_max_entries)."""
+    total = 0
+    for path_from_root, entry in walk(Path(root), absolute, ctx.settings, truncated):
+        below = os.path.relpath(entry.path, absolute).replace(os.sep, "/")
+        if spec.match_file(below):
+            line = _entry_line(entry, path_from_root, root, ctx)
+            if line is None:
+                continue
+            total += 1
+            if len(rows) < ctx.settings.list_max_entries:
+                rows.append(line)
+    return total
+
+
 def list_files(ctx: ToolContext, repo: str, path: str = "", glob: str | None = None) -> ToolResult:
     """List a folder of a repo with file sizes, or find files by name pattern.
 
@@ -379,15 +401,7 @@ def list_files(ctx: ToolContext, repo: str, path: str = "", glob: str | None = N
         if manifest is not None:
             total = _glob_from_manifest(ctx, manifest, spec, root, os.path.relpath(absolute, root), rows)
         else:  # a snapshot built before manifests: walk it
-            for path_from_root, entry in walk(Path(root), absolute, settings, truncated):
-                below = os.path.relpath(entry.path, absolute).replace(os.sep, "/")
-                if spec.match_file(below):
-                    line = _entry_line(entry, path_from_root, root, ctx)
-                    if line is None:
-                        continue
-                    total += 1
-                    if len(rows) < settings.list_max_entries:
-                        rows.append(line)
+            total = _glob_by_walking(ctx, spec, root, absolute, rows, truncated)
         title = f"{where} files matching {glob!r}: {'at least ' if truncated else ''}{total}"
         if truncated:
             title += (
