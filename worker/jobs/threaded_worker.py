@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
+from redis.exceptions import RedisError
 from rq.command import handle_command, parse_payload
 from rq.job import Job
 from rq.queue import Queue
@@ -137,14 +138,23 @@ class ThreadedWorker(CodebotWorker):
         flight = _InFlight(seat, job, queue, time.monotonic())
         with self._lock:
             self._in_flight[job.id] = flight
-            super().set_state(WorkerStatus.BUSY)
-            self.set_current_job_id(job.id)
+            self._show_state(job.id)
         self._start_beating()
         thread = threading.Thread(
             target=self._answer, args=(flight,), name=f"codebot-job-{job.id}", daemon=True
         )
         self._threads = [t for t in self._threads if t.is_alive()] + [thread]
         thread.start()
+        flight.thread = thread.ident or 0
+
+    def _show_state(self, current: str | None) -> None:
+        """Busy (naming one question in flight) or idle, for `rq info`; the caller holds the lock.
+        Only a display: a Redis failure here must not cost a question its seat or its thread."""
+        try:
+            super().set_state(WorkerStatus.BUSY if current else WorkerStatus.IDLE)
+            self.set_current_job_id(current)
+        except RedisError as exc:
+            log.warning("worker %s: could not record its state (%s)", self.name, exc)
 
     def _seat(self) -> ThreadedWorker:
         seat = copy.copy(self)
@@ -156,7 +166,7 @@ class ThreadedWorker(CodebotWorker):
         return seat
 
     def _answer(self, flight: _InFlight) -> None:
-        flight.thread = threading.get_ident()
+        flight.thread = threading.get_ident()  # also set by the starter: whichever comes first
         try:
             flight.seat.perform_job(flight.job, flight.queue)
         except BaseException:  # perform_job records every failure of the job itself; not this
@@ -164,11 +174,7 @@ class ThreadedWorker(CodebotWorker):
         finally:
             with self._lock:
                 self._in_flight.pop(flight.job.id, None)
-                if not self._in_flight:
-                    super().set_state(WorkerStatus.IDLE)
-                    self.set_current_job_id(None)
-                else:
-                    self.set_current_job_id(next(iter(self._in_flight)))
+                self._show_state(next(iter(self._in_flight), None))
             self._free_seats.release()
 
     # --- per seat: RQ's bookkeeping, without touching the other seats' state ------------------
