@@ -6,7 +6,7 @@ MESSAGE_CREATE dispatches, three `codebot worker --concurrency C` processes with
 settings (heartbeat 5 s + grace 15 s, reaper every 5 s), the scripted model answering every
 turn after 0.5 s (a read_file call, then a cited answer), the fake Slack Web API and the
 embedded Redis. When half the questions are answered, worker 1 is SIGKILLed with its whole
-process group (parent, RQ workers, housekeeper; its work horses die with their parent).
+process group (the worker process holding its questions, and its housekeeper).
 
 Checks: every question ends with exactly one bot message in its thread, which is its answer
 (✅, no ⚠️), none lost. Reports ack latency (Slack: the HTTP response; Discord: the 👀 PUT),
@@ -157,7 +157,7 @@ class Load:
             self.workers.append(
                 self.start("worker", "--concurrency", str(self.args.concurrency), name=f"worker{n + 1}")
             )
-        expected = self.args.workers * self.args.concurrency
+        expected = self.args.workers  # one RQ worker per `codebot worker` (threads hold its questions)
         deadline = time.monotonic() + 60
         while len(Worker.all(connection=self.redis)) < expected and time.monotonic() < deadline:
             time.sleep(0.2)
@@ -357,7 +357,7 @@ def main() -> int:
     parser.add_argument("--slack", type=int, default=1000)
     parser.add_argument("--discord", type=int, default=300)
     parser.add_argument("--workers", type=int, default=3)
-    parser.add_argument("--concurrency", type=int, default=6, help="RQ workers per `codebot worker`")
+    parser.add_argument("--concurrency", type=int, default=6, help="questions in flight per `codebot worker`")
     parser.add_argument("--turn-seconds", type=float, default=0.5)
     parser.add_argument("--send-concurrency", type=int, default=20)
     parser.add_argument("--timeout", type=float, default=540)

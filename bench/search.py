@@ -11,9 +11,9 @@ snapshot, exactly as the worker makes snapshots.
 
 For every pattern, each repetition runs, back to back on the same corpus:
   search  our tool in-process through the registry (fresh context: no result cache)
-  rg      the same ripgrep command line the tool builds (--json, same globs and limits), run
-          to completion with its output read and discarded (never /dev/null: rg detects that
-          and stops at the first match)
+  rg      raw ripgrep as a person runs it (`rg -n --no-heading --hidden -e PATTERN`), run to
+          completion with its output read and discarded (never /dev/null: rg detects that and
+          stops at the first match)
   grep    `grep -rnI -E [-i] -e PATTERN .` (no .gitignore or size limits: a reference only)
 The page cache is warmed by one untimed run of all three per pattern. Reported: medians,
 and the median over repetitions of the paired ratio search/rg. Prints a markdown table.
@@ -41,7 +41,7 @@ from config.settings import Settings, load_settings
 from tests.support.fixture_repos import git, snapshot_repo
 from worker.repos.snapshot import Snapshot
 from worker.tools import build_registry, make_context
-from worker.tools.search import ripgrep_binary, ripgrep_command
+from worker.tools.search import ripgrep_binary
 
 # (label, pattern, ignore_case): the same regex means the same thing to rg and grep -E.
 PATTERNS = [
@@ -81,23 +81,37 @@ def build_corpora(work: Path) -> dict[str, Snapshot]:
     return corpora
 
 
+def raw_rg(pattern: str, ignore_case: bool, *more: str) -> list[str]:
+    """The floor: ripgrep as a person would run it (line numbers, dotfiles, .gitignore honoured)."""
+    flags = ["-i"] if ignore_case else []
+    return [
+        ripgrep_binary(),
+        "--no-config",
+        "-n",
+        "--no-heading",
+        "--hidden",
+        "--no-require-git",
+        *flags,
+        *more,
+        "-e",
+        pattern,
+    ]
+
+
 def _drain(command: list[str], cwd: Path) -> tuple[float, int, int]:
-    """Run a command reading all its output; (seconds, output bytes, JSON match lines)."""
+    """Run a command reading all its output; (seconds, output bytes, output lines)."""
     started = time.perf_counter()
     # stdin from /dev/null: without a path argument rg searches stdin when that is a pipe.
     process = subprocess.Popen(
         command, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
     )
     assert process.stdout is not None
-    size = matches = 0
-    marker = b'{"type":"match"'
-    tail = b""  # the end of the previous chunk, so a marker split across chunks counts once
+    size = lines = 0
     while chunk := process.stdout.read(1 << 20):
         size += len(chunk)
-        matches += (tail + chunk).count(marker)
-        tail = chunk[-(len(marker) - 1) :]
+        lines += chunk.count(b"\n")
     process.wait()
-    return time.perf_counter() - started, size, matches
+    return time.perf_counter() - started, size, lines
 
 
 def _ours(settings: Settings, snapshot: Snapshot, pattern: str, ignore_case: bool) -> tuple[float, int, bool]:
@@ -131,7 +145,7 @@ def run(corpora: dict[str, Snapshot], repeats: int) -> list[Row]:
     rows = []
     for corpus, snapshot in corpora.items():
         for label, pattern, ignore_case in PATTERNS:
-            rg = ripgrep_command(settings, pattern, None, ignore_case)
+            rg = raw_rg(pattern, ignore_case)
             grep = ["grep", "-rnI", "-E", *(["-i"] if ignore_case else []), "-e", pattern, "."]
             # Untimed warm-up of all three, which also counts matches.
             _, total, lower = _ours(settings, snapshot, pattern, ignore_case)
@@ -199,18 +213,101 @@ def report(corpora: dict[str, Snapshot], rows: list[Row], repeats: int) -> str:
     return "\n".join(out)
 
 
+# (label, tool, arguments, the floor's command): adversarial inputs for every bounded call.
+ADVERSARIAL = [
+    ("search: a 1.9 MB line, every byte a match", "search", {"pattern": "x", "glob": "one_line.txt"}),
+    ("search: a million short matching lines", "search", {"pattern": "^y$", "glob": "short_lines.txt"}),
+    (
+        "search: nested quantifiers over the long line",
+        "search",
+        {"pattern": "(x+x+)+y", "glob": "one_line.txt"},
+    ),
+    (
+        "search: a 50-way alternation, whole corpus",
+        "search",
+        {"pattern": "|".join(f"w{i:02d}q" for i in range(50))},
+    ),
+    ("list_files: glob over every file", "list_files", {"glob": "*.py"}),
+    ("read_file: a missing path (suggestions)", "read_file", {"path": "asyncio/tasks_missing.py"}),
+]
+
+
+def adversarial_corpus(work: Path, corpus: Snapshot) -> Snapshot:
+    """The stdlib+site snapshot's files plus the adversarial ones, as one more snapshot."""
+    repo = work / "repos" / "adversarial"
+    shutil.copytree(corpus.root, repo, symlinks=True)
+    (repo / "one_line.txt").write_text("x" * 1_900_000 + "\n")
+    (repo / "short_lines.txt").write_text("y\n" * 1_000_000)
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A", "--force")
+    git(repo, "commit", "-q", "-m", "adversarial")
+    snapshot = snapshot_repo(repo, "adversarial", work / "snapshots" / "adversarial")
+    shutil.rmtree(repo)
+    return snapshot
+
+
+def _floor(tool: str, arguments: dict[str, object]) -> list[str]:
+    if tool == "search":  # the same files: the whole tree, filtered by the same glob
+        glob = arguments.get("glob")
+        return raw_rg(str(arguments["pattern"]), False, *(["-g", str(glob)] if glob else []))
+    if tool == "list_files":
+        return [
+            ripgrep_binary(),
+            "--no-config",
+            "--files",
+            "--hidden",
+            "--no-require-git",
+            "-g",
+            str(arguments["glob"]),
+        ]
+    return ["ls", "asyncio"]  # a missing path: the floor is listing its folder
+
+
+def adversarial_report(snapshot: Snapshot, repeats: int) -> str:
+    settings = load_settings(env_file=None)
+    registry = build_registry()
+    out = [
+        "| call | ours s (median) | floor | floor s | ratio | ≤ 1 s or ≤ 3× | what it said |",
+        "|---|---:|---|---:|---:|---|---|",
+    ]
+    for label, tool, arguments in ADVERSARIAL:
+        ours, floor = [], []
+        said = ""
+        for _ in range(repeats):
+            ctx = make_context(settings, {"adversarial": snapshot})
+            started = time.perf_counter()
+            outcome = registry.call(ctx, tool, {"repo": "adversarial", **arguments})
+            ours.append(time.perf_counter() - started)
+            said = outcome.text.splitlines()[0][:70].replace("|", "\\|")
+            floor.append(_drain(_floor(tool, arguments), snapshot.root)[0])
+        mine, theirs = statistics.median(ours), statistics.median(floor)
+        ok = "yes" if mine <= 1.0 or mine <= 3 * theirs else "**no**"
+        floor_command = _floor(tool, arguments)
+        command = " ".join([Path(floor_command[0]).name, *floor_command[1:]])
+        out.append(
+            f"| {label} | {mine:.3f} | `{command[:60].replace('|', chr(92) + '|')}` | {theirs:.3f} | "
+            f"{mine / theirs:.1f} | {ok} | {said} |"
+        )
+    return "\n".join(out)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--repeats", type=int, default=9)
     parser.add_argument("--keep", type=Path, help="build the corpora here and keep them")
+    parser.add_argument("--adversarial-only", action="store_true", help="only the adversarial table")
     args = parser.parse_args()
     work = args.keep or Path(tempfile.mkdtemp(prefix="codebot-bench-"))
     try:
         corpora = build_corpora(work)
-        rows = run(corpora, args.repeats)
-        print(report(corpora, rows, args.repeats))
+        print(f"load: {os.getloadavg()[0]:.2f} (1 min average)")
+        if not args.adversarial_only:
+            rows = run(corpora, args.repeats)
+            print(report(corpora, rows, args.repeats))
+        print("\n### Adversarial inputs (stdlib+site plus a 1.9 MB line and a million short lines)\n")
+        print(adversarial_report(adversarial_corpus(work, corpora["stdlib+site"]), args.repeats))
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)

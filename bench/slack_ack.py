@@ -6,7 +6,8 @@ for the Slack Web API and the embedded Redis in a temporary data dir, then sends
 `--twins` each mention is also delivered as its `message.channels` twin (another event id,
 the same message), as Slack does when both are subscribed. Reports ack latency p50/p99/max
 as the sender measures it (TCP connect to response), and checks that every message became
-exactly one job and got exactly one 👀.
+exactly one job and got exactly one 👀. The floor, in the same run: the same deliveries to a
+bare ASGI app on uvicorn that only checks the signature and answers 200; printed as a ratio.
 
     .venv/bin/python bench/slack_ack.py [--mentions 200] [--concurrency 20] [--twins] [--idle 3000]
 
@@ -45,6 +46,7 @@ from worker.ops.redis_connection import connect, stop_embedded_server  # noqa: E
 
 SECRET = "bench-signing-secret"
 GOAL_P99_MS = 100.0
+GOAL_RATIO_TO_BARE = 2.0  # issue 22: p99 at most 2x a bare signature-checking app, same run
 
 
 def free_port() -> int:
@@ -113,6 +115,56 @@ def closed_by_server(idle: list[socket.socket]) -> int:
         except OSError:
             closed += 1
     return closed
+
+
+# The floor: the least a Slack HTTP endpoint must do — read the body, check the signature and the
+# timestamp, answer 200 — as a bare ASGI app on the same server (uvicorn), in its own process.
+BARE_APP = r"""
+import hashlib, hmac, sys, time
+import uvicorn
+
+SECRET = sys.argv[2].encode()
+
+
+async def app(scope, receive, send):
+    if scope["type"] != "http":
+        return
+    body = b""
+    while True:
+        message = await receive()
+        body += message.get("body", b"")
+        if not message.get("more_body"):
+            break
+    headers = dict(scope["headers"])
+    stamp = headers.get(b"x-slack-request-timestamp", b"0")
+    mac = hmac.new(SECRET, b"v0:" + stamp + b":" + body, hashlib.sha256).hexdigest()
+    good = abs(time.time() - int(stamp)) < 300 and hmac.compare_digest(
+        "v0=" + mac, headers.get(b"x-slack-signature", b"").decode()
+    )
+    status = 200 if good or scope["path"] == "/health" else 401
+    await send({"type": "http.response.start", "status": status, "headers": [(b"content-length", b"0")]})
+    await send({"type": "http.response.body", "body": b""})
+
+
+uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning", lifespan="off")
+"""
+
+
+def bare_p99(deliveries: list[str], concurrency: int) -> float:
+    """p99 ack of the bare signature-checking app for the same deliveries, same concurrency."""
+    port = free_port()
+    bare = subprocess.Popen([sys.executable, "-c", BARE_APP, str(port), SECRET], cwd=ROOT)
+    try:
+        wait_healthy(f"http://127.0.0.1:{port}/health")
+        url = f"http://127.0.0.1:{port}/slack/events"
+        signed_post(url, deliveries[0], SECRET)  # warm-up, as for the adapter
+        with ThreadPoolExecutor(concurrency) as pool:
+            results = list(pool.map(lambda body: signed_post(url, body, SECRET), deliveries))
+        assert {status for status, _, _ in results} == {200}, "the bare app refused a delivery"
+        return percentile([seconds * 1000 for _, _, seconds in results], 99)
+    finally:
+        bare.terminate()
+        bare.wait(timeout=10)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -214,6 +266,10 @@ def main() -> int:
         }
         if idle_report:
             report["idle"] = {"connections": args.idle, **idle_report}
+        floor = bare_p99(deliveries, args.concurrency)  # same run, same machine load
+        report["bare_app_ack_ms_p99"] = round(floor, 1)
+        report["p99_ratio_to_bare_app"] = round(report["ack_ms_p99"] / floor, 2)
+        report["load_1min"] = round(os.getloadavg()[0], 2)
         print(json.dumps(report, indent=2))
         ok = (
             statuses == {200}
@@ -223,7 +279,8 @@ def main() -> int:
             and len(reacted) == len(set(reacted)) == args.mentions
         )
         print(
-            f"{'PASS' if ok else 'FAIL'}: p99 goal < {GOAL_P99_MS:.0f} ms, every message enqueued exactly once"
+            f"{'PASS' if ok else 'FAIL'}: p99 goal < {GOAL_P99_MS:.0f} ms, every message enqueued exactly once; "
+            f"p99 ÷ bare app: {report['p99_ratio_to_bare_app']} (goal ≤ {GOAL_RATIO_TO_BARE:g})"
         )
         return 0 if ok else 1
     finally:

@@ -51,6 +51,18 @@ def _parser() -> argparse.ArgumentParser:
     worker.add_argument(
         "--concurrency", type=int, default=1, help="questions answered in parallel (default 1)"
     )
+    worker.add_argument(
+        "--processes",
+        type=int,
+        default=1,
+        help="worker processes the questions are spread over, as threads (default 1)",
+    )
+    worker.add_argument(
+        "--pool",
+        choices=["threads", "fork"],
+        default="threads",
+        help="threads: many questions per process (default); fork: a forked process per question",
+    )
 
     repos = sub.add_parser("repos", help="the repository whitelist and its mirrors")
     repos_sub = repos.add_subparsers(dest="repos_command", required=True, metavar="ACTION")
@@ -126,6 +138,10 @@ def _cmd_worker(settings: Settings, args: argparse.Namespace, out: Console) -> i
 
     if args.concurrency < 1:
         raise ConfigError("--concurrency must be at least 1")
+    if args.processes < 1:
+        raise ConfigError("--processes must be at least 1")
+    if args.pool == "fork" and args.processes != 1:
+        raise ConfigError("--processes goes with --pool threads (--pool fork runs one process per question)")
     connect(settings)  # fail now, with one line, if Redis is unreachable
     missing_model = missing_model_message(settings)
     if missing_model:
@@ -133,7 +149,13 @@ def _cmd_worker(settings: Settings, args: argparse.Namespace, out: Console) -> i
         raise ConfigError(
             "OPENAI_API_KEY / OPENAI_BASE_URL: not set — a worker needs a model endpoint (see `codebot ask` or docs/models.md)"
         )
-    return run_workers(build_runtime(settings), burst=args.burst, concurrency=args.concurrency)
+    return run_workers(
+        build_runtime(settings),
+        burst=args.burst,
+        concurrency=args.concurrency,
+        processes=args.processes,
+        pool=args.pool,
+    )
 
 
 def _cmd_repos(settings: Settings, args: argparse.Namespace, out: Console) -> int:

@@ -318,7 +318,8 @@ class Settings(BaseSettings):
     path_max_chars: int = Field(default=1024, ge=16)  # longer tool paths are refused
     # read_file keeps smaller files (redacted) in the per-question cache; larger ones are streamed.
     read_cache_max_file_bytes: int = Field(default=2_000_000, ge=1)
-    # list_files with a glob, and "did you mean" suggestions, walk at most this many entries.
+    # list_files with a glob, and "did you mean" suggestions, walk at most this many entries of a
+    # snapshot built without a path manifest (by an earlier release); others look paths up.
     list_walk_max_entries: int = Field(default=100_000, ge=100)
     # Files that never enter a snapshot, nor are listed, read or searched (JSON list; replaces the
     # defaults, so repeat those you keep; a glob with a "/" matches the end of a path).

@@ -69,7 +69,7 @@ def test_a_worker_killed_mid_question_is_answered_once_by_another_worker_within_
     rig.model.set_handler(hang_first(1, "answered by the retry"))
     question = rig.question("how does retry work?")
     rig.enqueue(question)
-    first = start_worker(rig.settings)
+    first = start_worker(rig.settings, "--pool", "fork")
     second = None
     try:
         horse = wait_for_horse(first.pid)

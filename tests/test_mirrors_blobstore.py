@@ -7,11 +7,13 @@ import os
 import shutil
 import sqlite3
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from tests.support.git_remote import GitRemote, git, make_mirrors, mirrors_for, snapshot_entries
 from worker.repos.blob_pool import PoolLimits, Task, _start, run_tasks
 from worker.repos.blobstore import BlobStore
+from worker.repos.cleanup import BackgroundCleaner
 from worker.repos.disk import free_bytes
 from worker.repos.mirrors import Mirrors
 from worker.tools import build_registry, make_context
@@ -299,3 +301,31 @@ def test_a_snapshot_that_would_eat_into_the_reserve_is_refused_before_it_is_writ
         "not enough disk space to make the snapshot of app"
     )
     assert snapshot_entries(tight) == [good, f"{good}.json", f"{good}.lock"]
+
+
+def test_a_refresh_returns_before_the_old_snapshot_is_deleted_and_the_cleanup_then_frees_it(
+    tmp_path: Path,
+) -> None:
+    remote = GitRemote.create(tmp_path / "origin", files={f"pkg/m{i}.py": f"X{i} = {i}\n" for i in range(40)})
+    queued: list[Callable[[], None]] = []
+    mirrors = mirrors_for(tmp_path, remote)
+    mirrors.cleaner = queued.append  # holds the cleanup, as a busy background thread would
+    assert mirrors.sync("app").ok
+    old = mirrors.current("app")
+    remote.commit({"pkg/m1.py": "X1 = 'changed'\n"})
+    assert mirrors.sync("app").ok and old is not None
+
+    snapshots = old.root.parent
+    assert not old.root.exists()  # out of service at once: no question can lease it again
+    assert [p.name.startswith(f".trash-{old.sha}") for p in snapshots.iterdir() if p.is_dir()].count(
+        True
+    ) == 1
+    assert blob_sha(remote, "pkg/m1.py") in stored_blobs(mirrors)  # the new blob processed
+    old_blob = git("--git-dir", str(remote.bare), "rev-parse", f"{old.sha}:pkg/m1.py")
+    assert old_blob in stored_blobs(mirrors) and len(queued) == 1  # not collected yet
+
+    cleaner = BackgroundCleaner()
+    cleaner(queued.pop())
+    cleaner.wait()
+    assert not [p for p in snapshots.iterdir() if p.name.startswith(".trash-")]
+    assert old_blob not in stored_blobs(mirrors)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
 from config.settings import load_settings
 from tests.support.fixture_repos import HUGE_LINES, Corpus, context, make_repo, snapshot_repo
+from worker.repos.manifest import manifest_path
 from worker.tools import make_context
 from worker.tools.context import ToolError
 from worker.tools.files import list_files, read_file
@@ -122,9 +124,32 @@ def test_a_glob_lists_matching_files_at_any_depth_with_a_cap(corpus: Corpus) -> 
         list_files(context(corpus), "app", "README.md")
 
 
-def test_a_glob_over_a_tree_bigger_than_the_walk_limit_says_its_count_is_partial(tmp_path: Path) -> None:
+def test_a_glob_over_a_big_tree_counts_every_match_from_the_manifest_without_a_walk(tmp_path: Path) -> None:
+    make_repo(tmp_path / "repo", {f"pkg/m{n:03d}.py": "x = 1\n" for n in range(150)} | {"pkg/a.txt": "t"})
+    snapshot = snapshot_repo(tmp_path / "repo", "r", tmp_path / "snapshots" / "r")
+    ctx = make_context(load_settings(env_file=None, list_walk_max_entries=100), {"r": snapshot})
+    result = list_files(ctx, "r", path="pkg", glob="m1*.py")
+    assert "files matching 'm1*.py': 50" in result.text and "stopped after" not in result.text
+    assert [e["path"] for e in result.data["entries"]][:2] == ["pkg/m100.py", "pkg/m101.py"]
+    assert result.data["entries"][0]["size_bytes"] == 6
+
+
+def test_a_missing_path_is_answered_with_same_named_files_and_close_names_from_the_manifest(
+    tmp_path: Path,
+) -> None:
+    make_repo(tmp_path / "repo", {"src/utils.py": "u", "lib/deep/config.py": "c", "src/app.py": "a"})
+    snapshot = snapshot_repo(tmp_path / "repo", "r", tmp_path / "snapshots" / "r")
+    ctx = make_context(load_settings(env_file=None), {"r": snapshot})
+    with pytest.raises(ToolError, match=re.escape("Did you mean: 'lib/deep/config.py'?")):
+        read_file(ctx, "r", "config.py")
+    with pytest.raises(ToolError, match=re.escape("Did you mean: 'src/utils.py'")):
+        read_file(ctx, "r", "src/util.py")
+
+
+def test_a_snapshot_without_a_manifest_is_walked_and_a_partial_count_says_so(tmp_path: Path) -> None:
     make_repo(tmp_path / "repo", {f"pkg/m{n:03d}.py": "x = 1\n" for n in range(150)})
     snapshot = snapshot_repo(tmp_path / "repo", "r", tmp_path / "snapshots" / "r")
+    manifest_path(snapshot.root).unlink()  # as a snapshot built by an earlier release
     ctx = make_context(load_settings(env_file=None, list_walk_max_entries=100), {"r": snapshot})
     result = list_files(ctx, "r", glob="*.py")
     assert "files matching '*.py': at least 99" in result.text

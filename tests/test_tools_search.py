@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.fixture_repos import NEEDLE_LINES, Corpus, context
+from config.settings import load_settings
+from tests.support.fixture_repos import NEEDLE_LINES, Corpus, context, make_repo, snapshot_repo
 from worker.repos.ripgrep import find_ripgrep
-from worker.tools import build_registry
+from worker.repos.snapshot import Snapshot
+from worker.tools import build_registry, make_context
 from worker.tools.context import ToolError
 from worker.tools.search import ripgrep_binary, search
 
@@ -81,12 +83,56 @@ def test_ignore_case_and_unicode_and_all_repos_in_scope(corpus: Corpus) -> None:
 def test_long_lines_are_cut_with_a_marker(corpus: Corpus) -> None:
     match = search(context(corpus), "a!$").data["matches"][0]
     assert match["path"] == "data/long_line.txt"
-    assert match["text"].startswith("a" * 300) and match["text"].endswith("…[line cut: 60,001 chars]")
+    assert match["text"].startswith("a" * 300) and match["text"].endswith(
+        "…[line cut: longer than 1,200 bytes]"
+    )
 
 
 def test_a_search_past_its_deadline_is_stopped_and_says_so(corpus: Corpus) -> None:
     result = search(context(corpus, search_timeout_seconds=0.000001), "needle")
     assert result.data["timed_out"] and "timed out" in result.text
+
+
+def test_a_search_that_runs_out_of_time_before_any_match_never_says_no_matches(corpus: Corpus) -> None:
+    result = search(context(corpus, search_timeout_seconds=0.000001), "no such text anywhere")
+    assert result.data["timed_out"] and result.data["total"] == 0
+    assert "No matches" not in result.text
+    assert "timed out" in result.text and "matches may exist" in result.text
+
+
+@pytest.fixture(scope="module")
+def adversarial(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Snapshot]:
+    base = tmp_path_factory.mktemp("adversarial")
+    files = {
+        "one_line.txt": "x" * 1_900_000 + "\n",  # a 1.9 MB line, every byte a match
+        "short_lines.txt": "y\n" * 1_000_000,  # a million short lines
+        "odd\nname.py": "needle in a file whose name holds a newline\n",
+        "after.py": "needle after it\n",
+    }
+    make_repo(base / "adv", files)
+    return {"app": snapshot_repo(base / "adv", "app", base / "snapshots" / "app")}
+
+
+def test_a_megabyte_line_of_matches_is_one_matching_line_shown_cut(adversarial: dict[str, Snapshot]) -> None:
+    result = search(make_context(load_settings(env_file=None), adversarial), "x", glob="one_line.txt")
+    assert not result.data["timed_out"] and result.data["total"] == 1
+    [match] = result.data["matches"]
+    assert match["line"] == 1 and match["text"].startswith("x" * 300) and "[line cut:" in match["text"]
+
+
+def test_a_million_matching_short_lines_stop_at_the_count_limit(adversarial: dict[str, Snapshot]) -> None:
+    ctx = make_context(load_settings(env_file=None), adversarial)
+    result = search(ctx, "^y$", glob="short_lines.txt")
+    assert result.data["total"] == ctx.settings.search_count_limit and result.data["total_is_lower_bound"]
+    assert [m["line"] for m in result.data["matches"]][:3] == [1, 2, 3]
+    assert "Showing 50 of more than 1,000 matching lines" in result.text
+
+
+def test_a_path_with_a_newline_keeps_its_name_and_the_next_file_its_own(
+    adversarial: dict[str, Snapshot],
+) -> None:
+    result = search(make_context(load_settings(env_file=None), adversarial), "needle")
+    assert sorted(m["path"] for m in result.data["matches"]) == ["after.py", "odd\nname.py"]
 
 
 def test_a_repeated_identical_search_is_answered_from_the_cache(corpus: Corpus) -> None:

@@ -54,7 +54,7 @@ def test_a_killed_work_horse_is_retried_and_the_asker_gets_exactly_one_answer(ri
     )
     question = rig.question("how does retry work?")
     rig.enqueue(question)
-    worker = start_worker(rig, "--burst")
+    worker = start_worker(rig, "--burst", "--pool", "fork")
     try:
         rig.model.wait_for_requests(1, timeout=30)
         horse = subprocess.run(

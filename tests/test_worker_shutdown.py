@@ -30,19 +30,22 @@ def answer_slowly(body: dict[str, Any]) -> Reply:
     return slow(TURN_SECONDS, text(f"answer to: {last_user_text(body)} [payments:payments/retry.py#L6]"))
 
 
-@pytest.mark.parametrize("concurrency", [1, 2])
+@pytest.mark.parametrize(
+    ("concurrency", "pool", "rq_workers"), [(1, "fork", 1), (2, "fork", 2), (2, "threads", 1)]
+)
 def test_sigterm_to_every_process_of_a_worker_lets_the_running_question_finish_once(
-    rig: SlackRig, tmp_path: Path, concurrency: int
+    rig: SlackRig, tmp_path: Path, concurrency: int, pool: str, rq_workers: int
 ) -> None:
     rig.model.set_handler(answer_slowly)
-    worker = start_worker(rig.settings, "--concurrency", str(concurrency), log=tmp_path / "worker.log")
+    args = ("--concurrency", str(concurrency), "--pool", pool)
+    worker = start_worker(rig.settings, *args, log=tmp_path / "worker.log")
     try:
         ts = rig.mention("how does retry work?")
         rig.settle()
-        horse = wait_for_horse(worker.pid)
+        horse = wait_for_horse(worker.pid) if pool == "fork" else worker.pid
         rig.model.wait_for_requests(1, timeout=30)  # mid-question
         # every RQ worker up (a stop signal during a worker's start-up is not what this tests)
-        wait_until(lambda: len(Worker.all(connection=rig.redis)) == concurrency)
+        wait_until(lambda: len(Worker.all(connection=rig.redis)) == rq_workers)
         everyone = session_pids(worker.pid)
         assert horse in everyone and worker.pid in everyone
         for pid in everyone:  # as systemd does: the parent, its workers, housekeeper and horses

@@ -10,6 +10,8 @@ then posted; a platform that refuses it gets it again later from the outbox
 from __future__ import annotations
 
 import logging
+import os
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -42,6 +44,7 @@ from worker.jobs.question_log import record_question
 from worker.jobs.queue import was_answered
 from worker.jobs.runtime import Runtime
 from worker.jobs.sink import Answer, DeliveryFailed, ReplySink
+from worker.jobs.threaded_worker import StopJobRequested
 from worker.jobs.threads import record_turn
 from worker.ops.accounting import BUDGET_SPENT_MESSAGE, budget_spent, record_usage
 from worker.ops.claims import new_token
@@ -68,10 +71,23 @@ TRYING_AGAIN = "the worker answering this stopped; trying again…"
 CLAIM_WAIT_SECONDS = 15.0
 
 
+_clients: dict[tuple[int, str | None, str, float], openai.OpenAI] = {}
+_clients_lock = threading.Lock()
+
+
 def make_model_client(runtime: Runtime) -> openai.OpenAI:
-    """Created inside the job, never before the fork (docs/platform-notes.md, pitfall 15). The agent
-    retries itself, within the question's deadline (worker/agent/model.py)."""
-    return make_openai_client(runtime.settings)
+    """The process's client for the configured endpoint: one per process (its connection pool
+    serves every question a threaded worker holds), never shared across a fork (keyed by pid:
+    docs/platform-notes.md, pitfall 15). The agent retries itself, within the question's
+    deadline (worker/agent/model.py)."""
+    settings = runtime.settings
+    key_text = settings.openai_api_key.get_secret_value() if settings.openai_api_key else ""
+    key = (os.getpid(), settings.openai_base_url, key_text, float(settings.model_timeout_seconds))
+    with _clients_lock:
+        client = _clients.get(key)
+        if client is None:
+            client = _clients[key] = make_openai_client(settings)
+        return client
 
 
 def answer_question(question_json: str) -> dict[str, Any]:
@@ -385,7 +401,8 @@ def on_question_failed(job: Job, connection: Redis, *exc_info: Any) -> None:
         if was_answered(connection, job.id):
             outbox.hand_over(connection, job.id)
             return
-        if job.retries_left:
+        stopped = len(exc_info) > 1 and isinstance(exc_info[1], StopJobRequested)  # `rq` stop-job
+        if job.retries_left and not stopped:
             make_sink(runtime, connection, question).progress(TRYING_AGAIN)
             return
         run = QuestionRun(runtime, connection, question)

@@ -202,9 +202,13 @@ class CodebotWorker(Worker):
 
 
 def make_codebot_worker(
-    settings: Settings, queues: list[Queue], redis: Redis, **kwargs: object
+    settings: Settings,
+    queues: list[Queue],
+    redis: Redis,
+    worker_class: type[CodebotWorker] = CodebotWorker,
+    **kwargs: object,
 ) -> CodebotWorker:
-    worker = CodebotWorker(
+    worker = worker_class(
         [CodebotQueue(queue.name, connection=redis) for queue in queues],
         connection=redis,
         job_monitoring_interval=settings.worker_heartbeat_seconds,

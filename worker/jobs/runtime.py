@@ -20,6 +20,7 @@ from config.repos import Whitelist, load_whitelist
 from config.settings import Settings
 from worker.jobs.question import Platform
 from worker.jobs.sink import Notifier, SinkFactory
+from worker.repos.cleanup import BackgroundCleaner
 from worker.repos.mirrors import Mirrors
 from worker.tools import build_registry
 from worker.tools.registry import ToolRegistry
@@ -54,7 +55,8 @@ def build_runtime(
     return Runtime(
         settings,
         whitelist,
-        Mirrors(settings, whitelist),
+        # an old snapshot's files and unused blobs are deleted after a refresh returns
+        Mirrors(settings, whitelist, BackgroundCleaner()),
         build_registry(),
         sinks=dict(sinks or {}),
         notifiers=dict(notifiers or {}),

@@ -18,7 +18,7 @@
    impossible), empty files, placeholders for oversized files, and the symlinks last (so no
    link can redirect where a file is written). Cost: one directory entry per file.
 5. The snapshot's symbol index (worker/repos/symbols.py) maps the files `search` sees to their
-   parsed units.
+   parsed units, and its manifest (worker/repos/manifest.py) lists its paths for the tools.
 """
 
 from __future__ import annotations
@@ -38,10 +38,12 @@ from typing import Any
 from config.settings import Settings
 from worker.repos import lineage
 from worker.repos.blob_pool import PoolLimits, Task, run_tasks
+from worker.repos.blob_worker import object_file
 from worker.repos.blobstore import BlobInfo, BlobStore
 from worker.repos.disk import DiskFull, check_room, free_bytes, human_bytes
 from worker.repos.git_read import GitReadError
 from worker.repos.lineage import reason_of
+from worker.repos.manifest import FILE, LINK, MANIFEST_SUFFIX, ManifestEntry, write_manifest
 from worker.repos.placeholders import OVERSIZED, TEXT, WITHHELD, placeholder
 from worker.repos.snapshot import LANGUAGES_BY_SUFFIX, README_NAMES, SnapshotMeta
 from worker.repos.symbol_grammars import GRAMMARS, grammar_of
@@ -255,7 +257,7 @@ class _Processing:
             )
 
 
-def _link(source: Path, destination: Path) -> None:
+def _link(source: str, destination: str) -> None:
     try:
         os.link(source, destination)
     except OSError as exc:
@@ -269,36 +271,38 @@ def _materialize(
 ) -> set[str]:
     """Write the tree into `root`; the paths of files that could not be written."""
     failed: set[str] = set()
+    # Plain strings, not Path objects: per file, pathlib's joins cost as much as the link itself.
+    base, objects = os.fspath(root), os.fspath(store.objects)
     written = (*plan.files, *(entry for entry, _ in plan.withheld), *plan.links)
     folders = sorted({p.rsplit("/", 1)[0] for e in written if "/" in (p := e.path)})
     folders += [e.path for e in plan.submodules]
     for folder in folders:
         try:
-            os.makedirs(root / folder, exist_ok=True)
+            os.makedirs(f"{base}/{folder}", exist_ok=True)
         except OSError as exc:
             log.warning("could not make folder %r: %s", shown_name(folder), exc)
     for entry in plan.files:
-        destination = root / entry.path
+        destination = f"{base}/{entry.path}"
         try:
             if entry.size == 0:
-                destination.touch(exist_ok=False)
+                os.close(os.open(destination, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
             elif entry.size > settings.blob_max_bytes:
                 reason = f"larger than blob_max_bytes ({human_bytes(settings.blob_max_bytes)})"
-                destination.write_bytes(placeholder(OVERSIZED, entry.size, reason))
+                Path(destination).write_bytes(placeholder(OVERSIZED, entry.size, reason))
             else:
-                _link(store.object_path(entry.sha), destination)
+                _link(object_file(objects, entry.sha), destination)
         except OSError as exc:
             failed.add(entry.path)
             log.warning("could not write %r: %s", shown_name(entry.path), exc)
     for entry, why in plan.withheld:
         try:
-            (root / entry.path).write_bytes(placeholder(WITHHELD, entry.size, why))
+            Path(f"{base}/{entry.path}").write_bytes(placeholder(WITHHELD, entry.size, why))
         except OSError as exc:
             failed.add(entry.path)
             log.warning("could not write %r: %s", shown_name(entry.path), exc)
     for entry in plan.links:  # last: no link can redirect where a file above was written
         try:
-            os.symlink(targets.get(entry.path, ""), root / entry.path)
+            os.symlink(targets.get(entry.path, ""), f"{base}/{entry.path}")
         except OSError as exc:
             failed.add(entry.path)
             log.warning("could not make link %r: %s", shown_name(entry.path), exc)
@@ -333,6 +337,13 @@ def _describe(plan: _Plan, infos: dict[str, BlobInfo], failed: set[str], setting
         withheld=plan.hidden + withheld + len(lineage_withheld),
         oversized=sum(1 for e in files if e.size > settings.blob_max_bytes),
     )
+
+
+def _manifest_entries(plan: _Plan, failed: set[str]) -> list[ManifestEntry]:
+    """What the snapshot shows, for tools to look up instead of walking (worker/repos/manifest.py)."""
+    files = [ManifestEntry(e.path, FILE, e.size) for e in plan.files if e.path not in failed]
+    files += [ManifestEntry(e.path, FILE, e.size) for e, _ in plan.withheld if e.path not in failed]
+    return files + [ManifestEntry(e.path, LINK, 0) for e in plan.links if e.path not in failed]
 
 
 def _index(
@@ -419,6 +430,7 @@ def build_snapshot(
             report("linking files", 0.98)
             failed = _materialize(root, plan, targets, store, settings)
             _index(root, plan, failed, store.units(db, wanted), index, store, settings)
+            write_manifest(index.with_suffix(MANIFEST_SUFFIX), _manifest_entries(plan, failed))
         finally:
             db.close()
     return _describe(plan, infos, failed, settings)

@@ -153,15 +153,19 @@ class SnapshotFolder:
         return None
 
     def remove_unleased(self, keep: str | None) -> list[str]:
-        """Delete every snapshot but `keep` that no one leases; returns the shas removed.
+        """Take every snapshot but `keep` that no one leases out of service; returns the shas.
 
-        The caller holds the repo's refresh lock: builds and deletions happen only under it,
-        so any half-built (.tmp-*) or half-deleted (.trash-*) folder was left by a dead sync.
+        Each is renamed to `.trash-*` (O(1)); `empty_trash` deletes the files, later and off
+        the refresh's path (worker/repos/cleanup.py). The caller holds the repo's refresh
+        lock: builds happen only under it, so a half-built (.tmp-*) folder was left by a dead
+        sync.
         """
         shas: set[str] = set()
         for entry in self.path.iterdir():
-            if entry.name.startswith((".tmp-", ".trash-")):
+            if entry.name.startswith(".tmp-"):
                 shutil.rmtree(entry, ignore_errors=True)
+            elif entry.name.startswith(".trash-"):
+                continue
             elif is_sha(sha := entry.name.split(".", 1)[0]) and sha != keep:
                 shas.add(sha)
         removed = []
@@ -177,6 +181,14 @@ class SnapshotFolder:
                 self.lease_file(sha).unlink(missing_ok=True)
             finally:
                 os.close(fd)
-            shutil.rmtree(trash, ignore_errors=True)
             removed.append(sha)
         return removed
+
+    def empty_trash(self) -> int:
+        """Delete the files of snapshots taken out of service; how many folders. Safe without
+        the refresh lock: no one can read or lease a snapshot once it is trash."""
+        emptied = 0
+        for entry in self.path.glob(".trash-*"):
+            shutil.rmtree(entry, ignore_errors=True)
+            emptied += 1
+        return emptied

@@ -37,7 +37,7 @@ import shutil
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from functools import partial
@@ -48,6 +48,7 @@ from config.repos import RepoSpec, Whitelist
 from config.settings import Settings
 from worker.repos.assemble import SnapshotRefused, build_snapshot
 from worker.repos.blobstore import BlobStore
+from worker.repos.cleanup import Cleanup, run_now
 from worker.repos.disk import DiskFull, check_room, free_bytes, remove_partial_fetch, under_reserve
 from worker.repos.locks import LockTimeout, SnapshotFolder, exclusive_lock, is_sha
 from worker.repos.mirror_git import REMOTE, GitError, Progress, history_depth, run_mirror_git, scrub
@@ -106,9 +107,14 @@ class _Paths:
 
 
 class Mirrors:
-    def __init__(self, settings: Settings, whitelist: Whitelist) -> None:
+    def __init__(
+        self, settings: Settings, whitelist: Whitelist, cleaner: Callable[[Cleanup], None] = run_now
+    ) -> None:
         self.settings = settings
         self.whitelist = whitelist
+        # What runs an old snapshot's deletion and the blob collection after a sync:
+        # run_now (the sync waits) or a BackgroundCleaner (workers: the refresh returns first).
+        self.cleaner = cleaner
         # Absolute and canonical, so snapshot roots stay valid whatever the cwd and compare
         # cleanly with resolved paths (the tools check that reads stay inside a snapshot).
         self.root = settings.data_dir.resolve() / "repos"
@@ -220,6 +226,7 @@ class Mirrors:
         except LockTimeout:
             return []
         if removed:
+            paths.snapshots.empty_trash()
             self._collect_blobs()
         return removed
 
@@ -351,7 +358,11 @@ class Mirrors:
             log.warning("removing old snapshots of %s failed: %s", paths.root.name, exc)
             return
         if removed:
-            self._collect_blobs()
+            self.cleaner(lambda: self._empty_trash_and_collect(paths))
+
+    def _empty_trash_and_collect(self, paths: _Paths) -> None:
+        paths.snapshots.empty_trash()
+        self._collect_blobs()
 
     def _gc_locked(self, paths: _Paths) -> list[str]:
         """Remove unleased old snapshots; the caller holds the refresh lock."""

@@ -106,7 +106,7 @@ def bounded_mirrors(mirrors: Mirrors) -> Mirrors:
             "sync_lock_wait_seconds": min(limit, CATCH_UP_LOCK_WAIT_SECONDS),
         }
     )
-    return Mirrors(settings, mirrors.whitelist)
+    return Mirrors(settings, mirrors.whitelist, mirrors.cleaner)
 
 
 def recently_failed(mirrors: Mirrors, name: str, now: float | None = None) -> bool:

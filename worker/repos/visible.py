@@ -26,9 +26,21 @@ def _secret_path_matcher(globs: tuple[str, ...]) -> list[tuple[str, re.Pattern[s
     return [(glob, re.compile(fnmatch.translate(glob), re.IGNORECASE)) for glob in globs if "/" in glob]
 
 
+@functools.lru_cache(maxsize=8)
+def _any_secret_name(globs: tuple[str, ...]) -> re.Pattern[str] | None:
+    """All name globs as one pattern: a name that matches none (nearly every one) costs one
+    match, not one per glob (a snapshot of 10k files checks every part of every path)."""
+    names = [fnmatch.translate(glob) for glob in globs if "/" not in glob]
+    return re.compile("|".join(f"(?:{name})" for name in names), re.IGNORECASE) if names else None
+
+
 def secret_glob(name: str, settings: Settings) -> str | None:
     """The secret-file pattern a file or folder name matches, if any."""
-    for glob, pattern in _secret_matcher(tuple(settings.secret_file_globs)):
+    globs = tuple(settings.secret_file_globs)
+    combined = _any_secret_name(globs)
+    if combined is None or not combined.match(name):
+        return None
+    for glob, pattern in _secret_matcher(globs):
         if pattern.match(name):
             return glob
     return None

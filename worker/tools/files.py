@@ -12,11 +12,13 @@ says what it was, which is what these tools show. Names are shown without contro
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
 import pathspec
 
+from worker.repos.manifest import Manifest, load_manifest
 from worker.repos.placeholders import BINARY, OVERSIZED, PLACEHOLDER_MAX_BYTES, Placeholder, read_placeholder
 from worker.repos.snapshot import Snapshot
 from worker.repos.visible import hidden_name, secret_path, shown_name
@@ -256,11 +258,28 @@ def _render(
     return finish(ctx, text, data)
 
 
+class _Entry:
+    """The parts of os.DirEntry that _entry_line uses, for a path taken from the manifest."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._stat = os.lstat(path)
+
+    def is_symlink(self) -> bool:
+        return stat.S_ISLNK(self._stat.st_mode)
+
+    def is_dir(self, follow_symlinks: bool = True) -> bool:
+        return stat.S_ISDIR(self._stat.st_mode)
+
+    def stat(self, follow_symlinks: bool = True) -> os.stat_result:
+        return self._stat
+
+
 _PLACEHOLDER_NOTE = {BINARY: "binary", OVERSIZED: "too large to read"}
 
 
 def _entry_line(
-    entry: os.DirEntry[str], label: str, root: str, ctx: ToolContext
+    entry: os.DirEntry[str] | _Entry, label: str, root: str, ctx: ToolContext
 ) -> tuple[str, dict[str, Any]] | None:
     """How one entry is listed (None: not at all); a symlink shows its target only when that
     stays in the repo, and is not listed when its target is a secret file."""
@@ -288,6 +307,56 @@ def _entry_line(
         data = {"path": label, "type": "file", "size_bytes": held.size, held.kind: True}
         return f"{shown}  ({human_size(held.size)}, {note})", data
     return f"{shown}  ({human_size(size)})", {"path": label, "type": "file", "size_bytes": size}
+
+
+def _glob_from_manifest(
+    ctx: ToolContext,
+    manifest: Manifest,
+    spec: pathspec.PathSpec,
+    root: str,
+    folder: str,
+    rows: list[tuple[str, dict[str, Any]]],
+) -> int:
+    """Matches of `spec` below `folder` ("." for the root) from the snapshot's manifest: only the
+    rows shown touch the disk. The count of every match."""
+    folder = "" if folder == "." else folder.replace(os.sep, "/")
+    skip = len(folder) + 1 if folder else 0
+    total = 0
+    for entry in manifest.under(folder):
+        if not spec.match_file(entry.path[skip:]):
+            continue
+        if len(rows) < ctx.settings.list_max_entries:
+            try:
+                line = _entry_line(_Entry(os.path.join(root, entry.path)), entry.path, root, ctx)
+            except OSError:
+                line = None
+            if line is None:
+                continue
+            rows.append(line)
+        total += 1
+    return total
+
+
+def _glob_by_walking(
+    ctx: ToolContext,
+    spec: pathspec.PathSpec,
+    root: str,
+    absolute: Path,
+    rows: list[tuple[str, dict[str, Any]]],
+    truncated: list[bool],
+) -> int:
+    """Matches of `spec` below `absolute`, walking the tree (at most list_walk_max_entries)."""
+    total = 0
+    for path_from_root, entry in walk(Path(root), absolute, ctx.settings, truncated):
+        below = os.path.relpath(entry.path, absolute).replace(os.sep, "/")
+        if spec.match_file(below):
+            line = _entry_line(entry, path_from_root, root, ctx)
+            if line is None:
+                continue
+            total += 1
+            if len(rows) < ctx.settings.list_max_entries:
+                rows.append(line)
+    return total
 
 
 def list_files(ctx: ToolContext, repo: str, path: str = "", glob: str | None = None) -> ToolResult:
@@ -328,15 +397,11 @@ def list_files(ctx: ToolContext, repo: str, path: str = "", glob: str | None = N
                 f"invalid glob {glob!r} ({exc}); use a pattern like '*.py' or 'src/**/test_*.py'"
             ) from None
         truncated: list[bool] = []
-        for path_from_root, entry in walk(Path(root), absolute, settings, truncated):
-            below = os.path.relpath(entry.path, absolute).replace(os.sep, "/")
-            if spec.match_file(below):
-                line = _entry_line(entry, path_from_root, root, ctx)
-                if line is None:
-                    continue
-                total += 1
-                if len(rows) < settings.list_max_entries:
-                    rows.append(line)
+        manifest = load_manifest(snapshot.root)
+        if manifest is not None:
+            total = _glob_from_manifest(ctx, manifest, spec, root, os.path.relpath(absolute, root), rows)
+        else:  # a snapshot built before manifests: walk it
+            total = _glob_by_walking(ctx, spec, root, absolute, rows, truncated)
         title = f"{where} files matching {glob!r}: {'at least ' if truncated else ''}{total}"
         if truncated:
             title += (

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from config.settings import Settings
+from worker.repos.manifest import load_manifest
 from worker.repos.snapshot import Snapshot
 from worker.repos.visible import hidden_name, is_git_dir, secret_glob, secret_path, unshown
 from worker.tools.context import ToolError
@@ -23,6 +24,7 @@ _DRIVE = re.compile(r"^[A-Za-z]:")
 _NAME_MAX_BYTES = 255  # NAME_MAX of Linux file systems
 _PATH_MAX_BYTES = 3072  # well under PATH_MAX (4096) with the snapshot's own path in front
 _SEPARATORS = re.compile(r"[/\\]")  # a backslash is a separator too: "..\\x" must not pass
+_CLOSE_CANDIDATES = 2000  # names of one folder a missing name is compared with (difflib is O(n))
 
 
 def _check_parts(parts: list[str], shown: str, settings: Settings) -> None:
@@ -134,17 +136,30 @@ def walk(
 
 
 def not_found(snapshot: Snapshot, relative: str, settings: Settings) -> ToolError:
-    """'x does not exist' with the closest real paths, so the model can correct itself."""
-    root = Path(os.path.realpath(snapshot.root))
-    known = [path for path, _ in walk(root, root, settings)]
-    name = relative.rsplit("/", 1)[-1]
-    near = [path for path in known if path.rsplit("/", 1)[-1] == name][:3]
-    near += [p for p in difflib.get_close_matches(relative, known, n=3, cutoff=0.6) if p not in near]
+    """'x does not exist' with the closest real paths, so the model can correct itself: files of
+    the same name anywhere, then names close to it in the same folder. Looked up in the
+    snapshot's manifest (a walk only for a snapshot built without one)."""
+    near = suggestions(snapshot, relative, settings)
     hint = f" Did you mean: {', '.join(repr(p) for p in near[:4])}?" if near else ""
     return ToolError(
         f"{relative!r} does not exist in repo {snapshot.repo.name!r}.{hint} "
         "Use list_files to browse or search to find the file."
     )
+
+
+def suggestions(snapshot: Snapshot, relative: str, settings: Settings) -> list[str]:
+    folder, _, name = relative.rpartition("/")
+    manifest = load_manifest(snapshot.root)
+    if manifest is None:
+        root = Path(os.path.realpath(snapshot.root))
+        known = [path for path, _ in walk(root, root, settings)]
+        near = [path for path in known if path.rsplit("/", 1)[-1] == name][:3]
+        candidates = known
+    else:
+        near = manifest.named(name)[:3]
+        candidates = manifest.in_folder(folder, _CLOSE_CANDIDATES) + near
+    near += [p for p in difflib.get_close_matches(relative, candidates, n=3, cutoff=0.6) if p not in near]
+    return near
 
 
 def human_size(size: int) -> str:

@@ -11,9 +11,9 @@ they win over whatever glob the model passes.
 
 from __future__ import annotations
 
-import base64
 import json
 import os
+import re
 import select
 import subprocess
 import tempfile
@@ -30,7 +30,11 @@ from worker.tools.context import ToolContext, ToolError
 from worker.tools.redact import finish
 from worker.tools.registry import ToolResult
 
-_MATCH_PREFIX = b'{"type":"match"'  # how ripgrep starts every match line of --json output
+_LINE_NUMBER = re.compile(rb"(\d+):")
+_FILES_SEARCHED = re.compile(rb"(\d+) files searched")
+# what rg prints, without a NUL, for a file it stops reading at a NUL byte after a match
+_BINARY_WARNING = re.compile(rb".*: WARNING: stopped searching binary file")
+_PREVIEW_TAIL = re.compile(rb" \[\.\.\. \d+ more matche?s?\]$")
 _NO_MATCH_HINT = (
     "Try ignore_case=true, fewer or shorter words, an alternation like 'retry|backoff', "
     "or escape regex characters ( ) [ ] { } . * + ? | with a backslash to match them literally."
@@ -49,11 +53,28 @@ def ripgrep_binary() -> str:
         raise ToolError(str(exc)) from None
 
 
+def max_line_bytes(settings: Settings) -> int:
+    """The bytes of a matching line ripgrep prints: enough for the characters shown of it."""
+    return 4 * settings.search_max_line_chars
+
+
 def ripgrep_command(settings: Settings, pattern: str, glob: str | None, ignore_case: bool) -> list[str]:
     """The full rg command line for a search in the current directory (the bench uses it too)."""
     command = [
         ripgrep_binary(),
-        "--json",
+        # Plain output, not --json: --json repeats every match of a line (a 1.9 MB line of
+        # matches is 100 MB of JSON), while --max-columns bounds each line printed here.
+        "--null",  # path NUL line:text — a path may hold any byte but NUL
+        "--no-heading",
+        "--with-filename",
+        "--line-number",
+        "--color=never",
+        f"--max-columns={max_line_bytes(settings)}",
+        "--max-columns-preview",  # a longer line: its start and "[... N more matches]"
+        "--stats",  # after the matches: "N files searched" (a glob that matched no file)
+        # No file can show more than the count we stop at: rg stops reading it there (else it
+        # would search, and buffer the output of, all of a million-line file first).
+        f"--max-count={settings.search_count_limit}",
         "--no-config",  # no RIPGREP_CONFIG_PATH can add flags such as --follow
         "--no-messages",  # unreadable files are skipped quietly; fatal errors still print
         "--hidden",  # dotfiles are code too (.github/…); secrets are excluded below
@@ -92,18 +113,17 @@ class _Run:
     time_limit: float = 0.0  # seconds this search was allowed
 
 
-def _text(value: dict[str, Any]) -> str:
-    """ripgrep writes non-UTF-8 paths and lines as base64 `bytes`."""
-    if "text" in value:
-        return str(value["text"])
-    return base64.b64decode(value.get("bytes", "")).decode("utf-8", errors="replace")
-
-
-def _show_line(ctx: ToolContext, text: str) -> str:
+def _show_line(ctx: ToolContext, raw: bytes) -> str:
     """A matching line as shown: the snapshot is redacted at rest, so only the cut is left to do
-    (and finish's filter runs over the whole result anyway)."""
+    (and finish's filter runs over the whole result anyway). ripgrep printed at most
+    `max_line_bytes` of it, then its own preview marker."""
     limit = ctx.settings.search_max_line_chars
-    text = text.rstrip("\r\n")
+    previewed = len(raw) > max_line_bytes(ctx.settings) and _PREVIEW_TAIL.search(raw) is not None
+    if previewed:
+        raw = raw[: max_line_bytes(ctx.settings)]
+    text = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+    if previewed:
+        return text[:limit] + f" …[line cut: longer than {max_line_bytes(ctx.settings):,} bytes]"
     if len(text) > limit:
         return text[:limit] + f" …[line cut: {len(text):,} chars]"
     return text
@@ -145,11 +165,12 @@ def _lines(process: subprocess.Popen[bytes], run: _Run, deadline: float) -> Iter
     """rg's output lines until it ends or the deadline passes (then run.timed_out is set).
 
     select() with a timeout instead of a timer thread: starting a thread per search costs
-    more than a small search itself."""
+    more than a small search itself. The pieces of a line are kept in a list and joined once
+    (never `pending + chunk` per read, which is quadratic in a long line)."""
     if process.stdout is None:  # cannot happen with stdout=PIPE; keeps the types honest
         return
     fd = process.stdout.fileno()
-    pending = b""
+    pieces: list[bytes] = []
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
@@ -157,30 +178,49 @@ def _lines(process: subprocess.Popen[bytes], run: _Run, deadline: float) -> Iter
             return
         chunk = os.read(fd, 1 << 16)
         if not chunk:
+            if pieces:
+                yield b"".join(pieces)
             return
-        lines = (pending + chunk).split(b"\n")
-        pending = lines.pop()
-        yield from lines
+        if b"\n" not in chunk:
+            pieces.append(chunk)
+            continue
+        lines = chunk.split(b"\n")
+        pieces.append(lines[0])
+        yield b"".join(pieces)
+        yield from lines[1:-1]
+        pieces = [lines[-1]] if lines[-1] else []
 
 
 def _consume(
     ctx: ToolContext, snapshot: Snapshot, process: subprocess.Popen[bytes], run: _Run, deadline: float
 ) -> None:
+    """Records are `path NUL number:text`. A line without a NUL is a piece of a path holding a
+    newline (joined to the next record), rg's warning about a binary file, or, at the end,
+    its --stats."""
     settings = ctx.settings
+    loose: list[bytes] = []
     for raw in _lines(process, run, deadline):
-        if raw.startswith(_MATCH_PREFIX):
-            run.total += 1
-            if len(run.shown) < settings.search_max_results:
-                data = json.loads(raw)["data"]
-                path = _text(data["path"]).removeprefix("./")
-                number = int(data["line_number"])
-                text = _show_line(ctx, _text(data["lines"]))
-                run.shown.append(_Match(snapshot.repo.name, path, number, text))
-            if run.total >= settings.search_count_limit:
-                run.hit_count_limit = True
-                return
-        elif raw.endswith(b'"type":"summary"}'):
-            run.files_searched += int(json.loads(raw)["data"]["stats"]["searches"])
+        path, nul, rest = raw.partition(b"\0")
+        number = _LINE_NUMBER.match(rest) if nul else None
+        if number is None:
+            if not _BINARY_WARNING.match(raw):
+                loose.append(raw)
+            continue
+        if loose:
+            path = b"\n".join([*loose, path])
+            loose = []
+        run.total += 1
+        if len(run.shown) < settings.search_max_results:
+            name = path.decode("utf-8", errors="replace").removeprefix("./")
+            text = _show_line(ctx, rest[number.end() :])
+            run.shown.append(_Match(snapshot.repo.name, name, int(number.group(1)), text))
+        if run.total >= settings.search_count_limit:
+            run.hit_count_limit = True
+            return
+    for line in loose:
+        searched = _FILES_SEARCHED.fullmatch(line)
+        if searched:
+            run.files_searched += int(searched.group(1))
 
 
 def _check_argument(name: str, value: str) -> None:
@@ -297,8 +337,14 @@ def _report(ctx: ToolContext, run: _Run, pattern: str, glob: str | None, repos: 
         "total_is_lower_bound": lower_bound,
         "timed_out": run.timed_out,
     }
+    if not run.total and run.timed_out:  # a timeout is never "no matches": nobody knows
+        lines.append(
+            f"Nothing found for {pattern!r} in {where}{filters} before the time ran out; the rest "
+            "was not searched, so matches may exist."
+        )
+        return finish(ctx, "\n".join(lines), data)
     if not run.total:
-        if glob and not run.files_searched and not run.timed_out:
+        if glob and not run.files_searched:
             lines.append(f"No file in {where} matches glob={glob!r}. Try a looser glob like '*.py' or none.")
         else:
             lines.append(f"No matches for {pattern!r} in {where}{filters}. {_NO_MATCH_HINT}")

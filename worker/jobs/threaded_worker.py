@@ -1,0 +1,293 @@
+"""One RQ worker process that holds many questions in flight, each in a thread of its own.
+
+A question spends almost all of its time waiting on the model, so a forked work horse per
+question (two Python processes, 40–60 MiB PSS each, and the redaction engine and HTTP stack
+rebuilt in every horse) buys isolation that nothing here needs. This worker keeps RQ as the
+queue and its semantics:
+
+- every question is dequeued, registered in StartedJobRegistry (an RQ Execution), run, and
+  moved to the finished or failed registry by RQ's own code (`perform_job`,
+  `handle_job_success`, `handle_job_failure`, `handle_job_retry`), so `rq info` and
+  rq-dashboard show them as they show a forking worker's;
+- a heartbeat thread renews every in-flight question's registry entry each
+  `worker_heartbeat_seconds`; a process killed with its questions stops renewing them all,
+  and the reaper (worker/jobs/reaper.py) retries them on other workers within the same bound;
+- job timeouts: RQ's `TimerDeathPenalty` raises JobTimeoutException in the question's thread
+  (SIGALRM reaches only the main thread). It lands when the thread next runs Python: a call
+  blocked in a socket ends first at its own timeout, which codebot sets on every call;
+- `rq` commands: `stop-job` raises StopJobRequested in that question's thread (the job ends
+  STOPPED, as RQ marks a stopped horse's job); `kill-horse` does that to every question in
+  flight; `shutdown` is RQ's own (a warm shutdown);
+- SIGTERM/SIGINT is a warm shutdown: no new question is taken, the ones in flight finish; a
+  second signal (not the first one delivered twice) is a cold shutdown: the process exits at
+  once and its questions are left to the reaper, as a killed process's are.
+
+What is the same for every question (the redactor, the model client, the tool registry, the
+HTTP stack) lives in this one process and is built once (`warm_up`), never per question.
+"""
+
+from __future__ import annotations
+
+import copy
+import ctypes
+import logging
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import FrameType
+from typing import Any
+
+from redis.exceptions import RedisError
+from rq.command import handle_command, parse_payload
+from rq.job import Job
+from rq.queue import Queue
+from rq.timeouts import TimerDeathPenalty
+from rq.worker import WorkerStatus
+from rq.worker.base import StopRequested
+
+from worker.jobs.reaper import DUPLICATE_SIGNAL_SECONDS, CodebotWorker
+
+log = logging.getLogger("codebot.worker")
+SEAT_POLL_SECONDS = 0.2  # a worker whose seats are all taken looks for a stop request this often
+
+
+class StopJobRequested(BaseException):
+    """Raised in a question's thread by `rq`'s stop-job (or kill-horse) command. A
+    BaseException, as SIGKILL is to a horse: the question's own `except Exception` must not
+    turn it into an apology and a FINISHED job."""
+
+
+@dataclass
+class _InFlight:
+    """One question being answered: the seat (a copy of the worker holding this job's RQ
+    Execution), the job, its queue, when it started and the thread answering it."""
+
+    seat: ThreadedWorker
+    job: Job
+    queue: Queue
+    started: float
+    thread: int = 0
+
+
+def raise_in_thread(thread_id: int, exception: type[BaseException]) -> bool:
+    """Ask the interpreter to raise `exception` in that thread when it next runs Python."""
+    done = ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id), ctypes.py_object(exception))
+    if done > 1:  # never expected: undo rather than hit several threads
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id), None)
+    return done == 1
+
+
+class ThreadedWorker(CodebotWorker):
+    """CodebotWorker that runs up to `seats` jobs at once in threads of this process."""
+
+    death_penalty_class = TimerDeathPenalty
+
+    def __init__(self, *args: Any, seats: int = 1, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.seats = max(1, seats)
+        self._free_seats = threading.Semaphore(self.seats)
+        self._in_flight: dict[str, _InFlight] = {}
+        self._lock = threading.Lock()  # guards _in_flight and the worker's busy/idle state
+        # per seat: a heartbeat and the end of its Execution never interleave (a late beat
+        # would put a finished job back into StartedJobRegistry, where the reaper would fail it)
+        self._beat_lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+        self._stop_beating = threading.Event()
+        self._beater: threading.Thread | None = None
+        self._waiting_for_work = False
+        self._is_seat = False
+
+    # --- the main thread: take a job when a seat is free, hand it to a thread -----------------
+
+    def dequeue_job_and_maintain_ttl(
+        self, timeout: int | None, max_idle_time: int | None = None
+    ) -> tuple[Job, Queue] | None:
+        self._waiting_for_work = True
+        seated = False
+        try:
+            self._take_seat()
+            seated = True
+            result = super().dequeue_job_and_maintain_ttl(timeout, max_idle_time)
+        except BaseException:
+            self._waiting_for_work = False
+            if seated:
+                self._free_seats.release()
+            raise
+        self._waiting_for_work = False
+        if result is None:
+            self._free_seats.release()
+        return result
+
+    def _take_seat(self) -> None:
+        while not self._free_seats.acquire(timeout=SEAT_POLL_SECONDS):
+            if self._stop_requested:
+                raise StopRequested()
+
+    def execute_job(self, job: Job, queue: Queue) -> None:
+        """Registers the job as started (in this thread: until then only this process knows it
+        was taken) and answers it in a thread of its own; returns at once."""
+        seat = self._seat()
+        try:
+            seat.prepare_execution(job)
+        except BaseException:
+            self._free_seats.release()
+            raise
+        flight = _InFlight(seat, job, queue, time.monotonic())
+        with self._lock:
+            self._in_flight[job.id] = flight
+            self._show_state(job.id)
+        self._start_beating()
+        thread = threading.Thread(
+            target=self._answer, args=(flight,), name=f"codebot-job-{job.id}", daemon=True
+        )
+        self._threads = [t for t in self._threads if t.is_alive()] + [thread]
+        thread.start()
+        flight.thread = thread.ident or 0
+
+    def _show_state(self, current: str | None) -> None:
+        """Busy (naming one question in flight) or idle, for `rq info`; the caller holds the lock.
+        Only a display: a Redis failure here must not cost a question its seat or its thread."""
+        try:
+            super().set_state(WorkerStatus.BUSY if current else WorkerStatus.IDLE)
+            self.set_current_job_id(current)
+        except RedisError as exc:
+            log.warning("worker %s: could not record its state (%s)", self.name, exc)
+
+    def _seat(self) -> ThreadedWorker:
+        seat = copy.copy(self)
+        seat._is_seat = True
+        seat.execution = None
+        seat.current_job_working_time = 0
+        seat._stopped_job_id = None
+        seat._beat_lock = threading.Lock()
+        return seat
+
+    def _answer(self, flight: _InFlight) -> None:
+        flight.thread = threading.get_ident()  # also set by the starter: whichever comes first
+        try:
+            flight.seat.perform_job(flight.job, flight.queue)
+        except BaseException:  # perform_job records every failure of the job itself; not this
+            log.exception("worker %s: job %s ended outside RQ's handling", self.name, flight.job.id)
+        finally:
+            with self._lock:
+                self._in_flight.pop(flight.job.id, None)
+                self._show_state(next(iter(self._in_flight), None))
+            self._free_seats.release()
+
+    # --- per seat: RQ's bookkeeping, without touching the other seats' state ------------------
+
+    def set_state(self, state: str, pipeline: Any = None) -> None:
+        if self._is_seat or (state == WorkerStatus.IDLE and self._in_flight):
+            return  # the worker is busy while any seat is: the main object says so
+        super().set_state(state, pipeline=pipeline)
+
+    def set_current_job_id(self, job_id: str | None = None, pipeline: Any = None) -> None:
+        if self._is_seat:
+            return  # `rq info` shows one of the jobs in flight (RQ's worker hash has one field)
+        super().set_current_job_id(job_id, pipeline=pipeline)
+
+    def cleanup_execution(self, job: Job, pipeline: Any) -> None:
+        with self._beat_lock:
+            super().cleanup_execution(job, pipeline)
+
+    # --- heartbeats for every question in flight ---------------------------------------------
+
+    def _start_beating(self) -> None:
+        if self._beater is None or not self._beater.is_alive():
+            self._stop_beating.clear()
+            self._beater = threading.Thread(target=self._beat, name="codebot-heartbeats", daemon=True)
+            self._beater.start()
+
+    def _beat(self) -> None:
+        while not self._stop_beating.wait(self.job_monitoring_interval):
+            with self._lock:
+                flights = list(self._in_flight.values())
+            for flight in flights:
+                self._beat_one(flight)
+
+    def _beat_one(self, flight: _InFlight) -> None:
+        seat = flight.seat
+        try:
+            with seat._beat_lock:
+                if seat.execution is None:  # ended meanwhile: nothing to renew
+                    return
+                seat.current_job_working_time = time.monotonic() - flight.started
+                seat.maintain_heartbeats(flight.job)
+        except Exception as exc:  # a beat missed is logged; the next one tries again
+            log.warning("worker %s: heartbeat for %s failed (%s)", self.name, flight.job.id, exc)
+
+    # --- stopping ------------------------------------------------------------------------------
+
+    def _shutdown(self) -> None:
+        """Warm shutdown: take nothing new; what is in flight finishes (see teardown)."""
+        if self.scheduler:
+            self.stop_scheduler()
+        self._stop_requested = True
+        self.set_shutdown_requested_date()
+        if self._waiting_for_work:
+            raise StopRequested()
+
+    def request_force_stop(self, signum: int, frame: FrameType | None) -> None:
+        first = self._shutdown_requested_date
+        if first is not None and (time.time() - first.timestamp()) < DUPLICATE_SIGNAL_SECONDS:
+            super().request_force_stop(signum, frame)  # logs that it is the same request again
+            return
+        with self._lock:
+            left = list(self._in_flight)
+        log.warning(
+            "worker %s: cold shutdown; %d questions left to the reaper: %s", self.name, len(left), left
+        )
+        logging.shutdown()
+        os._exit(1)  # threads cannot be killed; the registry entries they leave expire and are reaped
+
+    def teardown(self) -> None:
+        """After the loop: wait for the questions in flight, then RQ's own teardown."""
+        for thread in list(self._threads):
+            thread.join()
+        self._stop_beating.set()
+        if self._beater is not None:
+            self._beater.join(timeout=5)
+        super().teardown()
+
+    def kill_horse(self, sig: signal.Signals = signal.SIGKILL) -> None:
+        """There is no horse: RQ's forking version would signal this process's own group."""
+        log.warning("worker %s: no work horse to kill (questions are threads; see stop_job)", self.name)
+
+    # --- rq's commands ---------------------------------------------------------------------------
+
+    def handle_payload(self, message: dict[Any, Any]) -> None:
+        payload = parse_payload(message)
+        command = payload.get("command")
+        if command == "stop-job":
+            self.stop_job(str(payload.get("job_id", "")))
+        elif command == "kill-horse":
+            with self._lock:
+                ids = list(self._in_flight)
+            for job_id in ids:
+                self.stop_job(job_id)
+        else:
+            handle_command(self, payload)
+
+    def stop_job(self, job_id: str) -> bool:
+        """End one question in flight as RQ's stop-job does (the job ends STOPPED)."""
+        with self._lock:
+            flight = self._in_flight.get(job_id)
+        if flight is None or not flight.thread:
+            log.info("worker %s: stop-job %s: not running here", self.name, job_id)
+            return False
+        flight.seat._stopped_job_id = job_id
+        log.warning("worker %s: stopping job %s on request", self.name, job_id)
+        return raise_in_thread(flight.thread, StopJobRequested)
+
+    def in_flight(self) -> list[str]:
+        with self._lock:
+            return list(self._in_flight)
+
+
+def warm_up(steps: list[Callable[[], object]]) -> None:
+    """Build what every question shares once, before the first question (never per question)."""
+    for step in steps:
+        step()

@@ -1,0 +1,104 @@
+"""A snapshot's list of paths, written when it is built: what tools look up instead of walking.
+
+`<repo>/manifests/<sha>.paths` (beside the symbol index, pruned with it when the snapshot
+goes) holds every path the snapshot shows, sorted, with its kind and size: the files and
+links `build_snapshot` wrote, never `.git`, a secret file or a path it failed to write. A
+snapshot is immutable, so a process reads a manifest once (`load_manifest` keeps the last
+few): a missing path's suggestions and a glob listing cost a lookup, not a walk of the tree.
+Snapshots built before manifests existed have none; tools then walk, as before.
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import json
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from worker.repos.symbols import index_path
+
+FILE, LINK = "file", "link"
+MANIFEST_SUFFIX = ".paths"
+
+
+@dataclass(frozen=True)
+class ManifestEntry:
+    path: str  # relative, "/"-separated, as written into the snapshot
+    kind: str  # FILE or LINK
+    size: int  # bytes in git (a link: 0)
+
+
+@dataclass(frozen=True)
+class Manifest:
+    entries: tuple[ManifestEntry, ...]  # sorted by path
+    _paths: list[str] = field(default_factory=list, repr=False)
+    _by_name: dict[str, list[str]] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        self._paths.extend(e.path for e in self.entries)
+        for path in self._paths:
+            self._by_name.setdefault(path.rsplit("/", 1)[-1], []).append(path)
+
+    def under(self, folder: str) -> Iterator[ManifestEntry]:
+        """Every entry below `folder` ("" for the root), in path order: a range, not a scan."""
+        if not folder:
+            yield from self.entries
+            return
+        prefix = folder.rstrip("/") + "/"
+        at = bisect.bisect_left(self._paths, prefix)
+        while at < len(self._paths) and self._paths[at].startswith(prefix):
+            yield self.entries[at]
+            at += 1
+
+    def named(self, name: str) -> list[str]:
+        """Paths whose last part is `name`."""
+        return list(self._by_name.get(name, ()))
+
+    def in_folder(self, folder: str, limit: int) -> list[str]:
+        """Paths directly in `folder`, at most `limit`."""
+        depth = folder.count("/") + 1 if folder else 0
+        found = []
+        for entry in self.under(folder):
+            if entry.path.count("/") == depth:
+                found.append(entry.path)
+                if len(found) >= limit:
+                    break
+        return found
+
+
+def manifest_path(snapshot_root: Path) -> Path:
+    """`<repo>/manifests/<sha>.paths` for the snapshot at `<repo>/snapshots/<sha>`."""
+    return index_path(snapshot_root).with_suffix(MANIFEST_SUFFIX)
+
+
+def write_manifest(destination: Path, entries: Iterable[ManifestEntry]) -> None:
+    """Atomically (write, then rename): a reader sees the whole manifest or none."""
+    rows = [[e.path, e.kind, e.size] for e in sorted(entries, key=lambda e: e.path)]
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    tmp = destination.with_name(f".{destination.name}.{os.getpid()}.tmp")
+    # ensure_ascii keeps undecodable names (surrogates) loadable
+    tmp.write_text(json.dumps({"format": 1, "entries": rows}), encoding="ascii")
+    os.replace(tmp, destination)
+
+
+def load_manifest(snapshot_root: Path) -> Manifest | None:
+    """The snapshot's manifest, or None when it was built without one (or it is unreadable)."""
+    path = manifest_path(snapshot_root)
+    try:
+        stamp = path.stat().st_mtime_ns
+    except OSError:
+        return None
+    return _load(str(path), stamp)
+
+
+@functools.lru_cache(maxsize=16)
+def _load(path: str, _stamp: int) -> Manifest | None:
+    try:
+        record = json.loads(Path(path).read_text(encoding="ascii"))
+        rows = record["entries"]
+        return Manifest(tuple(ManifestEntry(str(p), str(k), int(s)) for p, k, s in rows))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
