@@ -48,6 +48,7 @@ _JS_CONTAINERS = {
     "internal_module": "scope",
 }
 _C_CONTAINERS = {"struct_specifier": "type", "union_specifier": "type", "enum_specifier": "type"}
+_CPP_REFS = "(identifier) (type_identifier) (field_identifier) (namespace_identifier)"
 _CPP_CONTAINERS = {**_C_CONTAINERS, "class_specifier": "type", "namespace_definition": "scope"}
 # Nodes whose body is local: a definition inside one is not named after an outer container.
 _LOCAL_SCOPES = {
@@ -125,7 +126,7 @@ GRAMMARS: dict[str, Grammar] = {
             "class_definition": "type", "object_definition": "type", "trait_definition": "type",
             "enum_definition": "type",
         },
-        ".scala .sc",
+        ".scala",
     ),
     "csharp": _grammar(
         "C#", "dotnet", tree_sitter_c_sharp.language, q.CSHARP, "(identifier)",
@@ -140,12 +141,12 @@ GRAMMARS: dict[str, Grammar] = {
         "C", "c", tree_sitter_c.language, q.C, "(identifier) (type_identifier) (field_identifier)",
         _C_CONTAINERS, ".c",
     ),
-    # A .h file may be C or C++: the C++ grammar reads both (the C one loses C++ classes).
     "cpp": _grammar(
-        "C++", "c", tree_sitter_cpp.language, q.CPP,
-        "(identifier) (type_identifier) (field_identifier) (namespace_identifier)", _CPP_CONTAINERS,
-        ".cc .cpp .cxx .c++ .hpp .hh .hxx .h++ .h .ipp .inl",
+        "C++", "c", tree_sitter_cpp.language, q.CPP, _CPP_REFS, _CPP_CONTAINERS,
+        ".cc .cpp .cxx .c++ .hpp .hh .hxx .h++ .ipp .inl",
     ),
+    # A .h file may be C or C++: the C++ grammar reads both (the C one loses C++ classes).
+    "h": _grammar("C/C++", "c", tree_sitter_cpp.language, q.CPP, _CPP_REFS, _CPP_CONTAINERS, ".h"),
     "rust": _grammar(
         "Rust", "rust", tree_sitter_rust.language, q.RUST, "(identifier) (type_identifier) (field_identifier)",
         {"impl_item": "type", "trait_item": "type", "mod_item": "scope", "struct_item": "type",

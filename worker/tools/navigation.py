@@ -84,9 +84,11 @@ def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit] + f" …[line cut: {len(text):,} chars]"
 
 
-def _rank(found: _Found) -> tuple[int, int, str, int]:
+def _rank(found: _Found) -> tuple[int, int, bool, str, int]:
+    """Code before tests, types and functions before the rest, and a bare name's top-level
+    definitions before members of the same name (a member is asked for as `Type.member`)."""
     d = found.definition
-    return (bool(TEST_PATH.search(d.path)), _KIND_ORDER.get(d.kind, 2), d.path, d.line)
+    return (bool(TEST_PATH.search(d.path)), _KIND_ORDER.get(d.kind, 2), d.container is not None, d.path, d.line)
 
 
 def _not_found(ctx: ToolContext, snapshots: list[Snapshot], symbol: str, name: str) -> ToolError:
