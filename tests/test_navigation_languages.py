@@ -91,6 +91,7 @@ def test_a_definition_says_its_kind_and_its_container(polyglot: Snapshot, symbol
     text, _ = call(polyglot, "find_definition", symbol)
 
     assert shown in text
+    assert "nothing is defined in" not in text  # found by its qualified name, not despite it
 
 
 def test_a_name_in_a_comment_or_a_string_is_never_a_reference(polyglot: Snapshot) -> None:
