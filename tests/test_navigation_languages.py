@@ -12,6 +12,8 @@ from config.settings import load_settings
 from tests.support.fixture_repos import make_repo, snapshot_repo
 from tests.support.languages import CASES, Case, Definition, language_files, line_of
 from worker.repos.snapshot import Snapshot
+from worker.repos.symbol_docs import documented, section
+from worker.repos.symbol_grammars import GRAMMARS, grammar_of, kinds_of, parse_source
 from worker.tools import build_registry, make_context
 
 FILES = language_files()
@@ -113,3 +115,24 @@ def test_languages_of_one_family_find_each_others_names_and_no_others(polyglot: 
     assert {"c/report.c", "cpp/cart.cpp", "c/orders.h"} <= paths  # C++ calls C; the header declares it
     # Python's `retry` is not Go's package `retry` (worker/main.go): another family
     assert {r["path"] for r in retry["references"]} == {"payments/retry.py", "payments/api.py"}  # type: ignore[attr-defined]
+
+
+def test_every_kind_a_language_can_report_is_found_in_its_fixtures() -> None:
+    found: dict[str, set[str]] = {}
+    for path, text in FILES.items():
+        key = grammar_of(path)
+        if key is not None and isinstance(text, str):
+            found.setdefault(key, set()).update(d.kind for d in parse_source(key, text.encode()).definitions)
+
+    missing = {key: sorted(kinds_of(key) - found.get(key, set())) for key in GRAMMARS}
+    assert {key: kinds for key, kinds in missing.items() if kinds} == {}
+    assert len({g.name for g in GRAMMARS.values()} - {"C/C++"}) >= 15
+
+
+def test_docs_tools_lists_the_languages_and_kinds_the_code_has() -> None:
+    documented_now = documented((Path(__file__).resolve().parent.parent / "docs" / "tools.md").read_text())
+
+    assert documented_now == section(), "run: python -m worker.repos.symbol_docs"
+    for key, grammar in GRAMMARS.items():
+        row = next(line for line in documented_now.splitlines() if line.startswith(f"| {grammar.name} |"))
+        assert all(kind in row for kind in kinds_of(key)) and all(f"`{s}`" in row for s in grammar.suffixes)

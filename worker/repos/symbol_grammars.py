@@ -57,7 +57,12 @@ _LOCAL_SCOPES = {
     "secondary_constructor", "arrow_function", "function_expression", "lambda_expression",
     "local_function_statement", "anonymous_function", "lambda_literal", "closure_expression",
 }  # fmt: skip
-_CONSTRUCTOR_NAMES = {"__init__", "initialize", "__construct", "constructor", "init", "this"}
+# Methods that are constructors: by name, per grammar, or named like their type (Java, C#, C++).
+_CONSTRUCTOR_NAMES = {
+    "python": "__init__", "ruby": "initialize", "php": "__construct", "javascript": "constructor",
+    "typescript": "constructor", "tsx": "constructor", "scala": "this",
+}  # fmt: skip
+_NAMED_LIKE_THEIR_TYPE = {"java", "csharp", "cpp", "h"}
 _SEPARATORS = ("::", "\\")
 
 
@@ -254,6 +259,17 @@ def _walk(node: tree_sitter.Node) -> list[tree_sitter.Node]:
     return found
 
 
+def kinds_of(key: str) -> set[str]:
+    """Every kind of definition the grammar `key` can report (docs/tools.md lists them)."""
+    grammar = GRAMMARS[key]
+    kinds = {kind for kind, _ in grammar.definitions}
+    if "function" in kinds and "type" in grammar.containers.values() and key != "c":  # C: no methods
+        kinds.add("method")
+    if key in _CONSTRUCTOR_NAMES or key in _NAMED_LIKE_THEIR_TYPE:
+        kinds.add("constructor")
+    return kinds
+
+
 def grammar_of(path: str) -> str | None:
     """The grammar (a key of GRAMMARS) for a file name, by its suffix; None when we do not parse it."""
     name = path.rsplit("/", 1)[-1]
@@ -308,7 +324,9 @@ def parse_source(key: str, source: bytes) -> FileSymbols:
             container, scope = qualifier, ("type" if kind == "method" else scope)
         if kind == "function" and scope == "type":
             kind = "method"
-        if kind == "method" and (name == container or name in _CONSTRUCTOR_NAMES):
+        if kind == "method" and (
+            name == _CONSTRUCTOR_NAMES.get(key) or (name == container and key in _NAMED_LIKE_THEIR_TYPE)
+        ):
             kind = "constructor"
         line, end_line = def_node.start_point[0] + 1, def_node.end_point[0] + 1
         result.definitions.append(FoundDefinition(name, kind, container, line, end_line))
