@@ -18,7 +18,7 @@ from pathlib import Path
 @dataclass(frozen=True)
 class Source:
     language: str  # as the grammars name it (worker/repos/symbol_grammars.py)
-    registry: str  # pypi, npm, deb (a binary package shipping sources), deb-src (a source package)
+    registry: str  # pypi (an sdist), npm (a package tarball), deb (a binary package shipping sources)
     package: str
     version: str
     grammars: tuple[str, ...]  # the grammar keys whose files belong to this language's corpus
@@ -29,7 +29,7 @@ SOURCES = [
     Source("JavaScript", "npm", "axios", "1.7.9", ("javascript",)),
     Source("TypeScript", "npm", "rxjs", "7.8.1", ("typescript", "tsx")),
     Source("Go", "deb", "golang-github-spf13-cobra-dev", "", ("go",)),
-    Source("Java", "deb-src", "libcommons-cli-java", "", ("java",)),
+    Source("Java", "pypi", "JPype1", "1.5.1", ("java",)),
     Source("Kotlin", "npm", "expo-modules-core", "2.1.1", ("kotlin",)),
     Source("C#", "pypi", "pythonnet", "3.0.5", ("csharp",)),
     Source("C", "pypi", "psutil", "6.1.0", ("c", "h")),
@@ -38,10 +38,11 @@ SOURCES = [
     Source("Ruby", "deb", "ruby-thor", "", ("ruby",)),
     Source("PHP", "deb", "php-symfony-console", "", ("php",)),
     Source("Swift", "npm", "expo-modules-core", "2.1.1", ("swift",)),
-    Source("Scala", "deb-src", "scala-xml", "", ("scala",)),
+    # No registry reached here ships a Scala project's sources (Debian's source pool answers 404
+    # through this network): Pygments' Scala example files are the third-party Scala at hand.
+    Source("Scala", "pypi", "pygments", "2.18.0", ("scala",)),
     Source("Shell", "deb", "dracut-core", "", ("bash",)),
 ]
-_DEB_SRC = "deb-src http://deb.debian.org/debian bookworm main\n"
 
 
 def _run(command: list[str], cwd: Path) -> None:
@@ -50,29 +51,13 @@ def _run(command: list[str], cwd: Path) -> None:
         raise RuntimeError(f"{' '.join(command)} failed: {done.stderr.strip()[-600:]}")
 
 
-def _apt_source_options(cache: Path) -> list[str]:
-    """A private sources list with deb-src, so `apt-get source` works without touching /etc/apt."""
-    root = cache / "apt-src"
-    if not (root / "lists").is_dir():
-        (root / "lists" / "partial").mkdir(parents=True)
-        (root / "sources.list").write_text(_DEB_SRC)
-    options = [
-        f"-oDir::Etc::SourceList={root / 'sources.list'}",
-        "-oDir::Etc::SourceParts=/nonexistent",
-        f"-oDir::State::Lists={root / 'lists'}",
-    ]
-    if not any((root / "lists").glob("*Sources*")):
-        _run(["apt-get", *options, "update", "-qq"], cache)
-    return options
-
-
 def _extract_all(archives: list[Path], into: Path) -> None:
     for archive in archives:
         with tarfile.open(archive) as tar:
             tar.extractall(into, filter="data")
 
 
-def _download(source: Source, folder: Path, cache: Path) -> None:
+def _download(source: Source, folder: Path) -> None:
     downloads = folder / "downloads"
     downloads.mkdir(parents=True, exist_ok=True)
     if source.registry == "pypi":
@@ -88,12 +73,6 @@ def _download(source: Source, folder: Path, cache: Path) -> None:
         _run(["apt-get", "download", "-qq", source.package], downloads)
         for deb in sorted(downloads.glob("*.deb")):
             _run(["dpkg-deb", "-x", str(deb), str(folder / "src")], folder)
-    elif source.registry == "deb-src":
-        _run(
-            ["apt-get", *_apt_source_options(cache), "source", "--download-only", "-qq", source.package],
-            downloads,
-        )
-        _extract_all(sorted(downloads.glob("*.orig.tar.*")), folder / "src")
     else:
         raise ValueError(source.registry)
 
@@ -104,6 +83,6 @@ def fetch(source: Source, cache: Path) -> Path:
     done = folder / ".done"
     if not done.exists():
         shutil.rmtree(folder, ignore_errors=True)
-        _download(source, folder, cache)
+        _download(source, folder)
         done.touch()
     return folder / "src"
