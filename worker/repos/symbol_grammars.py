@@ -201,15 +201,20 @@ class FileSymbols:
 
 
 @functools.cache
-def _queries(key: str) -> tuple[tree_sitter.Query, tree_sitter.Query, list[str]]:
+def _query(key: str) -> tuple[tree_sitter.Query, list[str]]:
+    """One query per grammar: the definition patterns, then the reference patterns (one pass over
+    the tree finds both, a third faster than two queries); the kinds of the definition patterns."""
     grammar = GRAMMARS[key]
-    definitions = tree_sitter.Query(grammar.language, "\n".join(p for _, p in grammar.definitions))
     refs = grammar.references if "@ref" in grammar.references else f"[{grammar.references}] @ref"
-    return definitions, tree_sitter.Query(grammar.language, refs), [kind for kind, _ in grammar.definitions]
+    patterns = "\n".join([*(p for _, p in grammar.definitions), refs])
+    return tree_sitter.Query(grammar.language, patterns), [kind for kind, _ in grammar.definitions]
 
 
-def _text(node: tree_sitter.Node | None) -> str:
-    return (node.text or b"").decode("utf-8", errors="replace") if node is not None else ""
+def _text(node: tree_sitter.Node | None, source: bytes) -> str:
+    """A node's text, sliced from the source (Node.text is several times slower)."""
+    return (
+        source[node.start_byte : node.end_byte].decode("utf-8", errors="replace") if node is not None else ""
+    )
 
 
 def _dotted(text: str) -> str:
@@ -218,39 +223,57 @@ def _dotted(text: str) -> str:
     return text.strip(".")
 
 
-def _type_name(node: tree_sitter.Node) -> str:
+def _type_name(node: tree_sitter.Node, source: bytes) -> str:
     """`Order` of `Order`, `Order<T>`, `&mut Order`, `pkg::Order`: its first type identifier."""
     names = [n for n in _walk(node) if n.type == "type_identifier"]
-    return _text(names[0] if names else node)
+    return _text(names[0] if names else node, source)
 
 
-def _container_name(node: tree_sitter.Node) -> str | None:
+def _container_name(node: tree_sitter.Node, source: bytes) -> str | None:
     if node.type == "impl_item":  # Rust: `impl Trait for Order` holds Order's methods
         target = node.child_by_field_name("type")
-        return _type_name(target) if target is not None else None
+        return _type_name(target, source) if target is not None else None
     name = node.child_by_field_name("name")
     if name is None:
         return None
     if name.type == "user_type":  # Swift: `extension Order`
-        return _type_name(name)
-    return _dotted(_text(name)) or None
+        return _type_name(name, source)
+    return _dotted(_text(name, source)) or None
 
 
-def _container(node: tree_sitter.Node, grammar: Grammar, package: str | None) -> tuple[str | None, str]:
-    """The enclosing type or scope of a definition and which of the two it is ("type"/"scope")."""
+def _container(
+    node: tree_sitter.Node,
+    grammar: Grammar,
+    package: str | None,
+    source: bytes,
+    memo: dict[int, tuple[str | None, str]],
+) -> tuple[str | None, str]:
+    """The enclosing type or scope of a definition and which of the two it is ("type"/"scope").
+    `memo` remembers the answer for every node walked through, so a file's walks stay linear."""
     if node.type == "method_declaration" and grammar.name == "Go":
         receiver = node.child_by_field_name("receiver")
         types = [n for n in _walk(receiver) if n.type == "type_identifier"] if receiver else []
-        return (_text(types[0]) if types else None), "type"
+        return (_text(types[0], source) if types else None), "type"
+    walked: list[int] = []
+    result: tuple[str | None, str] = (package, "scope")
     parent = node.parent
     while parent is not None:
+        known = memo.get(parent.id)
+        if known is not None:
+            result = known
+            break
+        walked.append(parent.id)
         kind = grammar.containers.get(parent.type)
-        if kind is not None and (name := _container_name(parent)):
-            return name, kind
+        if kind is not None and (name := _container_name(parent, source)):
+            result = (name, kind)
+            break
         if parent.type in _LOCAL_SCOPES:
-            return None, "scope"  # a local definition: its scope is a function, not worth naming
+            result = (None, "scope")  # a local definition: its scope is a function, not worth naming
+            break
         parent = parent.parent
-    return package, "scope"
+    for walked_id in walked:
+        memo[walked_id] = result
+    return result
 
 
 def _walk(node: tree_sitter.Node) -> list[tree_sitter.Node]:
@@ -283,20 +306,20 @@ def parse_file(path: str, source: bytes) -> FileSymbols | None:
     return None if key is None else parse_source(key, source)
 
 
-def _go_package(root: tree_sitter.Node) -> str | None:
+def _go_package(root: tree_sitter.Node, source: bytes) -> str | None:
     clause = next((c for c in root.children if c.type == "package_clause"), None)
-    return _text(clause.named_children[0]) if clause and clause.named_children else None
+    return _text(clause.named_children[0], source) if clause and clause.named_children else None
 
 
-def _name_of(name_node: tree_sitter.Node) -> tuple[str, str | None]:
+def _name_of(name_node: tree_sitter.Node, source: bytes) -> tuple[str, str | None]:
     """A definition's own name, and the qualifier written into it (`Cart::total`, `Shop.Orders`)."""
     node = name_node
     while node.type == "qualified_identifier" and node.child_by_field_name("name") is not None:
         node = node.child_by_field_name("name")  # type: ignore[assignment]
-    text = _text(node).lstrip(":")
+    text = _text(node, source).lstrip(":")
     qualifier = None
     if node is not name_node:
-        qualifier = _dotted(_text(name_node)[: node.start_byte - name_node.start_byte])
+        qualifier = _dotted(source[name_node.start_byte : node.start_byte].decode("utf-8", errors="replace"))
     elif "." in (dotted := _dotted(text)):
         qualifier, _, text = dotted.rpartition(".")
     if node is not name_node and qualifier:
@@ -318,19 +341,25 @@ def parse_source(key: str, source: bytes) -> FileSymbols:
 
 def _parse_source(key: str, source: bytes) -> FileSymbols:
     grammar = GRAMMARS[key]
-    definitions_query, references_query, kinds = _queries(key)
+    query, kinds = _query(key)
     root = tree_sitter.Parser(grammar.language).parse(source).root_node
-    package = _go_package(root) if key == "go" else None
+    package = _go_package(root, source) if key == "go" else None
     chosen: dict[int, tuple[int, tree_sitter.Node, tree_sitter.Node]] = {}
-    for pattern, captures in tree_sitter.QueryCursor(definitions_query).matches(root):
+    identifiers: list[tree_sitter.Node] = []
+    first_reference = len(kinds)
+    for pattern, captures in tree_sitter.QueryCursor(query).matches(root):
+        if pattern >= first_reference:
+            identifiers.append(captures["ref"][0])
+            continue
         name_node, def_node = captures["name"][0], captures["def"][0]
         earlier = chosen.get(name_node.start_byte)
         if earlier is None or pattern < earlier[0]:  # the pattern listed first is the more specific
             chosen[name_node.start_byte] = (pattern, name_node, def_node)
     result = FileSymbols(language=grammar.name, family=grammar.family)
+    memo: dict[int, tuple[str | None, str]] = {}
     for pattern, name_node, def_node in chosen.values():
-        name, qualifier = _name_of(name_node)
-        container, scope = _container(def_node, grammar, package)
+        name, qualifier = _name_of(name_node, source)
+        container, scope = _container(def_node, grammar, package, source, memo)
         kind = kinds[pattern]
         if qualifier is not None and (kind not in ("namespace", "module") or container is None):
             container, scope = qualifier, ("type" if kind == "method" else scope)
@@ -342,20 +371,16 @@ def _parse_source(key: str, source: bytes) -> FileSymbols:
             kind = "constructor"
         line, end_line = def_node.start_point[0] + 1, def_node.end_point[0] + 1
         result.definitions.append(FoundDefinition(name, kind, container, line, end_line))
-    result.references = _references(references_query, root, source, set(chosen))
+    result.references = _references(identifiers, source, set(chosen))
     clause = next((c for c in root.children if c.type == "package_clause"), None) if package else None
     if package and clause is not None:  # `package retry` names the package, it does not use it
         result.references.discard((package, clause.start_point.row + 1))
     return result
 
 
-def _references(
-    query: tree_sitter.Query, root: tree_sitter.Node, source: bytes, defined: set[int]
-) -> set[tuple[str, int]]:
+def _references(nodes: list[tree_sitter.Node], source: bytes, defined: set[int]) -> set[tuple[str, int]]:
     """(name, line) of every identifier but the definitions' own names. The hot loop of indexing:
-    bytes sliced from the source (Node.text is several times slower), each name decoded once.
-    Captures do not come in source order (one alternative after another)."""
-    nodes = tree_sitter.QueryCursor(query).captures(root).get("ref", ())
+    bytes sliced from the source (Node.text is several times slower), each name decoded once."""
     found = {
         (source[n.start_byte : n.end_byte], n.start_point.row) for n in nodes if n.start_byte not in defined
     }
