@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import resource
 import shutil
 import sqlite3
 import subprocess
@@ -131,13 +132,20 @@ def make_mirrors(work: Path, name: str, files: dict[str, bytes]) -> tuple[Mirror
     return Mirrors(settings, load_whitelist(work / "repos.toml")), settings
 
 
-def synced(work: Path, name: str, files: dict[str, bytes]) -> tuple[Mirrors, Settings, float]:
+def cpu_seconds() -> float:
+    """CPU time of this process and of its waited-for children (blob processors, git)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def synced(work: Path, name: str, files: dict[str, bytes]) -> tuple[Mirrors, Settings, float, float]:
+    """A first sync of a repo of `files`: (mirrors, settings, wall seconds, CPU seconds)."""
     mirrors, settings = make_mirrors(work, name, files)
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), cpu_seconds()
     outcome = mirrors.sync(name)
-    seconds = time.perf_counter() - started
+    seconds, cpu = time.perf_counter() - started, cpu_seconds() - cpu
     assert outcome.ok, outcome.error
-    return mirrors, settings, seconds
+    return mirrors, settings, seconds, cpu
 
 
 def call(mirrors: Mirrors, settings: Settings, name: str, tool: str, symbol: str) -> dict[str, Any]:
@@ -255,7 +263,7 @@ def count_definitions(mirrors: Mirrors, name: str) -> int:
 def language_row(corpus: Corpus, work: Path) -> str:
     slug = re.sub(r"\W", "", corpus.source.language.lower().replace("+", "p").replace("#", "sharp"))
     bare, ours = throughput(corpus)
-    mirrors, settings, _ = synced(work / slug, slug, {p: data for p, (_, data) in corpus.files.items()})
+    mirrors, settings, _, _ = synced(work / slug, slug, {p: data for p, (_, data) in corpus.files.items()})
     checks = navigation_checks(corpus, mirrors, settings, slug)
     size = index_bytes(settings, mirrors, slug)
     mb = corpus.megabytes
@@ -284,22 +292,27 @@ def sample(corpora: list[Corpus], count: int) -> dict[str, bytes]:
     return files
 
 
-def sync_comparison(corpora: list[Corpus], count: int, work: Path) -> list[str]:
+def sync_comparison(corpora: list[Corpus], count: int, work: Path, rounds: int) -> list[str]:
+    """First syncs of a Python repo and a polyglot one of `count` files each, alternated `rounds`
+    times so that a busy machine's changing load falls on both; CPU seconds are the fair measure."""
     python = [c for c in corpora if c.source.language == "Python"]
     rows = [
-        "| repo | files | MB | first sync (s) | s per MB | definitions |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| round | repo | files | MB | first sync (s) | CPU (s) | CPU ms per file | definitions |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|",
     ]
-    for label, chosen in (("Python only", python), (f"{len(corpora)} languages", corpora)):
-        files = sample(chosen, count)
-        slug = "python" if len(chosen) == 1 else "polyglot"
-        mirrors, _, seconds = synced(work / f"sync-{slug}", slug, files)
-        mb = sum(len(d) for d in files.values()) / 1e6
-        rows.append(
-            f"| {label} | {len(files):,} | {mb:.1f} | {seconds:.1f} | {seconds / mb:.2f} | "
-            f"{count_definitions(mirrors, slug):,} |"
-        )
-        shutil.rmtree(work / f"sync-{slug}", ignore_errors=True)
+    repos = (("Python only", python), (f"{len(corpora)} languages", corpora))
+    for round_number in range(1, rounds + 1):
+        for label, chosen in repos:
+            files = sample(chosen, count)
+            slug = "python" if len(chosen) == 1 else "polyglot"
+            mirrors, _, seconds, cpu = synced(work / f"sync-{slug}", slug, files)
+            mb = sum(len(d) for d in files.values()) / 1e6
+            rows.append(
+                f"| {round_number} | {label} | {len(files):,} | {mb:.1f} | {seconds:.1f} | {cpu:.1f} | "
+                f"{1000 * cpu / len(files):.1f} | {count_definitions(mirrors, slug):,} |"
+            )
+            print(rows[-1], file=sys.stderr, flush=True)
+            shutil.rmtree(work / f"sync-{slug}", ignore_errors=True)
     return rows
 
 
@@ -310,6 +323,8 @@ def main() -> None:
         "--sync-files", type=int, default=10_000, help="files per repo in the sync comparison; 0: skip"
     )
     parser.add_argument("--languages", default="", help="comma-separated: only these languages")
+    parser.add_argument("--sync-rounds", type=int, default=2, help="times each first sync is measured")
+    parser.add_argument("--no-table", action="store_true", help="only the sync comparison")
     options = parser.parse_args()
     cache = options.cache or Path(tempfile.mkdtemp(prefix="codebot-bench-navigation-cache-"))
     work = Path(tempfile.mkdtemp(prefix="codebot-bench-navigation-"))
@@ -317,14 +332,15 @@ def main() -> None:
     try:
         corpora = [collect(s, fetch(s, cache)) for s in SOURCES if not wanted or s.language in wanted]
         print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}\n")
-        print("| language | package | files | MB | defs | ours MB/s | bare MB/s | ours/bare | index | "
-              "class-like | function-like | call site in another file | ok |")  # fmt: skip
-        print("|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|---|---|")
-        for corpus in corpora:
-            print(language_row(corpus, work), flush=True)
+        if not options.no_table:
+            print("| language | package | files | MB | defs | ours MB/s | bare MB/s | ours/bare | index | "
+                  "class-like | function-like | call site in another file | ok |")  # fmt: skip
+            print("|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|---|---|")
+            for corpus in corpora:
+                print(language_row(corpus, work), flush=True)
         if options.sync_files:
             print()
-            print("\n".join(sync_comparison(corpora, options.sync_files, work)))
+            print("\n".join(sync_comparison(corpora, options.sync_files, work, options.sync_rounds)))
         print(f"\nload average at the end {os.getloadavg()[0]:.2f}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
