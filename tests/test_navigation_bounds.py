@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from config.settings import load_settings
-from tests.support.fixture_repos import make_repo, snapshot_repo
+from tests.support.fixture_repos import git, make_repo, snapshot_repo
+from worker.repos.blobstore import BlobStore
 from worker.repos.snapshot import Snapshot
 from worker.tools import build_registry, make_context
 
@@ -73,3 +74,28 @@ def test_repo_overview_shows_each_languages_share_and_which_have_navigation(tmp_
     assert shares["Java"] == (2, True) and shares["Shell"] == (1, True)
     assert shares["Lua"] == (1, False) and shares["Markdown"] == (1, False)
     assert sum(s["share"] for s in data["language_shares"]) == pytest.approx(1.0)
+
+
+def test_a_file_whose_parse_failed_its_bound_stays_listed_as_not_indexed_with_the_reason(
+    tmp_path: Path,
+) -> None:
+    repo = tmp_path / "repos" / "app"
+    make_repo(repo, {"src/Slow.java": "public class Slow {}\n", "src/Fast.java": "public class Fast {}\n"})
+    settings = load_settings(env_file=None, data_dir=tmp_path / "data")
+    store = BlobStore(settings.data_dir.resolve())
+    db = store.connect()
+    # what the blob pool records when a parse outlives blob_timeout_seconds (worker/repos/assemble.py)
+    store.record_unparsed(
+        db, git(repo, "rev-parse", "HEAD:src/Slow.java"), ["java"], "failed: took longer than 20 s"
+    )
+    db.close()
+
+    snap = snapshot_repo(repo, "app", tmp_path / "snapshots" / "app", settings=settings)
+    overrides: dict[str, object] = {"data_dir": tmp_path / "data"}
+
+    overview, _ = call(snap, overrides, "repo_overview", repo="app")
+    assert "1 file indexed; 1 not indexed (src/Slow.java: failed: took longer than 20 s)" in overview
+    slow, _ = call(snap, overrides, "find_definition", symbol="Slow")
+    assert "not indexed: src/Slow.java (failed: took longer than 20 s)" in slow
+    assert "class Fast (Java), line 1" in call(snap, overrides, "find_definition", symbol="Fast")[0]
+    assert "public class Slow" in call(snap, overrides, "read_file", repo="app", path="src/Slow.java")[0]

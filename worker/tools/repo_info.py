@@ -109,7 +109,7 @@ def _navigation(ctx: ToolContext, snapshot: Snapshot) -> tuple[str, dict[str, An
         skipped: list[SkippedFile] = index.not_indexed(limit=_NOT_INDEXED_SHOWN)
     finally:
         index.close()
-    line = f"code navigation (find_definition, find_references): {info.indexed:,} files indexed"
+    line = f"code navigation (find_definition, find_references): {info.indexed:,} file{'' if info.indexed == 1 else 's'} indexed"
     if info.partial:
         line += " (only the first files of this very large repo)"
     if info.not_indexed:
