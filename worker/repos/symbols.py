@@ -19,10 +19,10 @@ the sync goes on, and the file is listed as not indexed (`SymbolIndex.not_indexe
 silently missing.
 
 The files indexed are the ones `search` sees: ripgrep lists them with the same exclusions
-(`.git`, secret files, `.gitignore`d files, symlinks not followed) and a size limit. A
-reference is an identifier in code (never in a comment or a string) whose name is defined
-somewhere in the same snapshot, in a language of the same family; a definition's own name is
-not a reference. Symbols are parsed from the redacted text, so no name can carry a secret.
+(`.git`, secret files, `.gitignore`d files, symlinks not followed); the ones too large to parse
+are listed as not indexed. A reference is an identifier in code (never in a comment or a
+string) whose name is defined somewhere in the same snapshot, in a language of the same family;
+a definition's own name is not a reference. Symbols are parsed from the redacted text, so no name can carry a secret.
 """
 
 from __future__ import annotations
