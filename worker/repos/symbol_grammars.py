@@ -36,6 +36,7 @@ import tree_sitter_swift
 import tree_sitter_typescript
 
 from worker.repos import symbol_queries as q
+from worker.repos.symbol_tree import container_name, name_of, text_of, walk
 
 _JS_REFS = (
     "(identifier) (property_identifier) (shorthand_property_identifier)"
@@ -64,7 +65,6 @@ _CONSTRUCTOR_NAMES = {
     "typescript": "constructor", "tsx": "constructor", "scala": "this",
 }  # fmt: skip
 _NAMED_LIKE_THEIR_TYPE = {"java", "csharp", "cpp", "h"}
-_SEPARATORS = ("::", "\\")
 
 
 @dataclass(frozen=True)
@@ -210,37 +210,6 @@ def _query(key: str) -> tuple[tree_sitter.Query, list[str]]:
     return tree_sitter.Query(grammar.language, patterns), [kind for kind, _ in grammar.definitions]
 
 
-def _text(node: tree_sitter.Node | None, source: bytes) -> str:
-    """A node's text, sliced from the source (Node.text is several times slower)."""
-    return (
-        source[node.start_byte : node.end_byte].decode("utf-8", errors="replace") if node is not None else ""
-    )
-
-
-def _dotted(text: str) -> str:
-    for separator in _SEPARATORS:
-        text = text.replace(separator, ".")
-    return text.strip(".")
-
-
-def _type_name(node: tree_sitter.Node, source: bytes) -> str:
-    """`Order` of `Order`, `Order<T>`, `&mut Order`, `pkg::Order`: its first type identifier."""
-    names = [n for n in _walk(node) if n.type == "type_identifier"]
-    return _text(names[0] if names else node, source)
-
-
-def _container_name(node: tree_sitter.Node, source: bytes) -> str | None:
-    if node.type == "impl_item":  # Rust: `impl Trait for Order` holds Order's methods
-        target = node.child_by_field_name("type")
-        return _type_name(target, source) if target is not None else None
-    name = node.child_by_field_name("name")
-    if name is None:
-        return None
-    if name.type == "user_type":  # Swift: `extension Order`
-        return _type_name(name, source)
-    return _dotted(_text(name, source)) or None
-
-
 def _container(
     node: tree_sitter.Node,
     grammar: Grammar,
@@ -252,8 +221,8 @@ def _container(
     `memo` remembers the answer for every node walked through, so a file's walks stay linear."""
     if node.type == "method_declaration" and grammar.name == "Go":
         receiver = node.child_by_field_name("receiver")
-        types = [n for n in _walk(receiver) if n.type == "type_identifier"] if receiver else []
-        return (_text(types[0], source) if types else None), "type"
+        types = [n for n in walk(receiver) if n.type == "type_identifier"] if receiver else []
+        return (text_of(types[0], source) if types else None), "type"
     walked: list[int] = []
     result: tuple[str | None, str] = (package, "scope")
     parent = node.parent
@@ -264,7 +233,7 @@ def _container(
             break
         walked.append(parent.id)
         kind = grammar.containers.get(parent.type)
-        if kind is not None and (name := _container_name(parent, source)):
+        if kind is not None and (name := container_name(parent, source)):
             result = (name, kind)
             break
         if parent.type in _LOCAL_SCOPES:
@@ -274,13 +243,6 @@ def _container(
     for walked_id in walked:
         memo[walked_id] = result
     return result
-
-
-def _walk(node: tree_sitter.Node) -> list[tree_sitter.Node]:
-    found = [node]
-    for child in node.children:
-        found.extend(_walk(child))
-    return found
 
 
 def kinds_of(key: str) -> set[str]:
@@ -308,23 +270,7 @@ def parse_file(path: str, source: bytes) -> FileSymbols | None:
 
 def _go_package(root: tree_sitter.Node, source: bytes) -> str | None:
     clause = next((c for c in root.children if c.type == "package_clause"), None)
-    return _text(clause.named_children[0], source) if clause and clause.named_children else None
-
-
-def _name_of(name_node: tree_sitter.Node, source: bytes) -> tuple[str, str | None]:
-    """A definition's own name, and the qualifier written into it (`Cart::total`, `Shop.Orders`)."""
-    node = name_node
-    while node.type == "qualified_identifier" and node.child_by_field_name("name") is not None:
-        node = node.child_by_field_name("name")  # type: ignore[assignment]
-    text = _text(node, source).lstrip(":")
-    qualifier = None
-    if node is not name_node:
-        qualifier = _dotted(source[name_node.start_byte : node.start_byte].decode("utf-8", errors="replace"))
-    elif "." in (dotted := _dotted(text)):
-        qualifier, _, text = dotted.rpartition(".")
-    if node is not name_node and qualifier:
-        qualifier = qualifier.rsplit(".", 1)[-1]  # `ns::Cart::total` belongs to Cart
-    return text, qualifier or None
+    return text_of(clause.named_children[0], source) if clause and clause.named_children else None
 
 
 def parse_source(key: str, source: bytes) -> FileSymbols:
@@ -358,7 +304,7 @@ def _parse_source(key: str, source: bytes) -> FileSymbols:
     result = FileSymbols(language=grammar.name, family=grammar.family)
     memo: dict[int, tuple[str | None, str]] = {}
     for pattern, name_node, def_node in chosen.values():
-        name, qualifier = _name_of(name_node, source)
+        name, qualifier = name_of(name_node, source)
         container, scope = _container(def_node, grammar, package, source, memo)
         kind = kinds[pattern]
         if qualifier is not None and (kind not in ("namespace", "module") or container is None):
