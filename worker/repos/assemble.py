@@ -47,7 +47,7 @@ from worker.repos.manifest import FILE, LINK, MANIFEST_SUFFIX, ManifestEntry, wr
 from worker.repos.placeholders import OVERSIZED, TEXT, WITHHELD, placeholder
 from worker.repos.snapshot import LANGUAGES_BY_SUFFIX, README_NAMES, SnapshotMeta
 from worker.repos.symbol_grammars import GRAMMARS, grammar_of
-from worker.repos.symbols import IndexedFile, indexable_files, write_index
+from worker.repos.symbols import IndexedFile, SkippedFile, indexable_files, write_index
 from worker.repos.visible import is_git_dir, secret_path, shown_name
 
 log = logging.getLogger(__name__)
@@ -356,15 +356,20 @@ def _index(
     settings: Settings,
 ) -> None:
     sha_of = {e.path: e.sha for e in plan.files if e.path not in failed}
+    size_of = {e.path: e.size for e in plan.files}
     paths = [p for p in indexable_files(root, settings) if p in sha_of]
     partial = len(paths) > settings.symbols_max_files
-    rows = []
+    rows, skipped = [], []
+    too_large = f"larger than symbols_max_file_bytes ({human_bytes(settings.symbols_max_file_bytes)})"
     for path in paths[: settings.symbols_max_files]:
         grammar = grammar_of(path)
+        if grammar and size_of[path] > settings.symbols_max_file_bytes:
+            skipped.append(SkippedFile(path, GRAMMARS[grammar].name, too_large))
+            continue
         unit = units.get((sha_of[path], grammar)) if grammar else None
         if grammar and unit is not None:
             rows.append(IndexedFile(path, unit, GRAMMARS[grammar].name, GRAMMARS[grammar].family))
-    write_index(destination, store.db_path, rows, partial)
+    write_index(destination, store.db_path, rows, partial, skipped)
 
 
 def build_snapshot(

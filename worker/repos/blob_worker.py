@@ -100,7 +100,7 @@ def _parse(data: bytes, grammars: list[str]) -> dict[str, tuple[str, str, list[A
     for grammar in grammars:
         symbols = parse_source(grammar, data)
         definitions = [(d.name, d.kind, d.container, d.line, d.end_line) for d in symbols.definitions]
-        units[grammar] = (symbols.language, symbols.family, definitions, sorted(symbols.references))
+        units[grammar] = (symbols.language, symbols.family, definitions, list(symbols.references))
     return units
 
 

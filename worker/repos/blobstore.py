@@ -52,8 +52,7 @@ log = logging.getLogger(__name__)
 
 STORE_FORMAT = "1"  # bump when processing changes in a way the fingerprint below cannot see
 BLOBS_FOLDER = "blobs"
-_PACKAGES = ("detect-secrets", "google-re2", "tree-sitter", "tree-sitter-python", "tree-sitter-javascript",
-             "tree-sitter-typescript", "tree-sitter-go")  # fmt: skip
+_PACKAGES = ("detect-secrets", "google-re2")  # and the parsers: symbol_grammars.fingerprint()
 _BATCH = 500
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS blobs (sha TEXT PRIMARY KEY, kind TEXT NOT NULL, reason TEXT,
@@ -85,6 +84,9 @@ def generation() -> str:
             digest.update(f"{package}={importlib.metadata.version(package)}\n".encode())
         except importlib.metadata.PackageNotFoundError:
             digest.update(f"{package}=?\n".encode())
+    from worker.repos.symbol_grammars import fingerprint
+
+    digest.update(fingerprint().encode())
     return digest.hexdigest()[:12]
 
 

@@ -1,153 +1,186 @@
-"""Per-language tree-sitter grammars and queries: what counts as a definition or a reference.
+"""Per-language tree-sitter grammars: which files each parses, and what a definition's kind,
+container and references are.
 
-Each definition pattern captures the defining node as @def and its name as @name; the kind
-comes from the pattern. When two patterns claim the same name (`const f = () => 1` is both a
-variable and a function), the more specific kind wins. References are the identifier nodes of
-the grammar: comments and strings are separate nodes, so text in them never counts.
+The grammars come from the maintained per-language wheels (tree-sitter-java, …, pinned in
+pyproject.toml); the definition patterns are ours (worker/repos/symbol_queries.py). References
+are the identifier nodes of the grammar: comments and strings are separate nodes, so text in
+them never counts. Languages that call each other share a family (Kotlin/Java/Scala, C/C++,
+JavaScript/TypeScript), and references are matched within a family.
 """
 
 from __future__ import annotations
 
 import functools
+import gc
+import hashlib
+import importlib.metadata
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import tree_sitter
+import tree_sitter_bash
+import tree_sitter_c
+import tree_sitter_c_sharp
+import tree_sitter_cpp
 import tree_sitter_go
+import tree_sitter_java
 import tree_sitter_javascript
+import tree_sitter_kotlin
+import tree_sitter_php
 import tree_sitter_python
+import tree_sitter_ruby
+import tree_sitter_rust
+import tree_sitter_scala
+import tree_sitter_swift
 import tree_sitter_typescript
 
-# Kinds that a more specific pattern may override for the same name.
-_GENERIC_KINDS = {"variable", "type"}
+from worker.repos import symbol_queries as q
+from worker.repos.symbol_tree import container_name, name_of, text_of, walk
 
-_PYTHON = [
-    ("class", "(class_definition name: (identifier) @name) @def"),
-    ("function", "(function_definition name: (identifier) @name) @def"),
-    ("variable", "(module (expression_statement (assignment left: (identifier) @name) @def))"),
-    (
-        "field",
-        "(class_definition body: (block (expression_statement (assignment left: (identifier) @name) @def)))",
-    ),
-]
-_JS_COMMON = [
-    ("function", "(function_declaration name: (identifier) @name) @def"),
-    ("function", "(generator_function_declaration name: (identifier) @name) @def"),
-    ("class", "(class_declaration name: (_) @name) @def"),
-    ("method", "(method_definition name: (_) @name) @def"),
-    (
-        "function",
-        "(variable_declarator name: (identifier) @name"
-        " value: [(arrow_function) (function_expression) (generator_function)]) @def",
-    ),
-    ("class", "(variable_declarator name: (identifier) @name value: (class)) @def"),
-    ("variable", "(program (lexical_declaration (variable_declarator name: (identifier) @name) @def))"),
-    (
-        "variable",
-        "(program (export_statement (lexical_declaration (variable_declarator name: (identifier) @name) @def)))",
-    ),
-    ("variable", "(program (variable_declaration (variable_declarator name: (identifier) @name) @def))"),
-    (
-        "function",
-        "(assignment_expression left: (member_expression property: (property_identifier) @name)"
-        " right: [(arrow_function) (function_expression)]) @def",
-    ),
-    (
-        "method",
-        "(pair key: (property_identifier) @name value: [(arrow_function) (function_expression)]) @def",
-    ),
-]
-_JAVASCRIPT = [*_JS_COMMON, ("field", "(field_definition property: (_) @name) @def")]
-_TYPESCRIPT = [
-    *_JS_COMMON,
-    ("field", "(public_field_definition name: (_) @name) @def"),
-    ("interface", "(interface_declaration name: (type_identifier) @name) @def"),
-    ("type", "(type_alias_declaration name: (type_identifier) @name) @def"),
-    ("enum", "(enum_declaration name: (identifier) @name) @def"),
-    ("class", "(abstract_class_declaration name: (type_identifier) @name) @def"),
-    ("method", "(method_signature name: (_) @name) @def"),
-    ("method", "(abstract_method_signature name: (_) @name) @def"),
-    ("function", "(function_signature name: (identifier) @name) @def"),
-    ("namespace", "(internal_module name: (_) @name) @def"),
-    ("field", "(property_signature name: (_) @name) @def"),
-]
-_GO = [
-    ("function", "(function_declaration name: (identifier) @name) @def"),
-    ("method", "(method_declaration name: (field_identifier) @name) @def"),
-    ("struct", "(type_spec name: (type_identifier) @name type: (struct_type)) @def"),
-    ("interface", "(type_spec name: (type_identifier) @name type: (interface_type)) @def"),
-    ("type", "(type_spec name: (type_identifier) @name) @def"),
-    ("type", "(type_alias name: (type_identifier) @name) @def"),
-    ("constant", "(source_file (const_declaration (const_spec name: (identifier) @name) @def))"),
-    ("variable", "(source_file (var_declaration (var_spec name: (identifier) @name) @def))"),
-    ("method", "(method_elem name: (field_identifier) @name) @def"),
-    ("field", "(field_declaration name: (field_identifier) @name) @def"),
-]
 _JS_REFS = (
     "(identifier) (property_identifier) (shorthand_property_identifier)"
     " (shorthand_property_identifier_pattern) (private_property_identifier)"
 )
-# Node types that name an enclosing scope, and the field holding that name.
-_CONTAINERS = {
-    "class_definition",
-    "class_declaration",
-    "abstract_class_declaration",
-    "interface_declaration",
-    "internal_module",
-    "type_spec",
+_JS_CONTAINERS = {
+    "class_declaration": "type",
+    "class": "type",
+    "abstract_class_declaration": "type",
+    "interface_declaration": "type",
+    "internal_module": "scope",
 }
+_C_CONTAINERS = {"struct_specifier": "type", "union_specifier": "type", "enum_specifier": "type"}
+_CPP_REFS = "(identifier) (type_identifier) (field_identifier) (namespace_identifier)"
+_CPP_CONTAINERS = {**_C_CONTAINERS, "class_specifier": "type", "namespace_definition": "scope"}
+# Nodes whose body is local: a definition inside one is not named after an outer container.
+_LOCAL_SCOPES = {
+    "function_definition", "function_declaration", "method_definition", "method_declaration",
+    "function_item", "method", "singleton_method", "constructor_declaration", "init_declaration",
+    "secondary_constructor", "arrow_function", "function_expression", "lambda_expression",
+    "local_function_statement", "anonymous_function", "lambda_literal", "closure_expression",
+}  # fmt: skip
+# Methods that are constructors: by name, per grammar, or named like their type (Java, C#, C++).
+_CONSTRUCTOR_NAMES = {
+    "python": "__init__", "ruby": "initialize", "php": "__construct", "javascript": "constructor",
+    "typescript": "constructor", "tsx": "constructor", "scala": "this",
+}  # fmt: skip
+_NAMED_LIKE_THEIR_TYPE = {"java", "csharp", "cpp", "h"}
 
 
 @dataclass(frozen=True)
 class Grammar:
-    name: str
+    name: str  # the language as people call it (and as repo_overview counts files)
     family: str  # languages that use each other's names: references are matched within a family
     language: tree_sitter.Language
     definitions: list[tuple[str, str]]
-    reference_types: str
+    references: str  # node types, or a whole query capturing @ref
+    containers: dict[str, str]  # node type -> "type" (its functions are methods) or "scope"
+    suffixes: tuple[str, ...]
 
 
+def _grammar(
+    name: str,
+    family: str,
+    load: Callable[[], Any],
+    definitions: list[tuple[str, str]],
+    references: str,
+    containers: dict[str, str],
+    suffixes: str,
+) -> Grammar:
+    language = tree_sitter.Language(load())
+    return Grammar(name, family, language, definitions, references, containers, tuple(suffixes.split()))
+
+
+_TS = tree_sitter_typescript
 GRAMMARS: dict[str, Grammar] = {
-    "python": Grammar(
-        "Python", "python", tree_sitter.Language(tree_sitter_python.language()), _PYTHON, "(identifier)"
+    "python": _grammar(
+        "Python", "python", tree_sitter_python.language, q.PYTHON, "(identifier)",
+        {"class_definition": "type"}, ".py .pyi",
     ),
-    "javascript": Grammar(
-        "JavaScript", "js", tree_sitter.Language(tree_sitter_javascript.language()), _JAVASCRIPT, _JS_REFS
+    "javascript": _grammar(
+        "JavaScript", "js", tree_sitter_javascript.language, q.JAVASCRIPT, _JS_REFS, _JS_CONTAINERS,
+        ".js .mjs .cjs .jsx",
     ),
-    "typescript": Grammar(
-        "TypeScript",
-        "js",
-        tree_sitter.Language(tree_sitter_typescript.language_typescript()),
-        _TYPESCRIPT,
-        _JS_REFS + " (type_identifier)",
+    "typescript": _grammar(
+        "TypeScript", "js", _TS.language_typescript, q.TYPESCRIPT, _JS_REFS + " (type_identifier)",
+        _JS_CONTAINERS, ".ts .mts .cts",
     ),
-    "tsx": Grammar(
-        "TypeScript",
-        "js",
-        tree_sitter.Language(tree_sitter_typescript.language_tsx()),
-        _TYPESCRIPT,
-        _JS_REFS + " (type_identifier)",
+    "tsx": _grammar(
+        "TypeScript", "js", _TS.language_tsx, q.TYPESCRIPT, _JS_REFS + " (type_identifier)", _JS_CONTAINERS,
+        ".tsx",
     ),
-    "go": Grammar(
-        "Go",
-        "go",
-        tree_sitter.Language(tree_sitter_go.language()),
-        _GO,
-        "(identifier) (field_identifier) (type_identifier) (package_identifier)",
+    "go": _grammar(
+        "Go", "go", tree_sitter_go.language, q.GO,
+        "(identifier) (field_identifier) (type_identifier) (package_identifier)", {"type_spec": "type"}, ".go",
     ),
-}
-LANGUAGE_OF_SUFFIX = {
-    ".py": "python",
-    ".pyi": "python",
-    ".js": "javascript",
-    ".mjs": "javascript",
-    ".cjs": "javascript",
-    ".jsx": "javascript",
-    ".ts": "typescript",
-    ".mts": "typescript",
-    ".cts": "typescript",
-    ".tsx": "tsx",
-    ".go": "go",
-}
+    "java": _grammar(
+        "Java", "jvm", tree_sitter_java.language, q.JAVA, "(identifier) (type_identifier)",
+        {
+            "class_declaration": "type", "interface_declaration": "type", "enum_declaration": "type",
+            "record_declaration": "type", "annotation_type_declaration": "type",
+        },
+        ".java",
+    ),
+    "kotlin": _grammar(
+        "Kotlin", "jvm", tree_sitter_kotlin.language, q.KOTLIN, "(identifier)",
+        {"class_declaration": "type", "object_declaration": "type", "companion_object": "type"},
+        ".kt .kts",
+    ),
+    "scala": _grammar(
+        "Scala", "jvm", tree_sitter_scala.language, q.SCALA, "(identifier) (type_identifier)",
+        {
+            "class_definition": "type", "object_definition": "type", "trait_definition": "type",
+            "enum_definition": "type",
+        },
+        ".scala",
+    ),
+    "csharp": _grammar(
+        "C#", "dotnet", tree_sitter_c_sharp.language, q.CSHARP, "(identifier)",
+        {
+            "class_declaration": "type", "interface_declaration": "type", "struct_declaration": "type",
+            "record_declaration": "type", "enum_declaration": "type", "namespace_declaration": "scope",
+            "file_scoped_namespace_declaration": "scope",
+        },
+        ".cs",
+    ),
+    "c": _grammar(
+        "C", "c", tree_sitter_c.language, q.C, "(identifier) (type_identifier) (field_identifier)",
+        _C_CONTAINERS, ".c",
+    ),
+    "cpp": _grammar(
+        "C++", "c", tree_sitter_cpp.language, q.CPP, _CPP_REFS, _CPP_CONTAINERS,
+        ".cc .cpp .cxx .c++ .hpp .hh .hxx .h++ .ipp .inl",
+    ),
+    # A .h file may be C or C++: the C++ grammar reads both (the C one loses C++ classes).
+    "h": _grammar("C/C++", "c", tree_sitter_cpp.language, q.CPP, _CPP_REFS, _CPP_CONTAINERS, ".h"),
+    "rust": _grammar(
+        "Rust", "rust", tree_sitter_rust.language, q.RUST, "(identifier) (type_identifier) (field_identifier)",
+        {"impl_item": "type", "trait_item": "type", "mod_item": "scope", "struct_item": "type",
+         "enum_item": "type", "union_item": "type"},
+        ".rs",
+    ),
+    "ruby": _grammar(
+        "Ruby", "ruby", tree_sitter_ruby.language, q.RUBY, "(identifier) (constant)",
+        {"class": "type", "module": "scope"}, ".rb .rake .gemspec",
+    ),
+    "php": _grammar(
+        "PHP", "php", tree_sitter_php.language_php, q.PHP, "(name)",
+        {
+            "class_declaration": "type", "interface_declaration": "type", "trait_declaration": "type",
+            "enum_declaration": "type", "namespace_definition": "scope",
+        },
+        ".php",
+    ),
+    "swift": _grammar(
+        "Swift", "swift", tree_sitter_swift.language, q.SWIFT, "(simple_identifier) (type_identifier)",
+        {"class_declaration": "type", "protocol_declaration": "type"}, ".swift",
+    ),
+    "bash": _grammar(
+        "Shell", "shell", tree_sitter_bash.language, q.BASH, "(command_name (word) @ref) (variable_name) @ref",
+        {}, ".sh .bash",
+    ),
+}  # fmt: skip
+LANGUAGE_OF_SUFFIX = {suffix: key for key, grammar in GRAMMARS.items() for suffix in grammar.suffixes}
 
 
 @dataclass(frozen=True)
@@ -161,45 +194,66 @@ class FoundDefinition:
 
 @dataclass
 class FileSymbols:
-    language: str  # the display name: Python, JavaScript, TypeScript, Go
+    language: str  # the display name: Python, Java, C++, …
     family: str
     definitions: list[FoundDefinition] = field(default_factory=list)
     references: set[tuple[str, int]] = field(default_factory=set)  # (name, line), one per line
 
 
 @functools.cache
-def _queries(key: str) -> tuple[tree_sitter.Query, tree_sitter.Query, list[str]]:
+def _query(key: str) -> tuple[tree_sitter.Query, list[str]]:
+    """One query per grammar: the definition patterns, then the reference patterns (one pass over
+    the tree finds both, a third faster than two queries); the kinds of the definition patterns."""
     grammar = GRAMMARS[key]
-    definitions = tree_sitter.Query(grammar.language, "\n".join(p for _, p in grammar.definitions))
-    references = tree_sitter.Query(grammar.language, f"[{grammar.reference_types}] @ref")
-    return definitions, references, [kind for kind, _ in grammar.definitions]
+    refs = grammar.references if "@ref" in grammar.references else f"[{grammar.references}] @ref"
+    patterns = "\n".join([*(p for _, p in grammar.definitions), refs])
+    return tree_sitter.Query(grammar.language, patterns), [kind for kind, _ in grammar.definitions]
 
 
-def _text(node: tree_sitter.Node | None) -> str:
-    return (node.text or b"").decode("utf-8", errors="replace") if node is not None else ""
-
-
-def _container(node: tree_sitter.Node, package: str | None) -> str | None:
-    """The enclosing class/type/namespace, a Go method's receiver type, or a Go package."""
-    if node.type == "method_declaration":
+def _container(
+    node: tree_sitter.Node,
+    grammar: Grammar,
+    package: str | None,
+    source: bytes,
+    memo: dict[int, tuple[str | None, str]],
+) -> tuple[str | None, str]:
+    """The enclosing type or scope of a definition and which of the two it is ("type"/"scope").
+    `memo` remembers the answer for every node walked through, so a file's walks stay linear."""
+    if node.type == "method_declaration" and grammar.name == "Go":
         receiver = node.child_by_field_name("receiver")
-        types = [n for n in _walk(receiver) if n.type == "type_identifier"] if receiver else []
-        return _text(types[0]) if types else None
+        types = [n for n in walk(receiver) if n.type == "type_identifier"] if receiver else []
+        return (text_of(types[0], source) if types else None), "type"
+    walked: list[int] = []
+    result: tuple[str | None, str] = (package, "scope")
     parent = node.parent
     while parent is not None:
-        if parent.type in _CONTAINERS:
-            return _text(parent.child_by_field_name("name")) or None
-        if parent.type in ("function_definition", "function_declaration", "method_definition"):
-            return None  # a local definition: its scope is a function, not worth naming
+        known = memo.get(parent.id)
+        if known is not None:
+            result = known
+            break
+        walked.append(parent.id)
+        kind = grammar.containers.get(parent.type)
+        if kind is not None and (name := container_name(parent, source)):
+            result = (name, kind)
+            break
+        if parent.type in _LOCAL_SCOPES:
+            result = (None, "scope")  # a local definition: its scope is a function, not worth naming
+            break
         parent = parent.parent
-    return package
+    for walked_id in walked:
+        memo[walked_id] = result
+    return result
 
 
-def _walk(node: tree_sitter.Node) -> list[tree_sitter.Node]:
-    found = [node]
-    for child in node.children:
-        found.extend(_walk(child))
-    return found
+def kinds_of(key: str) -> set[str]:
+    """Every kind of definition the grammar `key` can report (docs/tools.md lists them)."""
+    grammar = GRAMMARS[key]
+    kinds = {kind for kind, _ in grammar.definitions}
+    if "function" in kinds and "type" in grammar.containers.values() and key != "c":  # C: no methods
+        kinds.add("method")
+    if key in _CONSTRUCTOR_NAMES or key in _NAMED_LIKE_THEIR_TYPE:
+        kinds.add("constructor")
+    return kinds
 
 
 def grammar_of(path: str) -> str | None:
@@ -214,44 +268,92 @@ def parse_file(path: str, source: bytes) -> FileSymbols | None:
     return None if key is None else parse_source(key, source)
 
 
+def _go_package(root: tree_sitter.Node, source: bytes) -> str | None:
+    clause = next((c for c in root.children if c.type == "package_clause"), None)
+    return text_of(clause.named_children[0], source) if clause and clause.named_children else None
+
+
 def parse_source(key: str, source: bytes) -> FileSymbols:
     """The definitions and references of `source` parsed with the grammar `key`."""
-    definitions_query, references_query, kinds = _queries(key)
-    tree = tree_sitter.Parser(GRAMMARS[key].language).parse(source)
-    root = tree.root_node
-    package = None
-    if key == "go":
-        clause = next((c for c in root.children if c.type == "package_clause"), None)
-        package = _text(clause.named_children[0]) if clause and clause.named_children else None
-    chosen: dict[int, tuple[str, tree_sitter.Node, tree_sitter.Node]] = {}
-    for pattern, captures in tree_sitter.QueryCursor(definitions_query).matches(root):
+    # Tens of thousands of small objects, none cyclic: the cycle collector would only rescan them.
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _parse_source(key, source)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _parse_source(key: str, source: bytes) -> FileSymbols:
+    grammar = GRAMMARS[key]
+    query, kinds = _query(key)
+    root = tree_sitter.Parser(grammar.language).parse(source).root_node
+    package = _go_package(root, source) if key == "go" else None
+    chosen: dict[int, tuple[int, tree_sitter.Node, tree_sitter.Node]] = {}
+    identifiers: list[tree_sitter.Node] = []
+    first_reference = len(kinds)
+    for pattern, captures in tree_sitter.QueryCursor(query).matches(root):
+        if pattern >= first_reference:
+            identifiers.append(captures["ref"][0])
+            continue
         name_node, def_node = captures["name"][0], captures["def"][0]
-        kind = kinds[pattern]
         earlier = chosen.get(name_node.start_byte)
-        if earlier is None or (earlier[0] in _GENERIC_KINDS and kind not in _GENERIC_KINDS):
-            chosen[name_node.start_byte] = (kind, name_node, def_node)
-    result = FileSymbols(language=GRAMMARS[key].name, family=GRAMMARS[key].family)
-    for kind, name_node, def_node in chosen.values():
-        container = _container(def_node, package)
-        if kind == "function" and def_node.type == "function_definition" and _in_class_body(def_node):
+        if earlier is None or pattern < earlier[0]:  # the pattern listed first is the more specific
+            chosen[name_node.start_byte] = (pattern, name_node, def_node)
+    result = FileSymbols(language=grammar.name, family=grammar.family)
+    memo: dict[int, tuple[str | None, str]] = {}
+    for pattern, name_node, def_node in chosen.values():
+        name, qualifier = name_of(name_node, source)
+        container, scope = _container(def_node, grammar, package, source, memo)
+        kind = kinds[pattern]
+        if qualifier is not None and (kind not in ("namespace", "module") or container is None):
+            container, scope = qualifier, ("type" if kind == "method" else scope)
+        if kind == "function" and scope == "type":
             kind = "method"
-        result.definitions.append(
-            FoundDefinition(
-                _text(name_node), kind, container, def_node.start_point[0] + 1, def_node.end_point[0] + 1
-            )
-        )
-    for node in tree_sitter.QueryCursor(references_query).captures(root).get("ref", []):
-        if node.start_byte not in chosen and (node.parent is None or node.parent.type != "package_clause"):
-            result.references.add((_text(node), node.start_point[0] + 1))
+        if kind == "method" and (
+            name == _CONSTRUCTOR_NAMES.get(key) or (name == container and key in _NAMED_LIKE_THEIR_TYPE)
+        ):
+            kind = "constructor"
+        line, end_line = def_node.start_point[0] + 1, def_node.end_point[0] + 1
+        result.definitions.append(FoundDefinition(name, kind, container, line, end_line))
+    result.references = _references(identifiers, source, set(chosen))
+    clause = next((c for c in root.children if c.type == "package_clause"), None) if package else None
+    if package and clause is not None:  # `package retry` names the package, it does not use it
+        result.references.discard((package, clause.start_point.row + 1))
     return result
 
 
-def _in_class_body(node: tree_sitter.Node) -> bool:
-    parent = node.parent
-    if parent is not None and parent.type == "decorated_definition":
-        parent = parent.parent
-    return (
-        parent is not None
-        and parent.type == "block"
-        and (parent.parent is not None and parent.parent.type == "class_definition")
-    )
+def _references(nodes: list[tree_sitter.Node], source: bytes, defined: set[int]) -> set[tuple[str, int]]:
+    """(name, line) of every identifier but the definitions' own names. The hot loop of indexing:
+    bytes sliced from the source (Node.text is several times slower), each name decoded once."""
+    found = {
+        (source[n.start_byte : n.end_byte], n.start_point.row) for n in nodes if n.start_byte not in defined
+    }
+    names = {name: name.decode("utf-8", errors="replace") for name in {name for name, _ in found}}
+    return {(names[name], row + 1) for name, row in found}
+
+
+# The wheels the grammars come from: their versions, and our patterns, decide what a parse yields.
+GRAMMAR_PACKAGES = (
+    "tree-sitter", "tree-sitter-python", "tree-sitter-javascript", "tree-sitter-typescript", "tree-sitter-go",
+    "tree-sitter-java", "tree-sitter-kotlin", "tree-sitter-scala", "tree-sitter-c-sharp", "tree-sitter-c",
+    "tree-sitter-cpp", "tree-sitter-rust", "tree-sitter-ruby", "tree-sitter-php", "tree-sitter-swift",
+    "tree-sitter-bash",
+)  # fmt: skip
+
+
+def fingerprint() -> str:
+    """What decides the symbols of a blob: the grammar wheels' versions and our patterns. The blob
+    store starts a new generation when it changes (worker/repos/blobstore.py)."""
+    digest = hashlib.sha256()
+    for package in GRAMMAR_PACKAGES:
+        try:
+            digest.update(f"{package}={importlib.metadata.version(package)}\n".encode())
+        except importlib.metadata.PackageNotFoundError:
+            digest.update(f"{package}=?\n".encode())
+    for key, grammar in sorted(GRAMMARS.items()):
+        digest.update(
+            repr((key, grammar.definitions, grammar.references, sorted(grammar.containers.items()))).encode()
+        )
+    return digest.hexdigest()

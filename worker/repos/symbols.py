@@ -6,16 +6,23 @@ grammar, parsed when the blob is processed. A snapshot adds only its own small i
 
     meta(key, value)                       format, the store it reads, file count, partial
     files(path, unit, language, family, is_test)
+    skipped(path, language, reason)        files of a parsed language left out (too large)
 
 so a refresh after a two-file commit parses two files, and a question runs a few indexed SQL
-lookups joining these paths to the store's rows. It covers Python, JavaScript, TypeScript (and
-JSX/TSX) and Go.
+lookups joining these paths to the store's rows. Its languages are the grammars of
+worker/repos/symbol_grammars.py (docs/tools.md lists them with their kinds).
+
+A parse is bounded: a file larger than `symbols_max_file_bytes` is not parsed, and a blob whose
+processing (redaction, then each parse) outlives `blob_timeout_seconds` or `blob_memory_bytes`
+is stopped by the pool (worker/repos/blob_pool.py) and its unit recorded as failed. Either way
+the sync goes on, and the file is listed as not indexed (`SymbolIndex.not_indexed`), never
+silently missing.
 
 The files indexed are the ones `search` sees: ripgrep lists them with the same exclusions
-(`.git`, secret files, `.gitignore`d files, symlinks not followed) and a size limit. A
-reference is an identifier in code (never in a comment or a string) whose name is defined
-somewhere in the same snapshot, in a language of the same family; a definition's own name is
-not a reference. Symbols are parsed from the redacted text, so no name can carry a secret.
+(`.git`, secret files, `.gitignore`d files, symlinks not followed); the ones too large to parse
+are listed as not indexed. A reference is an identifier in code (never in a comment or a
+string) whose name is defined somewhere in the same snapshot, in a language of the same family;
+a definition's own name is not a reference. Symbols are parsed from the redacted text, so no name can carry a secret.
 """
 
 from __future__ import annotations
@@ -37,7 +44,8 @@ from worker.repos.symbol_grammars import GRAMMARS, LANGUAGE_OF_SUFFIX
 
 log = logging.getLogger(__name__)
 
-INDEX_FORMAT = "2"  # 1 was a whole index per snapshot (symbols/<sha>.sqlite), before the blob store
+INDEX_FORMAT = "3"  # 1 was a whole index per snapshot (symbols/<sha>.sqlite), before the blob store
+READABLE_FORMATS = ("2", "3")  # 2 had no `skipped` table: an index made before an upgrade still answers
 INDEX_FOLDER = "manifests"
 LEGACY_INDEX_FOLDER = "symbols"
 # Test code is listed after the code it tests: the model should see real uses first.
@@ -70,6 +78,8 @@ class IndexInfo:
     definitions: int
     references: int
     partial: bool  # more files than symbols_max_files: some were left out
+    not_indexed: int = 0  # files of a parsed language that are too large or failed to parse
+    indexed: int = 0  # files whose symbols are in the index
 
 
 @dataclass(frozen=True)
@@ -78,6 +88,13 @@ class IndexedFile:
     unit: int
     language: str
     family: str
+
+
+@dataclass(frozen=True)
+class SkippedFile:
+    path: str
+    language: str
+    reason: str
 
 
 def index_path(snapshot_root: Path) -> Path:
@@ -106,7 +123,8 @@ def prune_indexes(repo_root: Path) -> list[str]:
 
 
 def indexable_files(root: Path, settings: Settings) -> list[str]:
-    """Paths (relative, sorted) of the files search would see that a grammar can parse."""
+    """Paths (relative, sorted) of the files search would see that a grammar can parse, whatever
+    their size (the caller lists the ones too large to parse as not indexed)."""
     command = [
         find_ripgrep(),
         "--files",
@@ -116,7 +134,6 @@ def indexable_files(root: Path, settings: Settings) -> list[str]:
         "--no-require-git",
         "--no-ignore-parent",
         "--no-ignore-global",
-        f"--max-filesize={settings.symbols_max_file_bytes}",
         *(f"--glob=*{suffix}" for suffix in LANGUAGE_OF_SUFFIX),
         "--iglob=!.git",
         *(f"--iglob=!{secret}" for secret in settings.secret_file_globs if "/" not in secret),
@@ -140,10 +157,17 @@ CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE files (id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE, unit INTEGER NOT NULL,
                     language TEXT NOT NULL, family TEXT NOT NULL, is_test INTEGER NOT NULL);
 CREATE INDEX files_by_unit ON files (unit);
+CREATE TABLE skipped (path TEXT PRIMARY KEY, language TEXT NOT NULL, reason TEXT NOT NULL);
 """
 
 
-def write_index(destination: Path, store_db: Path, files: Iterable[IndexedFile], partial: bool) -> int:
+def write_index(
+    destination: Path,
+    store_db: Path,
+    files: Iterable[IndexedFile],
+    partial: bool,
+    skipped: Iterable[SkippedFile] = (),
+) -> int:
     """Write a snapshot's index atomically; the number of files it maps."""
     destination.parent.mkdir(parents=True, exist_ok=True)
     tmp = destination.with_name(f".{destination.name}.{os.getpid()}-{threading.get_ident()}.tmp")
@@ -154,6 +178,10 @@ def write_index(destination: Path, store_db: Path, files: Iterable[IndexedFile],
         db.executescript("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;" + _SCHEMA)
         db.executemany(
             "INSERT INTO files (path, unit, language, family, is_test) VALUES (?, ?, ?, ?, ?)", rows
+        )
+        db.executemany(
+            "INSERT OR IGNORE INTO skipped VALUES (?, ?, ?)",
+            [(f.path, f.language, f.reason) for f in skipped],
         )
         store = os.path.relpath(store_db, destination.parent)
         meta = [
@@ -180,7 +208,7 @@ class SymbolIndex:
         self.db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
         try:
             meta = dict(self.db.execute("SELECT key, value FROM meta").fetchall())
-            if meta.get("format") != INDEX_FORMAT:
+            if meta.get("format") not in READABLE_FORMATS:
                 raise sqlite3.DatabaseError(f"index format {meta.get('format')!r}, not {INDEX_FORMAT}")
             store = (path.parent / meta["store"]).resolve()
             self.db.execute("ATTACH DATABASE ? AS s", (f"{store.as_uri()}?mode=ro",))
@@ -193,14 +221,39 @@ class SymbolIndex:
         self.db.close()
 
     def info(self) -> IndexInfo:
+        failed = self.db.execute(
+            "SELECT count(*) FROM files f JOIN s.units u ON u.id = f.unit WHERE u.status != 'ok'"
+        ).fetchone()[0]
+        skipped = 0
+        if self.meta.get("format") != "2":
+            skipped = self.db.execute("SELECT count(*) FROM skipped").fetchone()[0]
+        files = int(self.meta.get("files", 0))
         return IndexInfo(
-            files=int(self.meta.get("files", 0)),
+            files=files,
             definitions=self.db.execute(
                 "SELECT count(*) FROM s.defs d JOIN files f ON f.unit = d.unit"
             ).fetchone()[0],
             references=0,
             partial=self.meta.get("partial") == "1",
+            not_indexed=failed + skipped,
+            indexed=files - failed,
         )
+
+    def not_indexed(self, limit: int = 100_000) -> list[SkippedFile]:
+        """The files of a parsed language that have no symbols, and why: too large to parse, or
+        their parse failed (a time or memory bound, or a parser error), by path."""
+        failed = self.db.execute(
+            "SELECT f.path, f.language, u.status FROM files f JOIN s.units u ON u.id = f.unit "
+            "WHERE u.status != 'ok' ORDER BY f.path LIMIT ?",
+            (limit,),
+        ).fetchall()
+        rows = [SkippedFile(*row) for row in failed]
+        if self.meta.get("format") != "2":
+            rows += [
+                SkippedFile(*row)
+                for row in self.db.execute("SELECT path, language, reason FROM skipped LIMIT ?", (limit,))
+            ]
+        return sorted(rows, key=lambda f: f.path)[:limit]
 
     def definitions(self, name: str, container: str | None = None, nocase: bool = False) -> list[Definition]:
         collate = " COLLATE NOCASE" if nocase else ""
@@ -209,9 +262,10 @@ class SymbolIndex:
             f"FROM s.defs d JOIN files f ON f.unit = d.unit WHERE d.name = ?{collate}"
         )
         args: list[str] = [name]
-        if container is not None:
-            query += " AND d.container = ? COLLATE NOCASE"
-            args.append(container)
+        if container is not None:  # `Orders.Order` is in the namespace `Shop.Orders` too
+            escaped = container.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+            query += " AND (d.container = ? COLLATE NOCASE OR d.container LIKE ? ESCAPE '\\')"
+            args += [container, f"%.{escaped}"]
         rows = self.db.execute(query + " ORDER BY f.path, d.line", args).fetchall()
         return [Definition(*row) for row in rows]
 
@@ -266,6 +320,7 @@ __all__ = [
     "IndexInfo",
     "IndexedFile",
     "Reference",
+    "SkippedFile",
     "SymbolIndex",
     "index_path",
     "open_index",

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from worker.repos.snapshot import Snapshot
+from worker.repos.symbol_grammars import GRAMMARS
 from worker.repos.symbols import TEST_PATH, Definition, Reference, SymbolIndex, open_index
 from worker.repos.visible import shown_name
 from worker.tools.context import ToolContext, ToolError
@@ -26,7 +27,8 @@ from worker.tools.registry import ToolResult
 
 _SYMBOL = re.compile(r"^[#$\w]+(?:\.[#$\w]+)*$")
 SYMBOL_MAX_CHARS = 200
-LANGUAGES = "Python, JavaScript/TypeScript and Go"
+_NAMES = sorted({g.name for g in GRAMMARS.values()} - {"C/C++"}, key=str.lower)
+LANGUAGES = ", ".join(_NAMES[:-1]) + " and " + _NAMES[-1]
 # Definitions people ask about first: real code before tests, types and functions before fields.
 _KIND_ORDER = {"class": 0, "interface": 0, "struct": 0, "type": 0, "enum": 0, "function": 1, "method": 1}
 
@@ -84,19 +86,30 @@ def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit] + f" …[line cut: {len(text):,} chars]"
 
 
-def _rank(found: _Found) -> tuple[int, int, str, int]:
+def _rank(found: _Found) -> tuple[int, int, bool, str, int]:
+    """Code before tests, types and functions before the rest, and a bare name's top-level
+    definitions before members of the same name (a member is asked for as `Type.member`)."""
     d = found.definition
-    return (bool(TEST_PATH.search(d.path)), _KIND_ORDER.get(d.kind, 2), d.path, d.line)
+    return (
+        bool(TEST_PATH.search(d.path)),
+        _KIND_ORDER.get(d.kind, 2),
+        d.container is not None,
+        d.path,
+        d.line,
+    )
 
 
 def _not_found(ctx: ToolContext, snapshots: list[Snapshot], symbol: str, name: str) -> ToolError:
     candidates: set[str] = set()
     partial = False
+    skipped: list[str] = []
     for snapshot in snapshots:
         index = _index(ctx, snapshot)
         try:
             candidates.update(index.names_like(name))
-            partial = partial or index.info().partial
+            info = index.info()
+            partial = partial or info.partial
+            skipped += [f"{shown_name(f.path)} ({f.reason})" for f in index.not_indexed(limit=3)]
         finally:
             index.close()
     near = difflib.get_close_matches(name, sorted(candidates), n=5, cutoff=0.6)
@@ -104,6 +117,8 @@ def _not_found(ctx: ToolContext, snapshots: list[Snapshot], symbol: str, name: s
     where = f"repo {snapshots[0].repo.name}" if len(snapshots) == 1 else f"{len(snapshots)} repos"
     hint = f" Did you mean: {', '.join(near[:6])}?" if near else ""
     extra = " (the index of a very large repo covers only its first files)" if partial else ""
+    if skipped:
+        extra += f" (not indexed: {', '.join(skipped[:3])}{' and more' if len(skipped) > 3 else ''})"
     return ToolError(
         f"no definition of {symbol!r} in {where}{extra}.{hint} The index covers {LANGUAGES} code "
         "defined in the repo; for other languages, text, or names from libraries, use search "
@@ -122,10 +137,11 @@ def find_definition(ctx: ToolContext, symbol: str, repo: str | None = None) -> T
     """Find where a function, class, method, type, interface or constant is defined, using a real parser's index.
 
     Faster and more precise than search for "where is X defined": one call gives each
-    definition's file, line range, kind and first lines, which you may cite. Works for Python,
-    JavaScript/TypeScript and Go. Give the bare name ("retry_job", "Queue") or qualify it with
-    its class, type or Go package ("Queue.enqueue", "retry.Do"). For other languages or free
-    text, use search. To see a whole definition, read_file the line range it gives.
+    definition's file, line range, kind, container and first lines, which you may cite. Works for
+    Python, JavaScript/TypeScript, Go, Java, Kotlin, Scala, C#, C, C++, Rust, Ruby, PHP, Swift
+    and Shell. Give the bare name ("retry_job", "Queue") or qualify it with its class, type,
+    namespace or Go package ("Queue.enqueue", "retry.Do"). For other languages or free text,
+    use search. To see a whole definition, read_file the line range it gives.
 
     Args:
         symbol: the identifier, e.g. "build_registry", "ToolContext" or "Mirrors.sync"
@@ -208,9 +224,11 @@ def find_references(ctx: ToolContext, symbol: str, repo: str | None = None) -> T
     """Find where a function, class, method, type or constant is used (imports and calls included), from a real parser's index.
 
     Unlike search, it skips comments, strings and look-alike words, and it leaves out the
-    definitions themselves. Works for Python, JavaScript/TypeScript and Go, for names defined
-    in the repo. Matches by name: "Queue.enqueue" finds every use of "enqueue". Shows up to 50
-    lines grouped by file and says how many more exist; read_file around a line for context.
+    definitions themselves. Works for Python, JavaScript/TypeScript, Go, Java, Kotlin, Scala,
+    C#, C, C++, Rust, Ruby, PHP, Swift and Shell, for names defined in the repo (Kotlin, Java
+    and Scala see each other's names, as do C and C++, and JavaScript and TypeScript). Matches
+    by name: "Queue.enqueue" finds every use of "enqueue". Shows up to 50 lines grouped by file
+    and says how many more exist; read_file around a line for context.
 
     Args:
         symbol: the identifier, e.g. "build_registry" or "ToolContext"

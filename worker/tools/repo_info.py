@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from typing import Any
 
+from worker.repos.snapshot import LANGUAGES_BY_SUFFIX, Snapshot
+from worker.repos.symbol_grammars import LANGUAGE_OF_SUFFIX
+from worker.repos.symbols import IndexInfo, SkippedFile, open_index
+from worker.repos.visible import shown_name
 from worker.tools.context import ToolContext, ToolError
 from worker.tools.paths import human_size, resolve_path
 from worker.tools.redact import finish
 from worker.tools.registry import ToolResult
 
 _LANGUAGES_SHOWN = 8
+_NOT_INDEXED_SHOWN = 5
+# The languages (as repo_overview counts files) that find_definition and find_references cover.
+NAVIGABLE_LANGUAGES = frozenset(
+    LANGUAGES_BY_SUFFIX[s] for s in LANGUAGE_OF_SUFFIX if s in LANGUAGES_BY_SUFFIX
+)
 
 
 def _date(seconds: float) -> str:
@@ -75,8 +85,46 @@ def _readme_opening(ctx: ToolContext, repo: str, readme: str, limit: int) -> tup
     return cut, shown, True
 
 
+def _language_shares(languages: dict[str, int]) -> list[dict[str, Any]]:
+    """Each language's files and share of the files in a known language, and whether
+    find_definition/find_references cover it."""
+    total = sum(languages.values()) or 1
+    return [
+        {"language": lang, "files": count, "share": count / total, "navigation": lang in NAVIGABLE_LANGUAGES}
+        for lang, count in languages.items()
+    ]
+
+
+def _navigation(ctx: ToolContext, snapshot: Snapshot) -> tuple[str, dict[str, Any]]:
+    """One line on the snapshot's symbol index: files indexed, and the ones that are not and why."""
+    try:
+        index = open_index(snapshot.root, ctx.settings)
+    except (OSError, sqlite3.Error):
+        return "code navigation: no index for this snapshot (use search)", {
+            "indexed": None,
+            "not_indexed": [],
+        }
+    try:
+        info: IndexInfo = index.info()
+        skipped: list[SkippedFile] = index.not_indexed(limit=_NOT_INDEXED_SHOWN)
+    finally:
+        index.close()
+    line = f"code navigation (find_definition, find_references): {info.indexed:,} file{'' if info.indexed == 1 else 's'} indexed"
+    if info.partial:
+        line += " (only the first files of this very large repo)"
+    if info.not_indexed:
+        shown = "; ".join(f"{shown_name(f.path)}: {f.reason}" for f in skipped)
+        more = f"; and {info.not_indexed - len(skipped):,} more" if info.not_indexed > len(skipped) else ""
+        line += f"; {info.not_indexed:,} not indexed ({shown}{more})"
+    data = {
+        "indexed": info.indexed,
+        "not_indexed": [{"path": f.path, "language": f.language, "reason": f.reason} for f in skipped],
+    }
+    return line, data
+
+
 def repo_overview(ctx: ToolContext, repo: str) -> ToolResult:
-    """Get one repo's overview: file count, languages, top-level layout and the README's opening.
+    """Get one repo's overview: file count, languages (share, and which have code navigation), top-level layout and the README's opening.
 
     Use it to orient yourself in a repo before searching: where the source, tests and docs live.
 
@@ -86,8 +134,10 @@ def repo_overview(ctx: ToolContext, repo: str) -> ToolResult:
     snapshot = ctx.snapshot(repo)
     name = snapshot.repo.name
     meta = snapshot.meta
+    shares = _language_shares(meta.languages)
     languages = ", ".join(
-        f"{lang} ({count})" for lang, count in list(meta.languages.items())[:_LANGUAGES_SHOWN]
+        f"{s['language']} {s['share']:.0%} ({s['files']:,}{', navigation' if s['navigation'] else ''})"
+        for s in shares[:_LANGUAGES_SHOWN]
     )
     lines = [
         f"{name}: {snapshot.repo.description or '(no description)'}",
@@ -96,6 +146,8 @@ def repo_overview(ctx: ToolContext, repo: str) -> ToolResult:
         f"languages by file count: {languages or 'unknown'}",
         "top level: " + (", ".join(meta.top_level) or "(empty)"),
     ]
+    navigation = _navigation(ctx, snapshot)
+    lines.append(navigation[0])
     data: dict[str, Any] = {
         "repo": name,
         "description": snapshot.repo.description,
@@ -104,6 +156,8 @@ def repo_overview(ctx: ToolContext, repo: str) -> ToolResult:
         "file_count": meta.file_count,
         "size_bytes": meta.size_bytes,
         "languages": dict(meta.languages),
+        "language_shares": shares,
+        "navigation": navigation[1],
         "top_level": list(meta.top_level),
         "readme": None,
     }
