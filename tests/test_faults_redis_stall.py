@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from rq import Queue
 
+from bot.slack_stream import SlackStreamSink
 from config.settings import Settings
 from tests.support.discord_rig import DiscordRig
 from tests.support.e2e import Rig
@@ -27,7 +28,7 @@ from tests.support.redis_stall import STALL_PAST_ONE_TIMEOUT, stall, stalled
 from tests.support.slack_api import mention
 from tests.support.slack_rig import SlackRig
 from tests.support.worker_procs import start_worker, stop_worker
-from worker.jobs.question import event_identity
+from worker.jobs.question import Question, ReplyTarget, event_identity
 from worker.jobs.queue import QUESTIONS_QUEUE
 from worker.jobs.reaper import make_codebot_worker
 from worker.ops.claims import claim
@@ -105,3 +106,16 @@ def test_an_answer_finished_during_a_stall_is_posted_once(rig: SlackRig, tmp_pat
     assert len(stalls) == 1 and Queue(QUESTIONS_QUEUE, connection=rig.redis).count == 0
     (reply,) = rig.api.thread_texts("C1", ts)
     assert "retries 5 times" in reply and rig.api.reactions("C1", ts) == ["white_check_mark"]
+
+
+@pytest.mark.rig("slack", slack_streaming=True)
+def test_a_slack_stream_recorded_during_a_stall_stays_the_questions_message(rig: SlackRig) -> None:
+    target = ReplyTarget(platform="slack", channel="C1", thread="1.0", message="1.0", team="T0001")
+    question = Question(id="slack-C1-1_0", asker="U1", target=target, text="q", repos=["payments"])
+    sink = SlackStreamSink(rig.settings, rig.redis, question)
+    rig.redis.ping()  # the connection has served before, as in a worker that has been up a while
+    with stalled(rig.settings, STALL_PAST_ONE_TIMEOUT):
+        assert sink.claim_stream("1.5")  # the first try timed out; Redis ran it, then the retry
+    assert sink.claim_stream("1.5")  # still its own: the stream is kept, not deleted
+    other_run = SlackStreamSink(rig.settings, rig.redis, question)
+    assert not other_run.claim_stream("1.7")  # a second run's stream loses to the first
