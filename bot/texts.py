@@ -26,6 +26,10 @@ def queue_trouble(exc: BaseException) -> str:
     return QUEUE_REFUSES_WRITES if redis_failure(exc) is RedisFailure.REFUSES_WRITES else QUEUE_UNAVAILABLE
 
 
+INTAKE_FAILED = (
+    "Sorry, I could not take this question (an error on my side, logged for the admins). "
+    "Please ask again, perhaps in other words."
+)
 RATE_LIMITED = "You're asking faster than I can answer. Please try again in {seconds} s."
 QUEUE_FULL = "I'm busy with {depth} questions right now. Please try again in a few minutes."
 NOT_ADMIN = "Sorry, only codebot admins can run `/codebot {command}`."
