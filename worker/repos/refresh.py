@@ -127,8 +127,9 @@ def catch_up(
             behind[name] = wanted or ""
     if not behind:
         return {}
-    if progress is not None:
-        progress("updating " + ", ".join(_updating(name, sha) for name, sha in behind.items()))
+    updating = [f"{name} to commit `{sha[:7]}`" for name, sha in behind.items() if sha]
+    if progress is not None and updating:  # a first snapshot is not news to the asker
+        progress("updating " + ", ".join(updating))
     syncer = bounded_mirrors(mirrors) if bounded else mirrors
     with ThreadPoolExecutor(max_workers=min(len(behind), mirrors.settings.sync_max_parallel_repos)) as pool:
         results = dict(zip(behind, pool.map(syncer.sync, behind), strict=True))
@@ -144,10 +145,6 @@ def catch_up(
         elif result.sha and result.sha != behind[name]:
             _record(redis, mirrors, result)
     return results
-
-
-def _updating(name: str, sha: str) -> str:
-    return f"{name} to commit `{sha[:7]}`" if sha else f"{name} (first snapshot on this machine)"
 
 
 def period_offset_seconds(name: str, period_seconds: int) -> int:
