@@ -22,7 +22,6 @@ from tests.support.slack_api import BOT_USER_ID, event_body, mention
 from tests.support.slack_rig import SlackRig, build_slack_rig, wait_until
 from tests.test_intake_odd_input import post_bytes
 
-pytestmark = pytest.mark.slow
 FUZZ = settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
 NO_LIMITS = {"rate_limit_questions": 10_000, "queue_max_depth": 10_000}
 
