@@ -17,6 +17,7 @@ for development) or globally.
 from __future__ import annotations
 
 import logging
+import threading
 from typing import Any
 
 import aiohttp
@@ -29,9 +30,12 @@ from bot.discord_commands import Commands
 from bot.discord_feedback import FeedbackInteractions
 from bot.discord_handlers import MessageHandler, RedisHolder
 from bot.discord_rest import use_api_base
+from bot.discord_sink import DiscordSink
 from bot.intake import REDIS_DOWN, Intake
+from bot.queue_notices import QueueNotices
 from config.errors import ConfigError
 from config.settings import Settings
+from worker.jobs.question import Question
 from worker.jobs.runtime import Runtime, build_runtime
 
 log = logging.getLogger("codebot.discord")
@@ -84,8 +88,19 @@ class CodebotDiscord(discord.Client):
         self.feedback = FeedbackInteractions(settings, self.redis.get)
         self.tree: app_commands.CommandTree[Any] = self.commands.build_tree(self)
         self.synced: list[app_commands.AppCommand] = []
+        self.queue_notices = QueueNotices(settings, self.redis.get, "discord", self._show_waiting)
+        self._stop_notices: threading.Event | None = None
+
+    def _show_waiting(self, question: Question, text: str) -> None:
+        DiscordSink(self.settings, self.redis.get(), question).show_waiting(text)
+
+    async def close(self) -> None:
+        if self._stop_notices is not None:
+            self._stop_notices.set()
+        await super().close()
 
     async def setup_hook(self) -> None:
+        self._stop_notices = self.queue_notices.start()  # waiting questions say so (bot/queue_notices.py)
         _shards, url, _limits = await self.http.get_bot_gateway()
         DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(url)
         if self.settings.discord_sync_commands:

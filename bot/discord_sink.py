@@ -117,6 +117,16 @@ class DiscordSink:
         except TRANSIENT as exc:  # the answer matters more: it tries again to find its way
             log.warning("could not mark question=%s as received: %s", self.question.id, exc)
 
+    def show_waiting(self, text: str) -> None:
+        """The progress message of a question still in the queue says so (bot/queue_notices.py);
+        the worker's received() later edits the same message. Raises for a Discord failure."""
+        if self._notice_only:
+            return
+        try:
+            self._run(self._show(one_message(text)))
+        finally:
+            self.close()
+
     def progress(self, text: str) -> None:
         now = time.monotonic()
         if now - self._last_progress < self.settings.progress_min_interval_seconds:

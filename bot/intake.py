@@ -18,15 +18,25 @@ into an `Ask` and render the `Outcome`; everything in between is here, the same 
    the channel it was opened in, so adapters recognise follow-ups;
 6. the enqueue, unique per job id.
 
-Redis unreachable (or refusing writes): the asker is told once per message (an in-process
-memory, since Redis cannot dedupe then); redis-py reconnects by itself when it is back.
+Whatever a platform delivers is made storable first (`storable`): an unpaired surrogate (valid
+JSON `\ud800`) cannot be encoded as UTF-8, so it would fail the enqueue, and control characters
+(other than newline and tab) carry nothing a question needs; both become U+FFFD.
+
+Nothing that fails before the enqueue keeps the dedupe claim: the claim is released, so the
+platform's redelivery gets another try (unless Redis does not answer at all: then the release
+would only keep the asker waiting, and the asker asks again). Redis unreachable (or refusing writes): the asker is
+told once per message (an in-process memory, since Redis cannot dedupe then); redis-py
+reconnects by itself when it is back. Any other failure (a bug of ours): logged with its
+traceback, the asker told once per message that the question could not be taken.
 Every call here blocks on Redis: an async adapter runs it in a worker thread.
 docs/architecture.md lists the choices made where the two former copies differed.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -45,7 +55,7 @@ from worker.jobs.queue import QUESTION_RESULT_TTL_SECONDS, enqueue_question, is_
 from worker.jobs.scope import redact_and_extract_repos, resolve_scope
 from worker.jobs.threads import THREAD_TTL_SECONDS, load_turns
 from worker.ops.accounting import BUDGET_SPENT_MESSAGE, budget_spent
-from worker.ops.claims import claim, new_token
+from worker.ops.claims import claim, new_token, release
 from worker.ops.redis_connection import RedisUnavailable
 
 log = logging.getLogger("codebot.intake")
@@ -60,6 +70,11 @@ RECENT_MAX_ENTRIES = 10_000  # in-process memory of messages told "Redis is down
 # Any failure of Redis, not only a lost connection: a server that refuses writes (OOM, MISCONF, a
 # read-only replica after a failover) gets the asker a "try again" too, saying which (texts.queue_trouble).
 REDIS_DOWN = (redis_lib.RedisError, RedisUnavailable, OSError)
+# Redis not answering at all: a release would only wait out another timeout before the asker is told.
+UNREACHABLE = (redis_lib.ConnectionError, redis_lib.TimeoutError, RedisUnavailable, OSError)
+# What no stored question may hold: unpaired surrogates (not encodable as UTF-8), C0 controls but
+# newline and tab, DEL and the C1 controls.
+_UNSTORABLE = re.compile("[\ud800-\udfff\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 @dataclass(frozen=True)
@@ -114,6 +129,30 @@ def help_reply(text: str, is_dm: bool) -> str | None:
     return texts.HELP if text else texts.EMPTY_MENTION
 
 
+def storable(text: str) -> str:
+    """`text` with what cannot be stored or means nothing in a question replaced by U+FFFD."""
+    return _UNSTORABLE.sub("\ufffd", text)
+
+
+def storable_ask(ask: Ask) -> Ask:
+    """The Ask with every text a platform sent made storable (see `storable`)."""
+    target = ask.target.model_copy(
+        update={
+            name: storable(value)
+            for name, value in ask.target.model_dump().items()
+            if isinstance(value, str) and name != "platform"
+        }
+    )
+    return dataclasses.replace(
+        ask,
+        asker=storable(ask.asker),
+        text=storable(ask.text),
+        target=target,
+        identity=tuple(storable(part) for part in ask.identity),
+        conversation=storable(ask.conversation) if ask.conversation is not None else None,
+    )
+
+
 class Intake:
     """Shared by Slack mentions, DMs and follow-ups, Discord's too, and `/codebot ask`."""
 
@@ -155,17 +194,34 @@ class Intake:
 
     def submit(self, ask: Ask) -> Outcome:
         """One question per user message: dedupe, scope, limits, thread memory, enqueue."""
+        ask = storable_ask(ask)
+        token = new_token()
         try:
-            return self._submit(ask)
+            return self._submit(ask, token)
         except REDIS_DOWN as exc:
             log.warning("Redis unavailable, question %s refused: %s", ask.job_id, exc)
+            if not isinstance(exc, UNREACHABLE):  # one that answers may release; a hung one would
+                self._release(ask, token)  # hold the asker's "try again" for another timeout
             if self._told_unavailable.first(ask.job_id):
                 return Outcome("reply", texts.queue_trouble(exc))
             return Outcome("duplicate")
+        except Exception:  # a bug of ours: never silence, never a claim kept for nothing
+            log.exception("question %s could not be taken", ask.job_id)
+            self._release(ask, token)
+            if self._told_unavailable.first(ask.job_id):
+                return Outcome("reply", texts.INTAKE_FAILED)
+            return Outcome("duplicate")
 
-    def _submit(self, ask: Ask) -> Outcome:
+    def _release(self, ask: Ask, token: str) -> None:
+        """Give the message's dedupe claim up (its question is not queued): a redelivery may try again."""
+        try:
+            release(self.redis(), SEEN_KEY_PREFIX + ask.job_id, token)
+        except REDIS_DOWN as exc:  # it expires by itself; the asker was told
+            log.warning("could not release the claim of %s: %s", ask.job_id, exc)
+
+    def _submit(self, ask: Ask, token: str) -> Outcome:
         redis, platform, job_id = self.redis(), ask.target.platform, ask.job_id
-        if not claim(redis, SEEN_KEY_PREFIX + job_id, new_token(), SEEN_TTL_SECONDS):
+        if not claim(redis, SEEN_KEY_PREFIX + job_id, token, SEEN_TTL_SECONDS):
             return Outcome("duplicate")  # a retry, or the other event of the same message
         text, requested = redact_and_extract_repos(ask.text)
         helped = help_reply(text, ask.target.is_dm)

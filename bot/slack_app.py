@@ -21,17 +21,20 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from types import FrameType
 from typing import Any
 
+from redis import Redis
 from slack_bolt import App, BoltResponse
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
+from bot.queue_notices import QueueNotices
 from bot.slack_assistant import SlackAssistant
 from bot.slack_feedback import ACTION_ID, REASON_CALLBACK_ID, SlackFeedback
 from bot.slack_handlers import SlackDeps, SlackHandlers
 from bot.slack_http import EVENTS_PATH, SlackHTTPServer
-from bot.slack_sink import make_client
+from bot.slack_sink import SlackSink, make_client
 from config.errors import ConfigError
 from config.settings import Settings
+from worker.jobs.question import Question
 
 log = logging.getLogger("codebot.slack")
 
@@ -145,6 +148,15 @@ def _interrupt(signum: int, _frame: FrameType | None) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
+def queue_notices(settings: Settings, redis: Redis) -> QueueNotices:
+    """Slack questions waiting in the queue say so in their placeholder (bot/queue_notices.py)."""
+
+    def show(question: Question, text: str) -> None:
+        SlackSink(settings, redis, question).show_waiting(text)
+
+    return QueueNotices(settings, lambda: redis, "slack", show)
+
+
 def serve(settings: Settings, port: int = 3000, host: str | None = None) -> int:
     """Run the adapter until SIGTERM/SIGINT."""
     from worker.jobs.runtime import build_runtime
@@ -157,6 +169,7 @@ def serve(settings: Settings, port: int = 3000, host: str | None = None) -> int:
         _verify_app_token(settings)
     deps = SlackDeps(settings=settings, redis=connect(settings), runtime=build_runtime(settings))
     register(app, deps)
+    queue_notices(settings, deps.redis).start()  # a daemon thread: ends with the process
     if settings.metrics_port is not None:
         from worker.jobs.queue import queue_depth
         from worker.ops.metrics import serve_metrics

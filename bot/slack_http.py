@@ -17,17 +17,22 @@ So this is a small ASGI app in the same shape, on uvicorn:
   every byte, so a client sending a byte a second, or nothing at all, would hold a connection
   forever). Idle keep-alive connections close after `slack_http_idle_seconds`.
 - Size: a body over 1 MB is refused (413) before it is read; no Content-Length is a 411.
-- Work: bolt's dispatch (signature check, then ack; listeners run on their own executor)
+- Signature: checked on the raw bytes before anything parses them; any request without a
+  valid one is a 401, whatever its body, and logs no traceback.
+- Work: bolt's dispatch (signature check again, then ack; listeners run on their own executor)
   runs on at most `slack_http_dispatch_threads` threads, never on the event loop.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import logging
 import re
 import socket
 import threading
+import time
 from collections.abc import Sequence
 from http import HTTPStatus
 from typing import Any
@@ -46,15 +51,17 @@ EVENTS_PATH = "/slack/events"
 HEALTH_PATH = "/health"
 MAX_BODY_BYTES = 1_000_000  # Slack payloads are a few KB; anything bigger is not from Slack
 _DIGITS = re.compile(r"[0-9]{1,12}")  # a Content-Length, an X-Slack-Request-Timestamp
+SIGNATURE_MAX_AGE_SECONDS = 300  # Slack's own bound (and bolt's): an older request may be a replay
 Scope = dict[str, Any]
 
 
 class SlackEventsApp:
     """ASGI: `POST /slack/events` -> bolt's `App.dispatch` on a bounded thread pool."""
 
-    def __init__(self, app: App, dispatch_threads: int) -> None:
+    def __init__(self, app: App, dispatch_threads: int, signing_secret: str = "") -> None:
         self.app = app
         self.dispatch_threads = dispatch_threads
+        self.signing_secret = signing_secret  # "" (Socket Mode): nothing to verify here
         self._limiter: anyio.CapacityLimiter | None = None
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
@@ -80,25 +87,48 @@ class SlackEventsApp:
             return
         raw = await _read_body(receive)
         if raw is None:
-            return  # the client went away (or was too slow: RequestDeadlineProtocol)
-        # Bolt verifies the signature, but only after parsing the body, and it reads the timestamp
-        # with int(): junk in either would end in a 500, not a refusal.
-        if not _DIGITS.fullmatch((headers.get("x-slack-request-timestamp") or [""])[0]):
+            return  # the client went away (or was too slow: bot/slack_http_bounds.py)
+        # The signature is checked here, on the bytes as they came, before anything reads them:
+        # bolt checks it only after parsing the body (a JSON body that is not an object ended in
+        # a 500 and a traceback, for any sender), and it reads the timestamp with int().
+        stamp = (headers.get("x-slack-request-timestamp") or [""])[0]
+        signature = (headers.get("x-slack-signature") or [""])[0]
+        if not _DIGITS.fullmatch(stamp) or not self._signed(raw, stamp, signature):
             await _refuse(send, 401)
             return
+        body = raw.decode("utf-8", errors="replace")
+        if self.signing_secret and body.encode("utf-8") != raw:
+            # Signed by Slack but not UTF-8: the asker still gets a reply, read with U+FFFD in
+            # place of the bad bytes. Bolt verifies again on the text it is given, so the text
+            # is signed anew with the secret these very bytes were just verified with.
+            headers["x-slack-signature"] = [_signature(self.signing_secret, stamp, body.encode("utf-8"))]
         try:
             request = BoltRequest(
-                body=raw.decode("utf-8"),
+                body=body,
                 query=scope.get("query_string", b"").decode("latin-1"),
                 headers={name: values for name, values in headers.items()},
             )
-        except (ValueError, RecursionError):  # not UTF-8, not JSON, not a form
+        except Exception as exc:  # signed, yet not a payload bolt can read (JSON not an object…)
+            log.warning("slack http: a signed request bolt cannot read refused: %s", type(exc).__name__)
             await _refuse(send, 400)
             return
         if self._limiter is None:
             self._limiter = anyio.CapacityLimiter(self.dispatch_threads)
         response = await anyio.to_thread.run_sync(self.app.dispatch, request, limiter=self._limiter)
         await _send(send, response)
+
+    def _signed(self, raw: bytes, stamp: str, signature: str) -> bool:
+        """Slack's v0 signature over the raw bytes, made within the last five minutes."""
+        if not self.signing_secret:
+            return True
+        if abs(time.time() - int(stamp)) > SIGNATURE_MAX_AGE_SECONDS:
+            return False
+        return hmac.compare_digest(_signature(self.signing_secret, stamp, raw), signature)
+
+
+def _signature(secret: str, stamp: str, raw: bytes) -> str:
+    digest = hmac.new(secret.encode("utf-8"), b"v0:" + stamp.encode("ascii") + b":" + raw, hashlib.sha256)
+    return "v0=" + digest.hexdigest()
 
 
 async def _read_body(receive: Any) -> bytes | None:
@@ -147,7 +177,14 @@ class SlackHTTPServer:
         # the time and connection bounds (bot/slack_http_bounds.py), on uvicorn's public hooks
         bounds = ConnectionBounds(settings.slack_http_request_seconds, settings.slack_http_max_connections)
         config = uvicorn.Config(
-            RequestBoundsMiddleware(SlackEventsApp(app, settings.slack_http_dispatch_threads), bounds),
+            RequestBoundsMiddleware(
+                SlackEventsApp(
+                    app,
+                    settings.slack_http_dispatch_threads,
+                    settings.slack_signing_secret.get_secret_value() if settings.slack_signing_secret else "",
+                ),
+                bounds,
+            ),
             http=bounded_protocol(bounds),
             lifespan="off",
             timeout_keep_alive=max(1, round(settings.slack_http_idle_seconds)),

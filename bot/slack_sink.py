@@ -28,10 +28,12 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.http_retry.builtin_handlers import ConnectionErrorRetryHandler, RateLimitErrorRetryHandler
 
 from bot import texts
+from bot.queue_notices import is_waiting_notice, notice_replaced
 from bot.slack_format import feedback_block, format_for_slack, text_blocks
 from config.settings import Settings
 from worker.jobs.question import Question, ReplyTarget
 from worker.jobs.sink import Answer, DeliveryFailed
+from worker.ops.claims import claim
 
 log = logging.getLogger("codebot.slack")
 
@@ -203,16 +205,28 @@ class SlackSink:
 
     def received(self) -> None:
         add_reaction(client=self.client, channel=self.target.channel, ts=self.target.message, name=RECEIVED)
-        if self._placeholder_ts() is None:
-            first = format_for_slack(texts.QUEUED)[0]
-            try:
-                ts = post_message(
-                    client=self.client, channel=self.target.channel, thread_ts=self.thread, text=first
-                )
-            except SLACK_FAILURES as exc:  # a courtesy: the answer posts anew without a placeholder
-                log.warning("placeholder not posted: %s", exc)
-                return
-            self._remember(ts)
+        first = format_for_slack(texts.QUEUED)[0]
+        try:
+            ts = self._placeholder_ts()
+            if ts is None:
+                self._post_placeholder(first)
+            elif self._shows_waiting():  # the adapter's "waiting in the queue": the wait is over
+                update_message(client=self.client, channel=self.target.channel, ts=ts, text=first)
+                notice_replaced(self.redis, self.question_id)
+        except SLACK_FAILURES as exc:  # a courtesy: the answer posts anew without a placeholder
+            log.warning("placeholder not posted: %s", exc)
+        except RedisError as exc:
+            log.warning("placeholder of %s not checked: %s", self.question_id, exc)
+
+    def show_waiting(self, text: str) -> None:
+        """The placeholder of a question still in the queue says so (bot/queue_notices.py).
+        Raises for a Slack or Redis failure: the next notice pass tries again."""
+        first = format_for_slack(text)[0]
+        ts = self._placeholder_ts()
+        if ts is None:
+            self._post_placeholder(first)
+        else:
+            update_message(client=self.client, channel=self.target.channel, ts=ts, text=first)
 
     def progress(self, text: str) -> None:
         now = time.monotonic()
@@ -250,6 +264,28 @@ class SlackSink:
                 raw = None
             self._placeholder = raw.decode() if isinstance(raw, bytes) else raw
         return self._placeholder
+
+    def _post_placeholder(self, text: str) -> None:
+        """Post the placeholder and record it with a claim: the adapter's waiting notice and a
+        worker's placeholder posted at once end as one message (the one recorded first)."""
+        ts = post_message(client=self.client, channel=self.target.channel, thread_ts=self.thread, text=text)
+        try:
+            mine = claim(self.redis, self.key, ts, self.record_seconds)
+        except RedisError:
+            log.warning("could not remember the Slack placeholder of %s", self.key)
+            self._placeholder = ts
+            return
+        if mine:
+            self._placeholder = ts
+            return
+        self._placeholder = None
+        self.client.chat_delete(channel=self.target.channel, ts=ts)  # the other one stays
+        recorded = self._placeholder_ts()
+        if recorded is not None:
+            update_message(client=self.client, channel=self.target.channel, ts=recorded, text=text)
+
+    def _shows_waiting(self) -> bool:
+        return is_waiting_notice(self.redis, self.question_id)
 
     def _remember(self, ts: str) -> None:
         self._placeholder = ts

@@ -60,6 +60,7 @@ from worker.agent.live_text import LiveText
 from worker.jobs.live import LiveView
 from worker.jobs.question import Question
 from worker.jobs.sink import Answer
+from worker.ops.claims import claim
 
 log = logging.getLogger("codebot.slack.stream")
 
@@ -113,9 +114,11 @@ class SlackStreamSink(SlackSink):
 
     def claim_stream(self, ts: str) -> bool:
         """Record the stream's message as the question's first message, unless a run of the
-        same question recorded another meanwhile."""
+        same question recorded another meanwhile. A token claim with the message's own ts as
+        the token: redis-py's retry after a stall finds its own first try and stays the taker
+        (worker/ops/claims.py), instead of deleting the stream it had just recorded."""
         try:
-            claimed = bool(self.redis.set(self.key, ts, nx=True, ex=self.record_seconds))
+            claimed = claim(self.redis, self.key, ts, self.record_seconds)
         except RedisError:
             claimed = True  # not recorded: a later delivery posts anew rather than lose the answer
         if claimed:

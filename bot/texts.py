@@ -26,6 +26,22 @@ def queue_trouble(exc: BaseException) -> str:
     return QUEUE_REFUSES_WRITES if redis_failure(exc) is RedisFailure.REFUSES_WRITES else QUEUE_UNAVAILABLE
 
 
+INTAKE_FAILED = (
+    "Sorry, I could not take this question (an error on my side, logged for the admins). "
+    "Please ask again, perhaps in other words."
+)
+
+
+def waiting(ahead: int) -> str:
+    """A waiting question's placeholder: its place in the queue (`ahead` questions before it)."""
+    if ahead == 0:
+        return "Waiting in the queue: yours is next. I'll start as soon as a worker is free."
+    questions = "question" if ahead == 1 else "questions"
+    return (
+        f"Waiting in the queue: {ahead} {questions} ahead of yours. I'll start as soon as a worker is free."
+    )
+
+
 RATE_LIMITED = "You're asking faster than I can answer. Please try again in {seconds} s."
 QUEUE_FULL = "I'm busy with {depth} questions right now. Please try again in a few minutes."
 NOT_ADMIN = "Sorry, only codebot admins can run `/codebot {command}`."

@@ -156,6 +156,13 @@ class Settings(BaseSettings):
     worker_heartbeat_seconds: int = Field(default=5, ge=1)
     # A missed heartbeat by this much and the question is retried.
     worker_heartbeat_grace_seconds: int = Field(default=15, ge=1)
+    # A question waiting in the queue longer than this gets a placeholder saying so, with its
+    # place in the queue (bot/queue_notices.py), from the chat adapter (no worker needed).
+    queue_notice_after_seconds: float = Field(default=20.0, ge=0)
+    # A waiting question's placeholder is edited at most once per this many seconds, and only
+    # when its place changed; each adapter process edits at most 40 a minute (chat.update is
+    # Tier 3, about 50 a minute per workspace; Discord allows 5 edits per 5 s per channel).
+    queue_notice_update_seconds: float = Field(default=10.0, ge=0)
     # How often each worker machine looks for abandoned questions.
     reaper_interval_seconds: float = Field(default=5.0, gt=0)
     # A question taken from the queue by a worker that died before starting it (or lost in a

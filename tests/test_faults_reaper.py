@@ -108,7 +108,13 @@ def test_the_last_apology_for_a_dead_worker_is_posted_once_and_blocks_a_late_ans
 
 def test_a_housekeeper_started_while_redis_is_down_reaps_once_it_is_back(rig: Rig) -> None:
     settings = rig.settings.model_copy(
-        update={"redis_url": f"unix://{socket_path(rig.settings)}", "reaper_interval_seconds": 0.2}
+        update={
+            "redis_url": f"unix://{socket_path(rig.settings)}",
+            "reaper_interval_seconds": 0.2,
+            # it reaps a heartbeat TTL after Redis is back (live workers renew first): 2 s here
+            "worker_heartbeat_seconds": 1,
+            "worker_heartbeat_grace_seconds": 1,
+        }
     )
     stop_embedded_server(rig.settings)
     housekeeper = multiprocessing.get_context("fork").Process(

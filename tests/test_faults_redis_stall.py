@@ -13,23 +13,26 @@ adapters' 10 s: the worker's test shortens it through `worker_maintenance_interv
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from rq import Queue
+from rq.registry import StartedJobRegistry
 
+from bot.slack_stream import SlackStreamSink
 from config.settings import Settings
 from tests.support.discord_rig import DiscordRig
 from tests.support.e2e import Rig
 from tests.support.model_server import Reply, text, tool_calls
 from tests.support.redis_stall import STALL_PAST_ONE_TIMEOUT, stall, stalled
 from tests.support.slack_api import mention
-from tests.support.slack_rig import SlackRig
+from tests.support.slack_rig import SlackRig, wait_until
 from tests.support.worker_procs import start_worker, stop_worker
-from worker.jobs.question import event_identity
+from worker.jobs.question import Question, ReplyTarget, event_identity
 from worker.jobs.queue import QUESTIONS_QUEUE
-from worker.jobs.reaper import make_codebot_worker
+from worker.jobs.reaper import Reachability, make_codebot_worker, reap_abandoned
 from worker.ops.claims import claim
 from worker.ops.redis_connection import connect
 
@@ -105,3 +108,47 @@ def test_an_answer_finished_during_a_stall_is_posted_once(rig: SlackRig, tmp_pat
     assert len(stalls) == 1 and Queue(QUESTIONS_QUEUE, connection=rig.redis).count == 0
     (reply,) = rig.api.thread_texts("C1", ts)
     assert "retries 5 times" in reply and rig.api.reactions("C1", ts) == ["white_check_mark"]
+
+
+@pytest.mark.rig("slack", slack_streaming=True)
+def test_a_slack_stream_recorded_during_a_stall_stays_the_questions_message(rig: SlackRig) -> None:
+    target = ReplyTarget(platform="slack", channel="C1", thread="1.0", message="1.0", team="T0001")
+    question = Question(id="slack-C1-1_0", asker="U1", target=target, text="q", repos=["payments"])
+    sink = SlackStreamSink(rig.settings, rig.redis, question)
+    rig.redis.ping()  # the connection has served before, as in a worker that has been up a while
+    with stalled(rig.settings, STALL_PAST_ONE_TIMEOUT):
+        assert sink.claim_stream("1.5")  # the first try timed out; Redis ran it, then the retry
+    assert sink.claim_stream("1.5")  # still its own: the stream is kept, not deleted
+    other_run = SlackStreamSink(rig.settings, rig.redis, question)
+    assert not other_run.claim_stream("1.7")  # a second run's stream loses to the first
+
+
+def running(rig: Rig, question_id: str, expires_in: float) -> str:
+    """Register the question as started by a worker whose entry expires in `expires_in` s."""
+    queue = Queue(QUESTIONS_QUEUE, connection=rig.redis)
+    job, _ = Queue.dequeue_any([queue], None, connection=rig.redis)  # type: ignore[misc]
+    assert job.id == question_id
+    entry = f"{job.id}:worker-{question_id}"
+    rig.redis.zadd(StartedJobRegistry(queue=queue).key, {entry: time.time() + expires_in})
+    return entry
+
+
+def test_questions_whose_heartbeats_lapsed_during_a_stall_are_reaped_only_if_not_renewed_after_it(
+    rig: Rig,
+) -> None:
+    live, dead = rig.question("live"), rig.question("dead")
+    rig.enqueue(live)
+    rig.enqueue(dead)
+    live_entry, _ = running(rig, live.id, expires_in=2), running(rig, dead.id, expires_in=2)
+    reachability = Reachability(settle_seconds=3)  # the housekeeper's: a heartbeat TTL
+    reachability.reachable_since -= 3  # up long enough before the stall
+    with stalled(rig.settings, STALL_PAST_ONE_TIMEOUT) as resumed:
+        # the reaper's call waits out the stall; both entries expire meanwhile
+        assert reap_abandoned(rig.redis, [QUESTIONS_QUEUE], reachability) == []
+        resumed.join()
+    assert reap_abandoned(rig.redis, [QUESTIONS_QUEUE], reachability) == []  # Redis just came back
+    key = StartedJobRegistry(QUESTIONS_QUEUE, connection=rig.redis).key
+    rig.redis.zadd(key, {live_entry: time.time() + 3})  # the live worker renews within its heartbeat
+    wait_until(reachability.settled, timeout=30)
+    assert reap_abandoned(rig.redis, [QUESTIONS_QUEUE], reachability) == [dead.id]
+    assert Queue(QUESTIONS_QUEUE, connection=rig.redis).job_ids == [dead.id]  # retried; live runs on

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from redis import Redis
+from redis import ConnectionPool, Redis
 from rq import Queue
 
 from bot import texts
@@ -150,3 +150,22 @@ def test_a_thread_the_answer_opens_remembers_its_channel_for_follow_ups(desk: De
     desk.intake.submit(ask)
     assert desk.intake.thread_parent("slack", f"C1:{ask.target.thread}") == "C1"
     assert desk.intake.thread_parent("slack", "C1:9999.000001") is None
+
+
+def test_a_question_the_queue_refused_leaves_no_dedupe_claim_and_its_redelivery_is_queued(desk: Desk) -> None:
+    # a real refusal after the claim: a Redis user that may claim but not write a hash (thread memory, the job)
+    desk.redis.acl_setuser(
+        "hashless", enabled=True, nopass=True, keys=["*"], categories=["+@all"], commands=["-hset", "-hmset"]
+    )
+    pool = desk.redis.connection_pool
+    hashless = Redis(
+        connection_pool=ConnectionPool(
+            connection_class=pool.connection_class, **{**pool.connection_kwargs, "username": "hashless"}
+        )
+    )
+    ask = desk.ask("how does retry work?")
+    refused = Intake(desk.settings, desk.intake.whitelist, lambda: hashless).submit(ask)
+    assert refused.kind == "reply" and refused.text.startswith("Sorry")  # told, not silence
+    assert desk.queued() == []
+    redelivered = desk.intake.submit(ask)  # the platform's retry, once the queue takes writes
+    assert redelivered.kind == "enqueued" and len(desk.queued()) == 1

@@ -32,7 +32,7 @@ from worker.jobs import runtime as runtime_module
 from worker.jobs.orphans import rescue_orphans
 from worker.jobs.outbox import deliver_due
 from worker.jobs.queue import ADMIN_QUEUE, QUESTIONS_QUEUE
-from worker.jobs.reaper import die_with_parent, reap_abandoned
+from worker.jobs.reaper import Reachability, die_with_parent, heartbeat_ttl_seconds, reap_abandoned
 from worker.jobs.runtime import Runtime
 from worker.ops.redis_connection import RedisUnavailable, connect
 from worker.repos.refresh import catch_up, run_due_refreshes
@@ -40,8 +40,17 @@ from worker.repos.refresh import catch_up, run_due_refreshes
 log = logging.getLogger("codebot.housekeeping")
 
 
-def reaper_pass(redis: Redis, _runtime: Runtime) -> None:
-    reap_abandoned(redis, [ADMIN_QUEUE, QUESTIONS_QUEUE])
+def reaper_pass(redis: Redis, runtime: Runtime) -> None:
+    reap_abandoned(redis, [ADMIN_QUEUE, QUESTIONS_QUEUE], _reachability(runtime))
+
+
+_REACHABILITY: list[Reachability] = []  # one per housekeeper process, made on its first pass
+
+
+def _reachability(runtime: Runtime) -> Reachability:
+    if not _REACHABILITY:
+        _REACHABILITY.append(Reachability(heartbeat_ttl_seconds(runtime.settings)))
+    return _REACHABILITY[0]
 
 
 def delivery_pass(redis: Redis, runtime: Runtime) -> None:

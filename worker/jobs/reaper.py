@@ -21,6 +21,22 @@ retry the job. Here:
 
 So a question whose worker died is retried (at the front of the queue) or its asker told
 within heartbeat + grace + reaper interval: at most 25 s with the defaults.
+
+A stalled Redis is not a dead worker. While Redis does not answer (a long fsync, a swapped-out
+or SIGSTOPped server, a slow failover), no worker can renew its entries, so once it answers
+again every running question looks abandoned, and reaping then would spend each one's retry
+and tell its asker "trying again…" while its worker is still answering. A live worker renews
+within one `worker_heartbeat_seconds` of Redis answering again; a dead one never does. So the
+reaper reaps only entries whose workers had a whole heartbeat TTL (heartbeat + grace) of a
+reachable Redis to renew them: `Reachability` remembers when this reaper last found Redis
+unreachable (a call that failed, or one that took longer than `SLOW_CALL_SECONDS`, i.e. waited
+on a stall), and the reaper leaves expired entries alone until a heartbeat TTL after that. A
+dead worker's question is then retried at most one heartbeat TTL later than without the stall.
+Why the reaper's own view: the stall is Redis's, so every machine's reaper sees it, and no
+clock is compared across machines. A worker cut off from Redis alone (a partition) is, to the
+others, the same as a dead one: it is reaped, and its late answer is dropped by the answered
+marker. RQ's own maintenance pass (every worker, every `worker_maintenance_interval_seconds`)
+cleans the other registries but leaves the started one to this reaper (`clean_registries`).
 """
 
 from __future__ import annotations
@@ -38,9 +54,9 @@ from typing import Any, TypeVar
 from redis import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
-from rq import Queue, Worker
+from rq import Queue, Worker, worker_registration
 from rq.job import Job
-from rq.registry import StartedJobRegistry
+from rq.registry import DeferredJobRegistry, FailedJobRegistry, FinishedJobRegistry, StartedJobRegistry
 from rq.timeouts import TimerDeathPenalty
 from rq.utils import current_timestamp, now
 
@@ -63,8 +79,47 @@ STALE_RQ_LOCK_SECONDS = 60
 HOLD_RETRY_SECONDS = 0.5
 HOLD_MAX_SECONDS = 300.0
 REDIS_TROUBLE = (RedisConnectionError, RedisTimeoutError)
+# A Redis call that took longer than this waited on a stalled server (a healthy one answers in
+# milliseconds; a busy machine in tens of them).
+SLOW_CALL_SECONDS = 2.0
 
 T = TypeVar("T")
+
+
+class Reachability:
+    """When this process last found Redis unreachable, and whether workers have since had
+    `settle_seconds` (a heartbeat TTL) of a reachable Redis to renew their entries."""
+
+    def __init__(self, settle_seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.settle_seconds = settle_seconds
+        self.clock = clock
+        # A housekeeper that just started does not know what Redis went through: it waits one TTL.
+        self.reachable_since = clock()
+
+    def timed(self, call: Callable[[], T]) -> T:
+        """`call` (a Redis call), noting Redis as unreachable until now if it failed or waited."""
+        started = self.clock()
+        try:
+            result = call()
+        except REDIS_TROUBLE:
+            self.reachable_since = self.clock()
+            raise
+        finished = self.clock()
+        if finished - started > SLOW_CALL_SECONDS:
+            log.warning(
+                "reaper: Redis took %.1f s to answer; reaping waits %g s",
+                finished - started,
+                self.settle_seconds,
+            )
+            self.reachable_since = finished
+        return result
+
+    def settled_for(self) -> float:
+        """Seconds since Redis was last found unreachable."""
+        return self.clock() - self.reachable_since
+
+    def settled(self) -> bool:
+        return self.settled_for() >= self.settle_seconds
 
 
 def hold_on(what: str, action: Callable[[], T]) -> T:
@@ -186,6 +241,24 @@ class CodebotWorker(Worker):
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
+    def clean_registries(self) -> None:
+        """RQ's maintenance pass, except the started registry: the housekeeper's reaper cleans
+        that, and only once Redis was reachable long enough for live workers to renew their
+        entries (RQ's pass would retry every running question right after a long stall)."""
+        for queue in self.queues:
+            if queue.acquire_maintenance_lock():
+                for registry_class in (FinishedJobRegistry, FailedJobRegistry, DeferredJobRegistry):
+                    registry_class(
+                        name=queue.name,
+                        connection=queue.connection,
+                        job_class=queue.job_class,
+                        serializer=queue.serializer,
+                    ).cleanup()
+                worker_registration.clean_worker_registry(queue)
+                queue.intermediate_queue.cleanup(self, queue)
+                queue.release_maintenance_lock()
+        self.last_cleaned_at = now()  # type: ignore[assignment]  # RQ declares it None until set
+
     def request_force_stop(self, signum: int, frame: FrameType | None) -> None:
         """A second signal is a cold shutdown, unless it is the first one arriving by another
         route: systemd signals every process of the group and `codebot worker --concurrency N`
@@ -222,18 +295,37 @@ def make_codebot_worker(
     return worker
 
 
-def reap_abandoned(redis: Redis, queue_names: list[str]) -> list[str]:
+def reap_abandoned(
+    redis: Redis, queue_names: list[str], reachability: Reachability | None = None
+) -> list[str]:
     """Retry (or fail, telling the asker) every job whose worker stopped renewing it; the ids.
 
     RQ's cleanup runs each job's failure callback (worker.jobs.job.on_question_failed: "trying
-    again…" or the apology) and then retries it when a retry is left.
+    again…" or the apology) and then retries it when a retry is left. With `reachability` (the
+    housekeeper's), nothing is reaped until workers had a heartbeat TTL of a reachable Redis
+    since it was last found unreachable (see the module's docstring).
     """
     reaped: list[str] = []
     for name in queue_names:
         queue = Queue(name, connection=redis)
         registry = StartedJobRegistry(queue=queue, death_penalty_class=TimerDeathPenalty)
         now = current_timestamp()
-        if not registry.get_expired_job_ids(now):
+        expired = (
+            reachability.timed(lambda: registry.get_expired_job_ids(now))  # noqa: B023  # called at once
+            if reachability is not None
+            else registry.get_expired_job_ids(now)
+        )
+        if not expired:
+            continue
+        if reachability is not None and not reachability.settled():
+            log.info(
+                "reaper: %d question(s) on %s missed their heartbeat, but Redis was unreachable %.0f s ago: "
+                "left to their workers until they had %g s to renew them",
+                len(expired),
+                name,
+                reachability.settled_for(),
+                reachability.settle_seconds,
+            )
             continue
         token = _lock(redis, queue.registry_cleaning_key)
         if token is None:

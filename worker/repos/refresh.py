@@ -13,6 +13,10 @@ follows it:
   `catch_up_retry_seconds` so that a dead remote does not slow every question;
 - in the background (worker.jobs.housekeeping, every `refresh_check_seconds`): the same for every
   repo, so that questions rarely wait;
+- a repo with no commit recorded in Redis and no snapshot this release can serve (an install
+  upgraded from a release that recorded no commits, or whose snapshots were of an older
+  format) is synced to its branch's head by the same two paths, and what it found recorded:
+  an upgrade heals itself without an operator command (docs/operations.md, "Upgrading");
 - on a schedule: a repo with `refresh_minutes = N` is fetched once per N-minute period, by
   whichever machine first claims the period in Redis (a claim with a token of its own, so a
   retried claim is never lost to its own first try: worker/ops/claims.py); the others catch
@@ -140,12 +144,18 @@ def catch_up(
         except RedisError as exc:
             log.warning("catch-up of %s skipped: Redis unavailable (%s)", name, exc)
             continue
-        if wanted is not None and wanted != local_sha(mirrors, name) and not recently_failed(mirrors, name):
-            behind[name] = wanted
+        local = local_sha(mirrors, name)
+        # Nothing recorded and nothing servable here: an install upgraded from a release that
+        # recorded no commits, or whose snapshots this release cannot serve. Synced to the
+        # branch's head all the same (and recorded below), so it heals without an operator.
+        healing = wanted is None and local is None
+        if (healing or (wanted is not None and wanted != local)) and not recently_failed(mirrors, name):
+            behind[name] = wanted or ""
     if not behind:
         return {}
-    if progress is not None:
-        progress("updating " + ", ".join(f"{name} to commit `{sha[:7]}`" for name, sha in behind.items()))
+    updating = [f"{name} to commit `{sha[:7]}`" for name, sha in behind.items() if sha]
+    if progress is not None and updating:  # a first snapshot is not news to the asker
+        progress("updating " + ", ".join(updating))
     syncer = bounded_mirrors(mirrors) if bounded else mirrors
     with ThreadPoolExecutor(max_workers=min(len(behind), mirrors.settings.sync_max_parallel_repos)) as pool:
         results = dict(zip(behind, pool.map(syncer.sync, behind), strict=True))
