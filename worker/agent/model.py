@@ -88,7 +88,7 @@ from worker.agent.pacing import (
     measured,
     timings_of_body,
 )
-from worker.agent.server_kind import UNKNOWN, kind_of
+from worker.agent.server_kind import LOCAL_KINDS, UNKNOWN, kind_of
 from worker.agent.wire import (
     Attempt,
     EmptyStream,
@@ -147,6 +147,7 @@ class ModelClient:
         self.prompt_tokens = 0  # across this question's calls, for accounting
         self.completion_tokens = 0
         self._last_timing: Timing | None = None  # the last answered attempt's, for the speeds
+        self._attempt_timing: Timing | None = None  # the last attempt's, answered or not
 
     # --- the context window ------------------------------------------------------------------------
     def window(self) -> Window:
@@ -277,7 +278,9 @@ class ModelClient:
             found = failure("no_tool_calls", found.detail, found.status)
         found = self._located(found)
         if found.kind in ("timeout", "cut"):
-            found = self._with_time_hint(found, getattr(exc, "_codebot_seconds", 0.0))
+            found = self._with_time_hint(
+                found, getattr(exc, "_codebot_seconds", 0.0), int(shaped.sent_chars / self.chars_per_token)
+            )
         log.warning(
             "model endpoint failure kind=%s status=%s: %s",
             found.kind,
@@ -292,6 +295,10 @@ class ModelClient:
         """This attempt's seconds, and its `max_tokens` fitted to them, from the measured speeds."""
         share = min(self.settings.model_timeout_seconds, left / (tries_left + 1))
         speeds = self.speeds()
+        if not speeds.known and self.memory.facts.server_kind in LOCAL_KINDS:
+            # A local server not yet measured may read a first prompt for minutes (a CPU box):
+            # a cut attempt wastes what it read, so the first one may use all the time left.
+            share = left
         cap = shaped.reply_cap
         if speeds.known and cap:
             prompt_tokens = int(shaped.sent_chars / self.chars_per_token)
@@ -371,14 +378,20 @@ class ModelClient:
             found.args = (text.replace("the model endpoint", f"the model endpoint at {self.host}", 1),)
         return found
 
-    def _with_time_hint(self, found: ModelFailure, attempt_seconds: float) -> ModelFailure:
+    def _with_time_hint(
+        self, found: ModelFailure, attempt_seconds: float, prompt_tokens: int = 0
+    ) -> ModelFailure:
         """Which setting to raise, and how fast the server was measured."""
         settings = self.settings
-        if attempt_seconds and attempt_seconds >= settings.model_timeout_seconds - 0.5:
+        if attempt_seconds and abs(attempt_seconds - settings.model_timeout_seconds) < 0.5:
             setting = f"CODEBOT_MODEL_TIMEOUT_SECONDS (now {settings.model_timeout_seconds:.0f} s)"
         else:
             setting = f"CODEBOT_QUESTION_DEADLINE_SECONDS (now {settings.question_deadline_seconds:.0f} s)"
         speed = speed_text(self.memory.facts.prompt_tps, self.memory.facts.generation_tps)
+        timing = self._attempt_timing
+        if not speed and attempt_seconds and prompt_tokens and (timing is None or timing.first_delta is None):
+            # nothing came back at all: the prompt alone took longer than the attempt
+            speed = f"it read ~{prompt_tokens:,} prompt tokens at under {prompt_tokens / attempt_seconds:,.0f} tokens/s"
         found.args = (f"{found}; raise {setting}" + (f" ({speed})" if speed else ""),)
         return found
 
@@ -541,6 +554,7 @@ class ModelClient:
         headers = {"x-stainless-retry-count": str(attempt_number)}  # as the SDK marks its own retries
         timing = Timing(started=time.monotonic())
         self._last_timing = None
+        self._attempt_timing = timing
         with Attempt(seconds) as attempt:
             try:
                 if shaped.kwargs.get("stream"):
@@ -563,9 +577,9 @@ class ModelClient:
                 attempt.drop_connection()
                 raise
             except Exception as exc:
+                exc._codebot_seconds = seconds  # type: ignore[attr-defined]
                 if attempt.fired and attempt.replied:
                     exc._codebot_cut = True  # type: ignore[attr-defined]
-                    exc._codebot_seconds = seconds  # type: ignore[attr-defined]
                 raise
         timing.finished = time.monotonic()
         self._last_timing = timing

@@ -59,6 +59,10 @@ KINDS = {
 }
 
 
+# Servers that run on the team's own machines, often a CPU: their first prompt may take minutes.
+LOCAL_KINDS = frozenset({LLAMA_CPP, LLAMA_CPP_PYTHON, OLLAMA, LM_STUDIO})
+
+
 def kind_of(name: str) -> ServerKind:
     return KINDS.get(name, KINDS[UNKNOWN])
 
