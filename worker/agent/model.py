@@ -213,7 +213,9 @@ class ModelClient:
         self._discover_once()
         if tools and self.memory.ignores(TOOLS):
             # the model would never see them: no code can be read, and no time is spent finding out
-            raise self._with_tokens(self._located(failure("no_tool_calls", self.memory.facts.ignored[TOOLS])))
+            found = self._located(failure("no_tool_calls", self.memory.facts.ignored[TOOLS]))
+            found.args = (f"{found}; its chat template never shows the model the tools",)
+            raise self._with_tokens(found)
         while True:
             self._wait_while_busy(deadline)
             left = deadline - self.clock()
@@ -374,8 +376,10 @@ class ModelClient:
     def _located(self, found: ModelFailure) -> ModelFailure:
         """The apology names the endpoint's host (never its credentials or path)."""
         text = str(found)
-        if "the model endpoint" in text and self.host not in text:
-            found.args = (text.replace("the model endpoint", f"the model endpoint at {self.host}", 1),)
+        for phrase in ("the model endpoint", "on this server"):
+            if phrase in text and self.host not in text:
+                found.args = (text.replace(phrase, phrase.replace("this", "the") + f" at {self.host}", 1),)
+                break
         return found
 
     def _with_time_hint(
