@@ -180,25 +180,24 @@ def _line(out: Console, *parts: tuple[str, str]) -> None:
 def render_status(facts: dict[str, Any], out: Console) -> None:
     now = time.time()
     queue = facts["queue"]
-    _line(out, ("codebot status", "bold"))
-    _line(out, ("queue  ", "bold"), (f"{queue['redis']}", ""))
+    _line(out, ("queue: ", "bold"), (f"{queue['redis']}", ""))
     _line(
         out,
-        ("       ", ""),
+        ("  ", ""),
         (f"{queue['questions_waiting']} question(s) waiting, {queue['admin_jobs_waiting']} admin job(s)", ""),
     )
-    _line(out, ("workers ", "bold"), (f"{len(facts['workers'])} alive", ""))
+    _line(out, ("workers: ", "bold"), (f"{len(facts['workers'])} alive", ""))
     for worker in facts["workers"]:
         state = f"busy with {worker['question']}" if worker["question"] else worker["state"]
         _line(out, (f"  {worker['name']}", "cyan"), (f" on {worker['host']}: {state}", ""))
     failed = facts["failed_last_hour"]
-    _line(out, ("failed ", "bold"), (f"{len(failed)} question(s) in the last hour", "red" if failed else ""))
+    _line(out, ("failed: ", "bold"), (f"{len(failed)} question(s) in the last hour", "red" if failed else ""))
     if failed:
         _line(out, ("  references: " + ", ".join(failed[-5:]), "dim"))
     delivery = facts["delivery"]
     _line(
         out,
-        ("delivery ", "bold"),
+        ("delivery: ", "bold"),
         (f"{delivery['retrying']} retrying, {delivery['given_up_last_7_days']} given up in 7 days", ""),
     )
     for entry in delivery["shown"]:
@@ -209,8 +208,10 @@ def render_status(facts: dict[str, Any], out: Console) -> None:
             (f"last error: {entry['error'] or '?'}", "dim"),
         )
     votes = facts["feedback"]
-    _line(out, ("feedback ", "bold"), (f"{votes['up']} up, {votes['down']} down in {votes['days']} days", ""))
-    _line(out, ("repos", "bold"))
+    _line(
+        out, ("feedback: ", "bold"), (f"{votes['up']} up, {votes['down']} down in {votes['days']} days", "")
+    )
+    _line(out, ("repos:", "bold"))
     for repo in facts["repos"]:
         if repo["sha"]:
             age = short_duration(now - repo["refreshed_at"]) if repo["refreshed_at"] else "?"
@@ -223,7 +224,7 @@ def render_status(facts: dict[str, Any], out: Console) -> None:
             parts.append((f"; last error: {repo['error']}", "red"))
         _line(out, *parts)
     model = facts["model"]
-    _line(out, ("model ", "bold"), (f"{model['model']} at {model['endpoint']}", ""))
+    _line(out, ("model: ", "bold"), (f"{model['model']} at {model['endpoint']}", ""))
     for endpoint in model["endpoints"]:
         style = "" if endpoint["reached"] else "yellow"
         _line(
@@ -250,6 +251,6 @@ def render_status(facts: dict[str, Any], out: Console) -> None:
     )
     _line(
         out,
-        ("today (UTC) ", "bold"),
+        ("today (UTC): ", "bold"),
         (f"{today['questions']} question(s), {today['tokens']} tokens{budget}, {cost}", ""),
     )
