@@ -559,6 +559,14 @@ class ModelClient:
         timing = Timing(started=time.monotonic())
         self._last_timing = None
         self._attempt_timing = timing
+        log.info(
+            "model request sent: attempt %d, up to %.0f s, max tokens %s, ~%d characters",
+            attempt_number + 1,
+            seconds,
+            shaped.kwargs.get("max_tokens") or shaped.kwargs.get("max_completion_tokens") or "none",
+            shaped.sent_chars,
+            extra=self.log_extra,
+        )
         with Attempt(seconds) as attempt:
             try:
                 if shaped.kwargs.get("stream"):
