@@ -252,5 +252,8 @@ def render_status(facts: dict[str, Any], out: Console) -> None:
     _line(
         out,
         ("today (UTC): ", "bold"),
-        (f"{today['questions']} question(s), {today['tokens']} tokens{budget}, {cost}", ""),
+        (
+            f"{today['questions']} {'question' if today['questions'] == 1 else 'questions'}, {today['tokens']} tokens{budget}, {cost}",
+            "",
+        ),
     )
