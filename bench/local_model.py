@@ -74,8 +74,13 @@ def counts(log: Path, since: int) -> tuple[int, int, list[str]]:
     """(requests sent, refused, the log lines after `since`) from codebot's ask.log."""
     lines = log.read_text(encoding="utf-8", errors="replace").splitlines()[since:] if log.exists() else []
     sent = sum("model request sent" in line for line in lines)
+    # a request the server refused: a field it named (learned, not known from its kind), a fallback
+    # on an error naming nothing, or a failure with an HTTP status
     refused = sum(
-        bool(re.search(r"refused .*; not sending it|failure kind=\w+ status=[45]\d\d", line))
+        bool(
+            re.search(r"refused .*; not sending it|trying without|failure kind=\w+ status=[45]\d\d", line)
+            and "known, never sent" not in line
+        )
         for line in lines
     )
     return sent, refused, lines
