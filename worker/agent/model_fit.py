@@ -9,6 +9,7 @@ host, the setting to raise and the speed measured.
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import time
 from collections.abc import Callable
@@ -56,6 +57,18 @@ class Shaped:
     sent_chars: int
     reply_cap: int = 0  # the reply's bound before it is fitted to the time left
     tool_chars: int = 0  # characters of tool schemas sent
+
+
+def on_this_network(host: str) -> bool:
+    """A loopback, private or .local host: a server of the team's own, likely one slot wide."""
+    name = host.rsplit(":", 1)[0].strip("[]") if host.count(":") <= 1 else host.strip("[]")
+    if name in ("localhost", "") or name.endswith((".local", ".internal", ".lan")):
+        return True
+    try:
+        address = ipaddress.ip_address(name)
+    except ValueError:
+        return "." not in name  # a bare machine name on the LAN
+    return address.is_loopback or address.is_private or address.is_link_local
 
 
 class ServerFit:
@@ -153,8 +166,9 @@ class ServerFit:
             return
         if not getattr(exc, "_codebot_cut", False) and not isinstance(exc, openai.APITimeoutError):
             return  # refused connections leave nothing running
-        if kind_of(self.memory.facts.server_kind or UNKNOWN).cancels_on_disconnect:
-            return
+        kind = self.memory.facts.server_kind or UNKNOWN
+        if kind_of(kind).cancels_on_disconnect or (kind == UNKNOWN and not on_this_network(self.host)):
+            return  # a hosted API (a gateway, a cloud) does not make our next request wait its turn
         speeds = self.speeds()
         reply = int(shaped.kwargs.get("max_tokens") or shaped.kwargs.get("max_completion_tokens") or 0)
         if speeds.known and reply:
