@@ -79,6 +79,7 @@ class ServerFit:
     log_extra: dict[str, Any]
     _last_timing: Timing | None
     _attempt_timing: Timing | None
+    _previous_prompt_tokens: int = 0  # the last answered turn's, within this question
 
     def _with_tokens(self, exc: ModelFailure) -> ModelFailure:
         raise NotImplementedError  # ModelClient's
@@ -122,8 +123,14 @@ class ServerFit:
             # a cut attempt wastes what it read, so the first one may use all the time left.
             share = left
         cap = shaped.reply_cap
-        if speeds.known and cap:
-            prompt_tokens = int(shaped.sent_chars / self.chars_per_token)
+        if speeds.known and cap and on_this_network(self.host):
+            # hosted reasoning models think before the first delta: their speeds read low, so only
+            # a server of our own has its reply bounded by them
+            # local servers keep the last prompt's tokens (llama.cpp's cache_prompt, llama-cpp-python's
+            # prefix match): a later turn reads only what was added since
+            prompt_tokens = max(
+                int(shaped.sent_chars / self.chars_per_token) - self._previous_prompt_tokens, 64
+            )
             fits = speeds.reply_tokens_within((left - SECONDS_FOR_CONNECTING) / ATTEMPT_MARGIN, prompt_tokens)
             if fits < MIN_REPLY_TOKENS:
                 raise self._with_tokens(
@@ -180,6 +187,7 @@ class ServerFit:
     def _learn_from_answer(self, turn: ModelTurn, shaped: Shaped) -> set[str]:
         """The features this answer shows the endpoint honours (an ignored one is remembered)."""
         features = set(shaped.features)
+        self._previous_prompt_tokens = turn.prompt_tokens
         timing = self._last_timing
         if timing is not None:
             self.memory.remember_speed(*measured(timing, turn.prompt_tokens, turn.completion_tokens))
