@@ -67,7 +67,7 @@ def outcome(run: subprocess.CompletedProcess[str]) -> str:
         cited = "cited" if re.search(r"payments/\S+#L\d", run.stdout) else "UNCITED"
         return f"answer ({cited})"
     match = re.search(r"Sorry, I could not answer: (.*?)(?:\. Reference|$)", run.stdout, re.S)
-    return "apology: " + " ".join(match.group(1).split())[:150] if match else f"exit {run.returncode}"
+    return "apology: " + " ".join(match.group(1).split())[:400] if match else f"exit {run.returncode}"
 
 
 def counts(log: Path, since: int) -> tuple[int, int, list[str]]:

@@ -71,3 +71,13 @@ def test_every_tool_of_the_registry_is_listed_in_tool_help() -> None:
     names = {name.strip(" ,.") for name in listed.split()}
     assert len(TOOL_FUNCTIONS) >= 11
     assert {function.__name__ for function in TOOL_FUNCTIONS} <= names
+
+
+def test_no_setting_of_ours_is_ever_warned_about() -> None:
+    from config.env_check import check_names, known_names
+    from config.settings import Settings
+
+    every = {name: "x" for name in known_names(Settings)}
+    assert "CODEBOT_MODEL_MAX_TOKENS" in every and "REDIS_URL" in every and "SLACK_BOT_TOKEN" in every
+    assert check_names(Settings, environ=every) == []
+    assert len(check_names(Settings, environ={**every, "DISCORD_TOKEN": "x", "PATH": "/bin"})) == 1
