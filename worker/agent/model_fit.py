@@ -168,7 +168,13 @@ class ServerFit:
         time.sleep(busy_for)
 
     def _note_abandoned(self, exc: Exception, shaped: Shaped) -> None:
-        """A timed-out attempt on a server that keeps generating: remember until when it may."""
+        """A timed-out attempt on a server that keeps generating: remember until when it may.
+        A cut reply still teaches the prompt speed when its first delta came."""
+        timing = self._attempt_timing
+        if timing is not None and timing.first_delta is not None and timing.first_delta > timing.started:
+            read = int(shaped.sent_chars / self.chars_per_token) - self._previous_prompt_tokens
+            if read >= 64:
+                self.memory.remember_speed(read / (timing.first_delta - timing.started), None)
         if not isinstance(exc, openai.APITimeoutError | openai.APIConnectionError):
             return
         if not getattr(exc, "_codebot_cut", False) and not isinstance(exc, openai.APITimeoutError):
