@@ -71,7 +71,8 @@ def test_with_smollm2s_own_template_the_question_ends_at_once_saying_no_code_was
         finally:
             stop_embedded_server(load_settings(env_file=None, data_dir=tmp_path / "data"))
     assert sync.returncode == 0, sync.stdout + sync.stderr
-    assert asked.returncode == 1 and NO_CODE_READ in asked.stdout, asked.stdout + asked.stderr
+    # exit 1 (a failure) or, with the outcome rules of issue 20, 3 (not an answer)
+    assert asked.returncode in (1, 3) and NO_CODE_READ in asked.stdout.lower(), asked.stdout + asked.stderr
     assert "127.0.0.1" in asked.stdout  # which endpoint
     assert asked.stderr == ""  # log lines stay off the answer's screen
     endpoint = configured_endpoint(status)
@@ -94,7 +95,8 @@ def test_with_a_tool_template_the_model_sees_the_tools_and_the_outcome_is_honest
             asked.stdout
         )
     else:
-        assert asked.returncode == 1 and any(cause in asked.stdout for cause in HONEST_FAILURES), asked.stdout
+        said = asked.stdout.lower()
+        assert asked.returncode in (1, 3) and any(cause in said for cause in HONEST_FAILURES), asked.stdout
         if "in time" in asked.stdout or "still sending" in asked.stdout:
             assert "raise CODEBOT_" in asked.stdout  # the setting to raise
     endpoint = configured_endpoint(status)

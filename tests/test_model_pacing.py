@@ -70,7 +70,7 @@ def test_a_chat_template_without_tools_ends_the_question_at_once_saying_no_code_
 ) -> None:
     for rig in build_rig(tmp_path, model_options={"props": LLAMA_CPP_PROPS}):
         kind, fields = ask(rig)
-        assert kind == "failed" and "no code was read" in fields["text"]
+        assert kind != "answer" and "no code was read" in fields["text"].lower()
         assert rig.model.requests == []  # no completion sent to find out
         assert endpoint_facts(rig)["ignored"] == ["tools"] and endpoint_facts(rig)["refused"] == []
 
