@@ -15,7 +15,7 @@ from typing import Any
 
 from config.settings import load_settings
 from tests.support.e2e import Rig, build_rig
-from tests.support.model_server import raw, text, tool_calls
+from tests.support.model_server import raw, slow, text, tool_calls
 from worker.agent.endpoint_memory import EndpointMemory
 from worker.jobs.runtime import build_runtime
 from worker.jobs.status_view import status_facts
@@ -156,3 +156,29 @@ def test_an_endpoint_never_reached_says_so_in_status(tmp_path: Path) -> None:
         )
         other = status_facts(rig.redis, build_runtime(settings))["model"]["endpoints"][0]
         assert other["summary"] == "never reached" and other["endpoint"] == "http://127.0.0.1:9/v1"
+
+
+def test_a_retry_waits_until_the_abandoned_reply_would_be_done_on_a_server_that_keeps_generating(
+    tmp_path: Path,
+) -> None:
+    arrivals: list[float] = []
+    replies = [slow(12.0, READ), READ, ANSWER]  # the first is still "generating" 12 s after it came
+
+    def handler(_body: dict[str, Any]) -> Any:
+        arrivals.append(time.monotonic())
+        return replies[len(arrivals) - 1]
+
+    # measured at 5,000 tokens/s reading and 50 writing: 300 tokens take 6 s, so an attempt gets ~8.5 s
+    for rig in build_rig(
+        tmp_path,
+        question_deadline_seconds=60.0,
+        model_max_tokens=300,
+        model_max_retries=1,
+        model_stream=False,
+    ):
+        seeded(rig, "llama-cpp-python", prompt_tps=5000.0, generation_tps=50.0)
+        rig.model.set_handler(handler)
+        kind, _ = ask(rig)
+        assert kind == "answer" and len(arrivals) == 3
+        # the retry came only once the abandoned reply would have been done (12 s after it started)
+        assert arrivals[1] - arrivals[0] >= 12.0
