@@ -169,12 +169,16 @@ class ServerFit:
 
     def _note_abandoned(self, exc: Exception, shaped: Shaped) -> None:
         """A timed-out attempt on a server that keeps generating: remember until when it may.
-        A cut reply still teaches the prompt speed when its first delta came."""
+        A cut stream still teaches the speeds: the prompt's up to its first delta, and the
+        generation's from the deltas that came after (about a token each)."""
         timing = self._attempt_timing
         if timing is not None and timing.first_delta is not None and timing.first_delta > timing.started:
             read = int(shaped.sent_chars / self.chars_per_token) - self._previous_prompt_tokens
-            if read >= 64:
-                self.memory.remember_speed(read / (timing.first_delta - timing.started), None)
+            writing = time.monotonic() - timing.first_delta
+            self.memory.remember_speed(
+                read / (timing.first_delta - timing.started) if read >= 64 else None,
+                timing.deltas / writing if timing.deltas >= 8 and writing > 0.5 else None,
+            )
         if not isinstance(exc, openai.APITimeoutError | openai.APIConnectionError):
             return
         if not getattr(exc, "_codebot_cut", False) and not isinstance(exc, openai.APITimeoutError):

@@ -38,6 +38,7 @@ class Timing:
     first_delta: float | None = None  # monotonic, the first streamed text or tool-call fragment
     finished: float | None = None
     timings: dict[str, Any] | None = None  # llama.cpp's own measurement
+    deltas: int = 0  # streamed chunks with text or a tool-call fragment (about a token each)
 
 
 @dataclass(frozen=True)
@@ -107,12 +108,14 @@ class TimedStream:
 
     def __iter__(self) -> Iterator[Any]:
         for chunk in self._stream:
-            if self._timing.first_delta is None and any(
+            if any(
                 getattr(getattr(choice, "delta", None), "content", None)
                 or getattr(getattr(choice, "delta", None), "tool_calls", None)
                 for choice in getattr(chunk, "choices", None) or []
             ):
-                self._timing.first_delta = time.monotonic()
+                self._timing.deltas += 1
+                if self._timing.first_delta is None:
+                    self._timing.first_delta = time.monotonic()
             timings = getattr(chunk, "timings", None)
             if isinstance(timings, dict):
                 self._timing.timings = timings
