@@ -10,9 +10,11 @@ import json
 import os
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from rich.console import Console
 
+from config.env_check import check_names
 from config.errors import ConfigError
 from config.settings import Settings, load_settings
 from worker.ops.inert import TerminalGuard, inert, json_without_controls
@@ -36,15 +38,38 @@ def _port(text: str) -> int:
     return port
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("codebot")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
+
+
+def _tool_names() -> str:
+    """Every tool the model has, from the registry itself: the help cannot drift from it."""
+    from worker.tools import TOOL_FUNCTIONS
+
+    return ", ".join(function.__name__ for function in TOOL_FUNCTIONS)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="codebot", description="Answers questions about your code, citing the lines."
     )
+    parser.add_argument("--version", action="version", version=f"codebot {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     ask = sub.add_parser("ask", help="ask a question from the terminal", epilog=ASK_EXIT_CODES)
     ask.add_argument("question", nargs="+", help="the question (repo:NAME in it limits the repos)")
     ask.add_argument("--repo", help="limit the question to this repo")
+    ask.add_argument(
+        "--verbose",
+        "-v",
+        action="store_true",
+        help="log lines on stderr too (default: only in CODEBOT_DATA_DIR/logs/ask.log)",
+    )
 
     worker = sub.add_parser("worker", help="run RQ workers that answer questions")
     worker.add_argument("--burst", action="store_true", help="exit when the queue is empty")
@@ -71,10 +96,7 @@ def _parser() -> argparse.ArgumentParser:
     sync.add_argument("names", nargs="*", help="repos to sync (default: all)")
 
     tool = sub.add_parser("tool", help="run one agent tool directly (JSON out)")
-    tool.add_argument(
-        "name",
-        help="list_repos, search, read_file, list_files, repo_overview, find_definition or find_references",
-    )
+    tool.add_argument("name", help=f"one of: {_tool_names()}")
     tool.add_argument("--args", default="{}", help='the arguments as JSON, e.g. \'{"pattern": "retry"}\'')
 
     evaluate = sub.add_parser("eval", help="run golden questions through the real agent")
@@ -101,7 +123,10 @@ def _parser() -> argparse.ArgumentParser:
     web.add_argument("--host", help="address to listen on (default CODEBOT_WEB_HOST, 127.0.0.1)")
     web.add_argument("--port", type=_port, help="port to listen on (default CODEBOT_WEB_PORT, 8780)")
 
-    sub.add_parser("status", help="queue, workers, failures, refreshes and today's usage")
+    status = sub.add_parser(
+        "status", help="queue, workers, failures, refreshes, model endpoints and today's usage"
+    )
+    status.add_argument("--json", action="store_true", help="one JSON object instead of the terminal view")
 
     votes = sub.add_parser("feedback", help="👍/👎 users gave answers")
     votes_sub = votes.add_subparsers(dest="feedback_command", required=True, metavar="ACTION")
@@ -226,24 +251,24 @@ def _cmd_web(settings: Settings, args: argparse.Namespace, out: Console) -> int:
 
 
 def _cmd_status(settings: Settings, args: argparse.Namespace, out: Console) -> int:
-    from worker.jobs.admin import status_report
     from worker.jobs.runtime import build_runtime
-    from worker.ops.accounting import usage_of_day
+    from worker.jobs.status_view import render_status, status_facts
     from worker.ops.redis_connection import connect, describe, failure_line, write_trouble
 
     redis = connect(settings, check_writes=False)
     refused = write_trouble(redis)
     if refused is not None:  # reading the queue's state writes too (RQ cleans its registries as it reads)
-        out.print(f"queue: {failure_line(describe(settings), refused)}", markup=False, soft_wrap=True)
+        line = failure_line(describe(settings), refused)
+        if args.json:
+            sys.stdout.write(json.dumps({"queue": {"redis": describe(settings), "error": line}}) + "\n")
+        else:
+            out.print(f"queue: {line}", markup=False, soft_wrap=True)
         return EXIT_FAILED
-    out.print(f"queue: {describe(settings)}", markup=False, soft_wrap=True)
-    out.print(status_report(redis, build_runtime(settings)), markup=False)
-    usage = usage_of_day(redis)
-    budget = f" of {settings.daily_token_budget} budget" if settings.daily_token_budget else ""
-    priced = settings.model_input_usd_per_million_tokens or settings.model_output_usd_per_million_tokens
-    cost = f"${usage.cost_usd:.4f}" if priced else "cost unknown (set CODEBOT_MODEL_*_USD_PER_MILLION_TOKENS)"
-    noun = "question" if usage.questions == 1 else "questions"
-    out.print(f"today (UTC): {usage.questions} {noun}, {usage.tokens} tokens{budget}, {cost}", markup=False)
+    facts = status_facts(redis, build_runtime(settings))
+    if args.json:
+        sys.stdout.write(json.dumps(facts, ensure_ascii=False, indent=2) + "\n")
+    else:
+        render_status(facts, out)
     return 0
 
 
@@ -329,9 +354,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings: Settings | None = None
     try:
         settings = load_settings()
-        configure_logging(settings)
+        for warning in check_names(Settings, env_file=Path(".env")):
+            print(warning, file=sys.stderr)
         if _writes_data_dir(args):
             check_data_dir(settings)
+        quiet = args.command == "ask" and not args.verbose
+        # `codebot ask`: the screen is the answer's; log lines go to a file unless asked for
+        configure_logging(settings, log_file=settings.data_dir / "logs" / "ask.log" if quiet else None)
         return COMMANDS[args.command](settings, args, out)
     except (ConfigError, RedisUnavailable) as exc:
         print(f"codebot: {inert(str(exc))}", file=sys.stderr)

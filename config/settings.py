@@ -123,6 +123,10 @@ class Settings(BaseSettings):
     model_context_tokens: int = Field(default=0, ge=0)
     # Tokens kept free for the model's reply: at most a quarter of the window.
     model_answer_reserve_tokens: int = Field(default=2048, ge=0)
+    # The bound every completion request carries (`max_tokens`; `max_completion_tokens` for
+    # OpenAI), in tokens. 0: the answer reserve above where the window is known, else 8,192.
+    # Lowered further to what the server's measured speed can write in the time left.
+    model_max_tokens: int = Field(default=0, ge=0)
     # Asking the server for its window (/api/show, /v1/models, ...) takes at most this long, once
     # per endpoint per model_memory_seconds.
     model_discovery_timeout_seconds: float = Field(default=5.0, gt=0)
@@ -401,6 +405,25 @@ class Settings(BaseSettings):
     def _redis_scheme(cls, value: str | None) -> str | None:
         if value and not value.startswith(("redis://", "rediss://", "unix://")):
             raise ValueError("must start with redis://, rediss:// or unix://")
+        return value
+
+    @field_validator("openai_base_url", "slack_api_url", "discord_api_url", mode="after")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        # "localhost:8000" parses as scheme "localhost": every question would fail later instead
+        if value and not re.match(r"https?://[^/\s]", value.strip()):
+            raise ValueError("must be an http:// or https:// URL (e.g. http://localhost:8000/v1)")
+        return value.strip() if value else value
+
+    @field_validator("admins", mode="after")
+    @classmethod
+    def _admin_entries(cls, value: str) -> str:
+        for entry in (part.strip() for part in value.split(",")):
+            platform, _, user = entry.partition(":")
+            if entry and (platform not in ("slack", "discord") or not re.fullmatch(r"[A-Za-z0-9]+", user)):
+                raise ValueError(
+                    f"{entry!r} is not platform:id (slack:U0123ABCD or discord:123456789012345678, comma-separated)"
+                )
         return value
 
     @field_validator("redis_sentinels", mode="after")

@@ -75,11 +75,14 @@ def test_a_window_too_small_for_the_instructions_is_an_apology_that_names_the_fi
         assert "OLLAMA_CONTEXT_LENGTH" in fields["text"] and "--n_ctx" in fields["text"]
 
 
-def test_a_configured_window_is_used_without_asking_the_server(tmp_path: Path) -> None:
+def test_a_configured_window_is_used_and_the_server_is_only_asked_what_it_is(tmp_path: Path) -> None:
     for rig in build_rig(tmp_path, files=BIG, model_context_tokens=4096):
         rig.model.enqueue(READ_BIG, text("Lines of x [payments:big.txt#L1]."))
         assert ask(rig)[0] == "answer"
-        assert rig.model.metadata_requests == []
+        # which kind of server it is (worker/agent/server_kind.py): read-only routes, once
+        asked = rig.model.metadata_requests
+        assert asked and all(r.startswith("GET ") or r == "POST /api/show" for r in asked)
+        assert len(asked) == len(set(asked))
         assert rig.model.tokens_of(rig.model.requests[1]) < 4096
 
 

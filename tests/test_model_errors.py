@@ -43,10 +43,10 @@ def test_the_servers_words_are_logged_under_the_reference_and_shown_redacted_in_
 
 
 KINDS: dict[str, tuple[Reply, str]] = {
-    "400": (error(400, "bad field"), "the model endpoint refused the request (HTTP 400)"),
+    "400": (error(400, "bad field"), "the model endpoint at {host} refused the request (HTTP 400)"),
     "404": (error(404), "does not know this model (404): check CODEBOT_MODEL"),
     "401": (error(401), "refused the API key (401): check OPENAI_API_KEY"),
-    "503": (error(503), "the model endpoint failed (HTTP 503)"),
+    "503": (error(503), "the model endpoint at {host} failed (HTTP 503)"),
 }
 
 
@@ -55,7 +55,8 @@ def test_the_apology_says_what_kind_of_failure_it_was(rig: Rig, reply: Reply, sa
     rig.model.set_handler(lambda _body: reply)
     _, events = rig.ask("how does retry work?")
     kind, fields = rig.final(events)
-    assert kind == "failed" and says in fields["text"]
+    host = rig.model.base_url.split("//")[1].split("/")[0]  # the apology names which endpoint failed
+    assert kind == "failed" and says.format(host=host) in fields["text"]
     assert "Error" not in fields["text"]  # no exception class names
 
 

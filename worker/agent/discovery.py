@@ -15,6 +15,11 @@ Tried in order, all within `model_discovery_timeout_seconds`; the first answer w
 OpenAI itself is not asked (its windows are far larger than `context_budget_chars`). A server
 that says nothing is remembered as unknown; its "maximum context length" error, if it sends
 one, still teaches the window (worker/agent/model_errors.py).
+
+The same GETs tell which kind of server it is (worker/agent/server_kind.py) and, for llama.cpp,
+whether its chat template shows tools to the model: `discover()` returns all of it. Every
+request here is a GET (or Ollama's read-only `POST /api/show`): nothing that could crash a
+server or keep it busy.
 """
 
 from __future__ import annotations
@@ -23,12 +28,14 @@ import logging
 import re
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx2
 
 from config.settings import Settings
 from worker.agent.endpoint_memory import OPENAI_BASE_URL, base_url_of
+from worker.agent.server_kind import OPENAI, UNKNOWN, identify, tools_shown
 
 log = logging.getLogger("codebot.model")
 
@@ -37,37 +44,64 @@ UNREACHABLE = "unreachable"  # (0, UNREACHABLE): no answer at all, so nothing to
 MAX_DISCOVERY_BODY_BYTES = 8_000_000  # OpenRouter's model list is a few MB
 
 
+@dataclass
+class Discovery:
+    context: tuple[int, str] | None = None  # (tokens, source); (0, UNREACHABLE) when nothing answered
+    kind: str = UNKNOWN
+    tools_shown: bool | None = None  # llama.cpp's /props verdict on its chat template
+    seen: dict[str, Any] = field(default_factory=dict)  # what the routes answered, for identify()
+
+
 def discover_context_tokens(settings: Settings) -> tuple[int, str] | None:
     """(tokens, where it came from); None when the server does not say; (0, UNREACHABLE) when
     no request got an answer."""
+    return discover(settings).context
+
+
+def discover(settings: Settings) -> Discovery:
+    """The window, the server's kind and what its template shows, from harmless GETs."""
     base = base_url_of(settings)
     if base == OPENAI_BASE_URL:
-        return None
+        return Discovery(kind=OPENAI)
     root = re.sub(r"/v1$", "", base)
     key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else ""
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     deadline = time.monotonic() + settings.model_discovery_timeout_seconds
     answered: list[int] = []
+    found = Discovery()
     try:
         with httpx2.Client(headers=headers, follow_redirects=False) as http:
-            for found in _probes(http, base, root, settings.model, deadline, answered):
+            for window in _probes(http, base, root, settings.model, deadline, answered, found.seen):
                 if time.monotonic() > deadline:
                     break
-                if found is not None and found[0] > 0:
-                    log.info("model context window: %d tokens (%s)", found[0], found[1])
-                    return found
+                if window is not None and window[0] > 0 and found.context is None:
+                    log.info("model context window: %d tokens (%s)", window[0], window[1])
+                    found.context = window
     except (httpx2.HTTPError, OSError, ValueError):
-        log.debug("context window discovery failed", exc_info=True)
-    return None if answered else (0, UNREACHABLE)
+        log.debug("model server discovery failed", exc_info=True)
+    if found.context is None and not answered:
+        found.context = (0, UNREACHABLE)
+    seen = found.seen
+    found.kind = identify(seen.get("server", ""), seen.get("models"), seen.get("props"), set(seen))
+    found.tools_shown = tools_shown(seen.get("props"))
+    return found
 
 
 def _probes(
-    http: httpx2.Client, base: str, root: str, model: str, deadline: float, answered: list[int]
+    http: httpx2.Client,
+    base: str,
+    root: str,
+    model: str,
+    deadline: float,
+    answered: list[int],
+    seen: dict[str, Any],
 ) -> Iterator[tuple[int, str] | None]:
-    def get(url: str) -> Any:
-        return _json(http, "GET", url, deadline, answered)
+    """Every route is asked (the kind needs them all); the first window found wins."""
 
-    models = get(f"{base}/models")
+    def get(url: str) -> Any:
+        return _json(http, "GET", url, deadline, answered, seen=seen)
+
+    models = seen["models"] = get(f"{base}/models")
     entry = _model_entry(models, model)
     if entry is not None:
         for key, source in (
@@ -77,18 +111,24 @@ def _probes(
             ("max_context_length", "the server's model list, max_context_length"),
         ):
             yield _int_from(entry.get(key), source)
-    lmstudio = _model_entry(get(f"{root}/api/v0/models"), model)
+    props = seen["props"] = get(f"{root}/props")
+    if isinstance(props, dict):
+        settings = props.get("default_generation_settings")
+        n_ctx = settings.get("n_ctx") if isinstance(settings, dict) else props.get("n_ctx")
+        yield _int_from(n_ctx, "llama-server /props n_ctx")
+        return  # llama.cpp: the other servers' routes are not its own
+    lmstudio_models = get(f"{root}/api/v0/models")
+    if lmstudio_models is not None:
+        seen["lmstudio"] = True
+    lmstudio = _model_entry(lmstudio_models, model)
     if lmstudio is not None:
         yield _int_from(
             lmstudio.get("loaded_context_length"), "LM Studio /api/v0/models loaded_context_length"
         )
         yield _int_from(lmstudio.get("max_context_length"), "LM Studio /api/v0/models max_context_length")
-    props = get(f"{root}/props")
-    if isinstance(props, dict):
-        settings = props.get("default_generation_settings")
-        n_ctx = settings.get("n_ctx") if isinstance(settings, dict) else props.get("n_ctx")
-        yield _int_from(n_ctx, "llama-server /props n_ctx")
     ps = get(f"{root}/api/ps")
+    if isinstance(ps, dict) and "models" in ps:
+        seen["ollama"] = True
     loaded = _model_entry({"data": ps.get("models")} if isinstance(ps, dict) else None, model)
     if loaded is not None:
         yield _int_from(loaded.get("context_length"), "Ollama /api/ps (the loaded model)")
@@ -104,6 +144,7 @@ def _json(
     deadline: float,
     answered: list[int],
     body: dict[str, Any] | None = None,
+    seen: dict[str, Any] | None = None,
 ) -> Any:
     left = deadline - time.monotonic()
     if left <= 0:
@@ -113,6 +154,8 @@ def _json(
     except httpx2.HTTPError:
         return None
     answered.append(response.status_code)
+    if seen is not None and response.headers.get("server"):
+        seen.setdefault("server", response.headers["server"])
     if response.status_code != 200 or len(response.content) > MAX_DISCOVERY_BODY_BYTES:
         return None
     try:

@@ -44,6 +44,10 @@ STREAM = "stream"
 STREAM_OPTIONS = "stream_options"
 EMPTY_CONTENT = "empty_content"  # an assistant tool-call turn with content ""
 ABSENT_CONTENT = "absent_content"  # ... with no content field at all
+MAX_TOKENS = "max_tokens"  # the reply's bound, as `max_tokens` (local servers)
+MAX_COMPLETION_TOKENS = "max_completion_tokens"  # ... as OpenAI's newer name (reasoning models)
+# Not a request field: the server accepts `tools` but its chat template never shows them to the model.
+TOOLS = "tools"
 
 FEATURE_LABELS = {
     TOOL_CHOICE_REQUIRED: 'tool_choice="required"',
@@ -54,7 +58,11 @@ FEATURE_LABELS = {
     STREAM_OPTIONS: "stream_options",
     EMPTY_CONTENT: "empty content in tool-call turns",
     ABSENT_CONTENT: "tool-call turns without content",
+    MAX_TOKENS: "max_tokens",
+    MAX_COMPLETION_TOKENS: "max_completion_tokens",
+    TOOLS: "tools (the model never sees them)",
 }
+SPEED_WEIGHT = 0.5  # a new measurement's weight against what was known (speeds drift with load)
 
 
 def base_url_of(settings: Settings) -> str:
@@ -81,6 +89,11 @@ class EndpointFacts:
     context_tokens: int = 0  # 0: unknown
     context_source: str = ""  # where the window came from; "none" when discovery found nothing
     updated_at: float = 0.0
+    ignored: dict[str, str] = field(default_factory=dict)  # features accepted but not honoured
+    server_kind: str = ""  # worker/agent/server_kind.py; "" until discovery ran
+    prompt_tps: float = 0.0  # measured prompt reading speed, tokens/s (0: not measured)
+    generation_tps: float = 0.0  # measured generation speed, tokens/s
+    busy_until: float = 0.0  # wall clock: an abandoned request may still run on the server until then
 
 
 # In this process, by endpoint id: a later question here does not repeat a refused attempt.
@@ -113,6 +126,9 @@ class EndpointMemory:
     def confirmed(self, feature: str) -> bool:
         return feature in self.facts.confirmed
 
+    def ignores(self, feature: str) -> bool:
+        return feature in self.facts.ignored
+
     def context(self) -> tuple[int, str] | None:
         """(tokens, source) when the window is known; (0, "none") when discovery found nothing."""
         if not self.facts.context_source:
@@ -141,6 +157,47 @@ class EndpointMemory:
         self.facts.confirmed |= new
         self._save({f"ok:{feature}": "1" for feature in new})
 
+    def ignore(self, feature: str, why: str) -> None:
+        """Accepted without an error, but not honoured (learned from an ordinary answer)."""
+        if feature in self.facts.ignored:
+            return
+        self.facts.ignored[feature] = why[:300]
+        self.facts.confirmed.discard(feature)
+        log.warning(
+            "model endpoint %s (model %s) ignores %s: %s",
+            display_url(base_url_of(self.settings)),
+            self.settings.model,
+            FEATURE_LABELS.get(feature, feature),
+            why[:300],
+        )
+        self._save({f"ignored:{feature}": why[:300]})
+
+    def remember_kind(self, kind: str) -> None:
+        self.facts.server_kind = kind
+        self._save({"server_kind": kind})
+
+    def remember_speed(self, prompt_tps: float | None, generation_tps: float | None) -> None:
+        """Blend a measurement into what was known; either speed may be missing."""
+
+        def blend(old: float, new: float | None) -> float:
+            if not new or new <= 0:
+                return old
+            return new if old <= 0 else old * (1 - SPEED_WEIGHT) + new * SPEED_WEIGHT
+
+        self.facts.prompt_tps = blend(self.facts.prompt_tps, prompt_tps)
+        self.facts.generation_tps = blend(self.facts.generation_tps, generation_tps)
+        self._save(
+            {
+                "prompt_tps": f"{self.facts.prompt_tps:.2f}",
+                "generation_tps": f"{self.facts.generation_tps:.2f}",
+                "reached_at": f"{time.time():.0f}",
+            }
+        )
+
+    def remember_busy_until(self, wall_time: float) -> None:
+        self.facts.busy_until = max(self.facts.busy_until, wall_time)
+        self._save({"busy_until": f"{self.facts.busy_until:.1f}"})
+
     def remember_context(self, tokens: int, source: str) -> None:
         self.facts.context_tokens = tokens
         self.facts.context_source = source
@@ -161,6 +218,12 @@ class EndpointMemory:
                 facts.refused[key.removeprefix("refused:")] = value
             elif key.startswith("ok:"):
                 facts.confirmed.add(key.removeprefix("ok:"))
+            elif key.startswith("ignored:"):
+                facts.ignored[key.removeprefix("ignored:")] = value
+            elif key == "server_kind":
+                facts.server_kind = value
+            elif key in ("prompt_tps", "generation_tps", "busy_until"):
+                setattr(facts, key, _float(value))
             elif key == "context_tokens" and value.isdigit():
                 facts.context_tokens = int(value)
             elif key == "context_source":
@@ -178,6 +241,11 @@ class EndpointMemory:
             context_tokens=stored.context_tokens if stored.context_source else mine.context_tokens,
             context_source=stored.context_source or mine.context_source,
             updated_at=mine.updated_at,
+            ignored={**mine.ignored, **stored.ignored},
+            server_kind=stored.server_kind or mine.server_kind,
+            prompt_tps=stored.prompt_tps or mine.prompt_tps,
+            generation_tps=stored.generation_tps or mine.generation_tps,
+            busy_until=max(stored.busy_until, mine.busy_until),
         )
         return merged
 
@@ -197,6 +265,13 @@ class EndpointMemory:
             log.debug("could not remember a model endpoint fact in Redis", exc_info=True)
 
 
+def _float(text: str) -> float:
+    try:
+        return max(float(text), 0.0)
+    except ValueError:
+        return 0.0
+
+
 def forget_in_process() -> None:
     """Drop what this process learned (Redis keeps its copy): for tests and `codebot` restarts."""
     with _PROCESS_LOCK:
@@ -213,14 +288,38 @@ def known_endpoints(redis: Redis) -> list[dict[str, str]]:
 
 
 def describe_endpoint(facts: dict[str, str]) -> str:
-    """One line: what an endpoint refused and its context window."""
+    """One line: whether the endpoint was reached, what it refused or ignores, its window and speed."""
     refused = [FEATURE_LABELS.get(k.removeprefix("refused:"), k) for k in facts if k.startswith("refused:")]
-    parts = [f"no {', no '.join(refused)}" if refused else "every optional field accepted"]
+    ignored = [FEATURE_LABELS.get(k.removeprefix("ignored:"), k) for k in facts if k.startswith("ignored:")]
+    accepted = [k for k in facts if k.startswith("ok:")]
+    parts = []
+    if refused:
+        parts.append(f"no {', no '.join(refused)}")
+    if ignored:
+        parts.append(f"ignores {', '.join(ignored)}")
+    if not refused and not ignored:
+        # "accepted" only once a request got an answer: an endpoint never reached proved nothing
+        parts.append("every optional field accepted" if accepted else "never reached")
     tokens = facts.get("context_tokens", "0")
     source = facts.get("context_source", "")
     if tokens.isdigit() and int(tokens) > 0:
         parts.append(f"context {int(tokens):,} tokens ({source})")
+    speed = speed_text(_float(facts.get("prompt_tps", "")), _float(facts.get("generation_tps", "")))
+    if speed:
+        parts.append(speed)
+    if facts.get("server_kind"):
+        parts.append(f"server: {facts['server_kind']}")
     return "; ".join(parts)
+
+
+def speed_text(prompt_tps: float, generation_tps: float) -> str:
+    """The measured speeds, as the apology and `codebot status` say them."""
+    said = []
+    if prompt_tps > 0:
+        said.append(f"reads {prompt_tps:,.0f} tokens/s")
+    if generation_tps > 0:
+        said.append(f"writes {generation_tps:,.1f} tokens/s")
+    return "measured: " + ", ".join(said) if said else ""
 
 
 # --- the last model errors, for admins ------------------------------------------------------------

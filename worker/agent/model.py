@@ -24,6 +24,13 @@
 - **Context.** The request is fitted to the endpoint's window (discovered, configured, or
   learned from its "maximum context length" error, which is retried once trimmed).
 - **Retries** of 408/409/429/5xx and connection errors, with Retry-After, within the deadline.
+- **Harmless learning.** What a server accepts is learned from ordinary answers and from the
+  error bodies of refused requests; nothing is sent only to test it. Which kind of server it is
+  (worker/agent/server_kind.py) is told from GETs: a kind known to crash on a field never gets
+  it, and llama.cpp's template verdict says whether the model would see the tools at all.
+- **Speed.** Every request carries a bounded `max_tokens`; attempts are sized from the speeds
+  measured on earlier answers, and no request is sent while an abandoned one may still run on a
+  server that does not cancel it (worker/agent/pacing.py).
 """
 
 from __future__ import annotations
@@ -32,7 +39,6 @@ import logging
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import httpx2
@@ -50,7 +56,6 @@ from worker.agent.context import (
     measured_ratio,
     request_chars,
 )
-from worker.agent.discovery import UNREACHABLE, discover_context_tokens
 from worker.agent.endpoint_memory import (
     ABSENT_CONTENT,
     EMPTY_CONTENT,
@@ -60,10 +65,17 @@ from worker.agent.endpoint_memory import (
     TOOL_CHOICE_AUTO,
     TOOL_CHOICE_NONE,
     TOOL_CHOICE_REQUIRED,
+    TOOLS,
     EndpointMemory,
 )
 from worker.agent.events import AgentEvents, NoEvents
 from worker.agent.model_errors import ModelFailure, classify, context_overflow_of, failure, refusal_of
+from worker.agent.model_fit import MIN_ATTEMPT_SECONDS, ServerFit, Shaped
+from worker.agent.pacing import (
+    TimedStream,
+    Timing,
+    timings_of_body,
+)
 from worker.agent.wire import (
     Attempt,
     CutStream,
@@ -82,7 +94,6 @@ __all__ = ["ModelClient", "ModelTurn", "ToolCall", "make_openai_client", "retry_
 
 log = logging.getLogger("codebot.model")
 
-MIN_ATTEMPT_SECONDS = 1.0
 CONNECT_TIMEOUT_SECONDS = 5.0
 MAX_FALLBACKS_PER_CALL = 6  # refused fields dropped within one call (there are fewer features)
 # Tried, in this order, when a refusal names no field and the feature was never seen to work.
@@ -92,14 +103,7 @@ SUSPECTS = (TOOL_CHOICE_REQUIRED, PARALLEL_TOOL_CALLS, TOOL_CHOICE_NONE)
 # --- the client --------------------------------------------------------------------------------------
 
 
-@dataclass
-class Shaped:
-    kwargs: dict[str, Any]
-    features: set[str]  # the optional features this request uses
-    sent_chars: int
-
-
-class ModelClient:
+class ModelClient(ServerFit):
     def __init__(
         self,
         settings: Settings,
@@ -120,18 +124,16 @@ class ModelClient:
         self.measured = False
         self.prompt_tokens = 0  # across this question's calls, for accounting
         self.completion_tokens = 0
+        self._last_timing: Timing | None = None  # the last answered attempt's, for the speeds
+        self._attempt_timing: Timing | None = None  # the last attempt's, answered or not
 
     # --- the context window ------------------------------------------------------------------------
     def window(self) -> Window:
         tokens = self.settings.model_context_tokens
         if not tokens:
+            self._discover_once()
             known = self.memory.context()
-            if known is None:
-                found = discover_context_tokens(self.settings)
-                if found is None or found[1] != UNREACHABLE:  # a server that was down is asked again
-                    self.memory.remember_context(*(found or (0, "none")))
-                known = found or (0, "none")
-            tokens = known[0]
+            tokens = known[0] if known else 0
         return Window(
             tokens=tokens,
             reserve_tokens=min(self.settings.model_answer_reserve_tokens, tokens // 4),
@@ -156,14 +158,19 @@ class ModelClient:
         suspected: set[str] = set()  # dropped on suspicion in this call; refused if that works
         fallbacks = 0
         context_retried = empty_retried = False
+        self._discover_once()
+        if tools and self.memory.ignores(TOOLS):
+            # the model would never see them: no code can be read, and no time is spent finding out
+            found = self._located(failure("no_tool_calls", self.memory.facts.ignored[TOOLS]))
+            found.args = (f"{found}; its chat template never shows the model the tools",)
+            raise self._with_tokens(found)
         while True:
+            self._wait_while_busy(deadline)
             left = deadline - self.clock()
             if left < MIN_ATTEMPT_SECONDS:
-                raise self._with_tokens(failure("timeout", "the question's deadline passed"))
+                raise self._with_tokens(self._out_of_time("the question's deadline passed", deadline))
             shaped = self._shape(messages, question_at, tools, tool_choice, suspected)
-            seconds = min(
-                max(min(self.settings.model_timeout_seconds, left / (retries - attempt + 1)), 1.0), left
-            )
+            seconds = self._size(shaped, left, retries - attempt)
             self.events.thinking()
             try:
                 turn = self._send(shaped, seconds, attempt)
@@ -202,6 +209,7 @@ class ModelClient:
                 if dropped:
                     fallbacks += 1
                     continue
+                self._note_abandoned(exc, shaped)
                 wait = retry_wait_seconds(exc, attempt)
                 if (
                     wait is not None
@@ -220,7 +228,7 @@ class ModelClient:
                 raise self._with_tokens(self._failure(exc, shaped)) from exc
             for feature in suspected:
                 self.memory.refuse(feature, "an error naming no field, gone once this was left out")
-            self.memory.confirm(shaped.features - suspected)
+            self.memory.confirm(self._learn_from_answer(turn, shaped) - suspected)
             return turn
 
     def _failure(self, exc: Exception, shaped: Shaped) -> ModelFailure:
@@ -231,6 +239,11 @@ class ModelClient:
             found = failure("cut", found.detail, seconds=getattr(exc, "_codebot_seconds", 0.0))
         if found.kind == "refused" and TOOL_CHOICE_AUTO in self.memory.facts.refused:
             found = failure("no_tool_calls", found.detail, found.status)
+        found = self._located(found)
+        if found.kind in ("timeout", "cut"):
+            found = self._with_time_hint(
+                found, getattr(exc, "_codebot_seconds", 0.0), int(shaped.sent_chars / self.chars_per_token)
+            )
         log.warning(
             "model endpoint failure kind=%s status=%s: %s",
             found.kind,
@@ -342,7 +355,11 @@ class ModelClient:
             if not self.memory.refuses(STREAM_OPTIONS):
                 kwargs["stream_options"] = {"include_usage": True}
                 features.add(STREAM_OPTIONS)
-        return Shaped(kwargs, features, request_chars(wire, kwargs.get("tools")))
+        cap = self._reply_cap(window)
+        if cap:
+            features.add(self._max_tokens_field())
+        tool_chars = request_chars([], tools) if tools else 0
+        return Shaped(kwargs, features, request_chars(wire, kwargs.get("tools")), cap, tool_chars)
 
     def _content_styled(
         self, messages: list[dict[str, Any]], features: set[str], suspected: set[str]
@@ -372,18 +389,31 @@ class ModelClient:
     def _send(self, shaped: Shaped, seconds: float, attempt_number: int) -> ModelTurn:
         timeout = httpx2.Timeout(seconds, connect=min(CONNECT_TIMEOUT_SECONDS, seconds))
         headers = {"x-stainless-retry-count": str(attempt_number)}  # as the SDK marks its own retries
+        timing = Timing(started=time.monotonic())
+        self._last_timing = None
+        self._attempt_timing = timing
+        log.info(
+            "model request sent: attempt %d, up to %.0f s, max tokens %s, ~%d characters",
+            attempt_number + 1,
+            seconds,
+            shaped.kwargs.get("max_tokens") or shaped.kwargs.get("max_completion_tokens") or "none",
+            shaped.sent_chars,
+            extra=self.log_extra,
+        )
         with Attempt(seconds) as attempt:
             try:
                 if shaped.kwargs.get("stream"):
                     stream = self.client.chat.completions.create(
                         **shaped.kwargs, timeout=timeout, extra_headers=headers
                     )
-                    turn = self._read_stream(stream)
+                    turn = self._read_stream(TimedStream(stream, timing))
                 else:
                     raw = self.client.chat.completions.with_raw_response.create(
                         **shaped.kwargs, timeout=timeout, extra_headers=headers
                     )
-                    turn = turn_from_json(raw.http_response.read())
+                    body = raw.http_response.read()
+                    timing.timings = timings_of_body(body)
+                    turn = turn_from_json(body)
                     if turn.content:
                         self.events.text(turn.content)  # the whole text, as one delta
             except EmptyStream:
@@ -392,10 +422,12 @@ class ModelClient:
                 attempt.drop_connection()
                 raise
             except Exception as exc:
+                exc._codebot_seconds = seconds  # type: ignore[attr-defined]
                 if attempt.fired and attempt.replied:
                     exc._codebot_cut = True  # type: ignore[attr-defined]
-                    exc._codebot_seconds = seconds  # type: ignore[attr-defined]
                 raise
+        timing.finished = time.monotonic()
+        self._last_timing = timing
         self._account(turn, shaped.sent_chars)
         return turn
 

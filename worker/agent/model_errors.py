@@ -17,6 +17,8 @@ from typing import Any
 import openai
 
 from worker.agent.endpoint_memory import (
+    MAX_COMPLETION_TOKENS,
+    MAX_TOKENS,
     PARALLEL_TOOL_CALLS,
     STREAM,
     STREAM_OPTIONS,
@@ -145,6 +147,8 @@ REFUSAL_STATUSES = (400, 422, 500, 501)
 # Checked in this order: the more specific names first ("stream_options" before "stream").
 _FIELD_PATTERNS = (
     (STREAM_OPTIONS, re.compile(r"stream_options|include_usage", re.IGNORECASE)),
+    (MAX_COMPLETION_TOKENS, re.compile(r"max_completion_tokens", re.IGNORECASE)),
+    (MAX_TOKENS, re.compile(r"\bmax_tokens\b", re.IGNORECASE)),
     (PARALLEL_TOOL_CALLS, re.compile(r"parallel[_ ]tool[_ ]calls", re.IGNORECASE)),
     ("tool_choice", re.compile(r"tool[_ ]choice", re.IGNORECASE)),
     (STREAM, re.compile(r"\bstream(ing)?\b", re.IGNORECASE)),

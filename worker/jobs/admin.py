@@ -366,7 +366,13 @@ def model_status_lines(redis: Redis, settings: Settings, now: float) -> list[str
     """The configured model, what each endpoint was found to accept, and the last model errors
     in the server's own words (trimmed and redacted when they were recorded)."""
     lines = [texts.STATUS_MODEL.format(model=settings.model, endpoint=display_url(base_url_of(settings)))]
-    for facts in known_endpoints(redis):
+    endpoints = known_endpoints(redis)
+    here = display_url(base_url_of(settings))
+    if not any(f.get("base_url") == here and f.get("model") == settings.model for f in endpoints):
+        lines.append(
+            texts.STATUS_MODEL_ENDPOINT.format(model=settings.model, endpoint=here, facts="never reached")
+        )
+    for facts in endpoints:
         lines.append(
             texts.STATUS_MODEL_ENDPOINT.format(
                 model=facts.get("model", "?"),

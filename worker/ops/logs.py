@@ -13,6 +13,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextvars import ContextVar
+from pathlib import Path
 
 from config.settings import Settings
 from worker.ops.inert import inert, inert_line
@@ -92,8 +93,14 @@ class TextFormatter(logging.Formatter):
         return inert(f"{line} {extras}" if extras else line)  # the traceback keeps its newlines
 
 
-def configure_logging(settings: Settings, level: int = logging.INFO) -> None:
-    handler = logging.StreamHandler(sys.stderr)
+def configure_logging(settings: Settings, level: int = logging.INFO, log_file: Path | None = None) -> None:
+    """Log lines to stderr, or to `log_file` (appended) for a command whose screen is its answer."""
+    handler: logging.Handler
+    if log_file is not None:
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        handler = logging.FileHandler(log_file, encoding="utf-8")
+    else:
+        handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if settings.log_format == "json" else TextFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
