@@ -81,8 +81,8 @@ def test_with_smollm2s_own_template_the_question_ends_at_once_saying_no_code_was
 
 
 def test_with_a_tool_template_the_model_sees_the_tools_and_the_outcome_is_honest(tmp_path: Path) -> None:
-    # a 4,096-token window: codebot lists the contract's five tools only, so the prompt is read sooner
-    with llamacpp_server(template=TOOLS_TEMPLATE, n_ctx=4096, log=tmp_path / "server.log") as base_url:
+    # an 8,192-token window: the prompt, the tool schemas and the reply's reserve fit (4,096 no longer does)
+    with llamacpp_server(template=TOOLS_TEMPLATE, n_ctx=8192, log=tmp_path / "server.log") as base_url:
         env = workspace(tmp_path, base_url)
         try:
             assert codebot(env, "repos", "sync").returncode == 0
