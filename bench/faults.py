@@ -65,7 +65,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.slack_ack import free_port, start_codebot, wait_healthy  # noqa: E402
 from bot import texts  # noqa: E402
-from bot.slack_format import format_for_slack  # noqa: E402
+from bot.slack.format import format_for_slack  # noqa: E402
 from config.settings import load_settings  # noqa: E402
 from tests.support.e2e import DEFAULT_FILES  # noqa: E402
 from tests.support.fake_discord import FakeDiscord  # noqa: E402

@@ -222,7 +222,7 @@ def _cmd_eval(settings: Settings, args: argparse.Namespace, out: Console) -> int
 
 
 def _cmd_mcp(settings: Settings, args: argparse.Namespace, out: Console) -> int:
-    from bot.mcp_server import serve_http, serve_stdio
+    from bot.mcp.server import serve_http, serve_stdio
     from worker.jobs.runtime import build_runtime
 
     runtime = build_runtime(settings)
@@ -232,13 +232,13 @@ def _cmd_mcp(settings: Settings, args: argparse.Namespace, out: Console) -> int:
 
 
 def _cmd_slack(settings: Settings, args: argparse.Namespace, out: Console) -> int:
-    from bot.slack_app import serve
+    from bot.slack.app import serve
 
     return serve(settings, port=args.port, host=args.host)
 
 
 def _cmd_discord(settings: Settings, args: argparse.Namespace, out: Console) -> int:
-    from bot.discord_app import serve
+    from bot.discord.app import serve
 
     return serve(settings)
 

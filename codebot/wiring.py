@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from bot import discord_sink, slack_sink, slack_stream
+from bot.discord import sink as discord_sink
+from bot.slack import sink as slack_sink
+from bot.slack import stream as slack_stream
 from config.settings import Settings
 from worker.jobs import runtime as runtime_module
 from worker.jobs.question import Platform

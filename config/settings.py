@@ -243,7 +243,7 @@ class Settings(BaseSettings):
     # Slack HTTP mode: the address `codebot slack` listens on (its port: `--port`). Slack reaches it
     # through a TLS reverse proxy (docs/slack.md); 0.0.0.0 to listen on every interface.
     slack_http_host: str = "127.0.0.1"
-    # Slack HTTP mode (bot/slack_http.py): connections held at once; beyond, the longest idle are
+    # Slack HTTP mode (bot/slack/http_server.py): connections held at once; beyond, the longest idle are
     # closed (a request in flight never is).
     slack_http_max_connections: int = Field(default=1000, ge=1)
     # Slack HTTP mode: the time a request has to arrive whole (a slow or silent sender is dropped).

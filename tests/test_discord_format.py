@@ -7,8 +7,8 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.discord_app import invite_url
-from bot.discord_format import (
+from bot.discord.app import invite_url
+from bot.discord.format import (
     EMBED_DESCRIPTION_CHARS,
     MAX_ANSWER_MESSAGES,
     MESSAGE_CHARS,

@@ -1,8 +1,8 @@
-"""Discord answers appear as they are written (bot/discord_live.py): the progress message is
+"""Discord answers appear as they are written (bot/discord/live.py): the progress message is
 edited as the text grows, at most one edit per `discord_edit_interval_seconds`, 429s honoured,
 a typing indicator while tools run, a step line only for a tool still running after
 `discord_step_line_after_seconds`; the answer ends with 👍/👎 buttons whose clicks (and the 👎
-reason modal) the adapter handles over the real gateway (bot/discord_feedback.py)."""
+reason modal) the adapter handles over the real gateway (bot/discord/feedback.py)."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from bot.discord_sink import MESSAGES_KEY_PREFIX, DiscordSink
+from bot.discord.sink import MESSAGES_KEY_PREFIX, DiscordSink
 from tests.support.discord_rig import DiscordRig, asked_question
 from tests.support.model_server import error
 from worker.jobs.sink import Answer, DeliveryFailed

@@ -105,10 +105,10 @@ def test_every_codebot_command_line_the_docs_show_is_one_codebot_accepts() -> No
 
 def test_the_scripted_model_example_reads_and_cites_the_lines_it_names() -> None:
     page = (ROOT / "docs" / "development.md").read_text(encoding="utf-8")
-    read = re.search(r'"path": "bot/slack_handlers.py", "start_line": (\d+), "end_line": (\d+)', page)
-    cited = re.search(r"\[codebot:bot/slack_handlers.py#L(\d+)-L(\d+)\]", page)
+    read = re.search(r'"path": "bot/slack/handlers.py", "start_line": (\d+), "end_line": (\d+)', page)
+    cited = re.search(r"\[codebot:bot/slack/handlers.py#L(\d+)-L(\d+)\]", page)
     assert read and cited
-    lines = (ROOT / "bot" / "slack_handlers.py").read_text(encoding="utf-8").splitlines()
+    lines = (ROOT / "bot" / "slack" / "handlers.py").read_text(encoding="utf-8").splitlines()
     where = next(n for n, line in enumerate(lines, 1) if "def on_command(" in line)
     assert int(read[1]) <= int(cited[1]) == where <= int(cited[2]) <= int(read[2])
 

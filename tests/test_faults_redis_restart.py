@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from bot import texts
-from bot.slack_format import format_for_slack
+from bot.slack.format import format_for_slack
 from tests.support.model_server import Reply, last_user_text, slow, text, tool_calls
 from tests.support.redis_outage import kill_embedded_server
 from tests.support.redis_servers import persist_now

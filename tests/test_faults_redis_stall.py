@@ -21,7 +21,7 @@ import pytest
 from rq import Queue
 from rq.registry import StartedJobRegistry
 
-from bot.slack_stream import SlackStreamSink
+from bot.slack.stream import SlackStreamSink
 from config.settings import Settings
 from tests.support.discord_rig import DiscordRig
 from tests.support.e2e import Rig

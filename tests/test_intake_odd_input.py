@@ -1,7 +1,7 @@
 """Odd input never vanishes: every Slack mention that passes the signature check ends in a reply
 (unpaired surrogates, control characters, 40 kB texts, bytes that are not UTF-8), and a request
 with a bad signature is a 401 whatever its body, without a traceback (bot/intake.py `storable`,
-bot/slack_http.py). The Hypothesis fuzz of both adapters is tests/test_intake_fuzz.py."""
+bot/slack/http_server.py). The Hypothesis fuzz of both adapters is tests/test_intake_fuzz.py."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from rq import Queue
 
-from bot.slack_sink import SlackSink
+from bot.slack.sink import SlackSink
 from tests.support.delivery import FAST_DELIVERY, deliver_until_settled
 from tests.support.e2e import Rig
 from tests.support.metrics import samples

@@ -11,8 +11,8 @@ import pytest
 from rq import Queue, SimpleWorker
 
 from bot import texts
-from bot.slack_app import queue_notices
-from bot.slack_format import format_for_slack
+from bot.slack.app import queue_notices
+from bot.slack.format import format_for_slack
 from tests.support.discord_rig import DiscordRig
 from tests.support.model_server import text, tool_calls
 from tests.support.slack_rig import SlackRig, wait_until

@@ -12,8 +12,8 @@ from __future__ import annotations
 import pytest
 from rq import Queue
 
-from bot.slack_format import format_for_slack
-from bot.slack_sink import SlackSink
+from bot.slack.format import format_for_slack
+from bot.slack.sink import SlackSink
 from tests.support.delivery import FAST_DELIVERY, deliver_until_settled
 from tests.support.discord_rig import DiscordRig, asked_question
 from tests.support.metrics import metric_value, samples

@@ -18,8 +18,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.discord_format import render_answer
-from bot.slack_format import format_for_slack
+from bot.discord.format import render_answer
+from bot.slack.format import format_for_slack
 from config.settings import Settings, load_settings
 from tests.support.attacks import FUZZ, raw_arguments
 from tests.support.attacks import tool_calls as fuzzed_calls

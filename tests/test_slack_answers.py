@@ -8,8 +8,8 @@ import time
 import pytest
 from slack_sdk import WebClient
 
-from bot.slack_format import SLACK_TEXT_LIMIT_CHARS
-from bot.slack_sink import SlackSink
+from bot.slack.format import SLACK_TEXT_LIMIT_CHARS
+from bot.slack.sink import SlackSink
 from tests.support.model_server import last_user_text, text, tool_calls
 from tests.support.slack_api import message
 from tests.support.slack_rig import SlackRig

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.slack_format import CHUNK_CHARS, MAX_MESSAGES, format_for_slack, split_messages, to_mrkdwn
+from bot.slack.format import CHUNK_CHARS, MAX_MESSAGES, format_for_slack, split_messages, to_mrkdwn
 
 
 def test_links_bold_italics_strikes_and_headings_become_mrkdwn() -> None:

@@ -1,6 +1,6 @@
 """The Slack HTTP mode's server: bounded connections, time and threads; `app_rate_limited`; SIGTERM.
 
-The real bolt app behind the real uvicorn server (bot/slack_http.py), driven over real sockets.
+The real bolt app behind the real uvicorn server (bot/slack/http_server.py), driven over real sockets.
 """
 
 from __future__ import annotations

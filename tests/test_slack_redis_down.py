@@ -14,7 +14,7 @@ import urllib.request
 import pytest
 
 from bot import texts
-from bot.slack_format import format_for_slack
+from bot.slack.format import format_for_slack
 from tests.support.redis_outage import kill_embedded_server
 from tests.support.redis_servers import persist_now
 from tests.support.slack_api import BOT_USER_ID, message

@@ -1,4 +1,4 @@
-"""Slack answers stream into the thread (bot/slack_stream.py): text grows as the model writes
+"""Slack answers stream into the thread (bot/slack/stream.py): text grows as the model writes
 it, each tool call is a task card, a loading state shows while the model thinks, and the stream
 ends with the verified Sources and the feedback buttons. The fake Slack Web API speaks the
 streaming methods as Slack documents them (tests/support/slack_surfaces.py)."""

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bot.discord_app import CodebotDiscord, build_client
+from bot.discord.app import CodebotDiscord, build_client
 from config.settings import Settings
 from tests.support.e2e import Rig, build_rig
 from tests.support.fake_discord import FakeDiscord

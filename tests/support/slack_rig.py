@@ -22,8 +22,8 @@ from typing import Any
 from redis import Redis
 from rq import Queue, SimpleWorker
 
-from bot.slack_app import EVENTS_PATH, SlackHTTPServer, build_app, register
-from bot.slack_handlers import SlackDeps
+from bot.slack.app import EVENTS_PATH, SlackHTTPServer, build_app, register
+from bot.slack.handlers import SlackDeps
 from codebot.wiring import build_runtime
 from config.settings import Settings, load_settings
 from tests.support.e2e import DEFAULT_FILES

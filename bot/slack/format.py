@@ -194,7 +194,7 @@ def format_for_slack(markdown: str, limit: int = CHUNK_CHARS) -> list[str]:
 
 # --- blocks and streamed Markdown -----------------------------------------------------------
 
-FEEDBACK_ACTION_ID = "codebot_feedback"  # the feedback buttons' action (bot/slack_feedback.py)
+FEEDBACK_ACTION_ID = "codebot_feedback"  # the feedback buttons' action (bot/slack/feedback.py)
 SECTION_CHARS = 2_900  # a section block holds 3,000 characters of text
 _MENTION_OPENER = re.compile(r"(<|&lt;)(?=[!@#])")
 _MD_LINK_TARGET = re.compile(

@@ -26,11 +26,11 @@ import yarl
 from discord import app_commands
 from discord.gateway import DiscordWebSocket
 
-from bot.discord_commands import Commands
-from bot.discord_feedback import FeedbackInteractions
-from bot.discord_handlers import MessageHandler, RedisHolder
-from bot.discord_rest import use_api_base
-from bot.discord_sink import DiscordSink
+from bot.discord.commands import Commands
+from bot.discord.feedback import FeedbackInteractions
+from bot.discord.handlers import MessageHandler, RedisHolder
+from bot.discord.rest import use_api_base
+from bot.discord.sink import DiscordSink
 from bot.intake import REDIS_DOWN, Intake
 from bot.queue_notices import QueueNotices
 from config.errors import ConfigError

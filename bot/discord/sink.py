@@ -38,10 +38,10 @@ from redis import Redis
 from redis.exceptions import RedisError
 
 from bot import texts
-from bot.discord_feedback import feedback_buttons
-from bot.discord_format import message_nonce, one_message, render_answer, split_message, thread_name
-from bot.discord_live import DiscordLiveView
-from bot.discord_rest import THREAD_ALREADY_EXISTS, DiscordRest, use_api_base
+from bot.discord.feedback import feedback_buttons
+from bot.discord.format import message_nonce, one_message, render_answer, split_message, thread_name
+from bot.discord.live import DiscordLiveView
+from bot.discord.rest import THREAD_ALREADY_EXISTS, DiscordRest, use_api_base
 from config.errors import ConfigError
 from config.settings import Settings
 from worker.agent.live_text import LiveText
@@ -138,7 +138,7 @@ class DiscordSink:
             log.warning("progress update failed question=%s: %s", self.question.id, exc)
 
     def live(self, text: LiveText) -> LiveView | None:
-        """The progress message edited as the answer grows (bot/discord_live.py)."""
+        """The progress message edited as the answer grows (bot/discord/live.py)."""
         if not self.settings.discord_live_edits or self._notice_only:
             return None
         try:

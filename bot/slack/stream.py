@@ -14,7 +14,7 @@ never slow the model down:
 - text goes out at most every `slack_stream_interval_seconds` (chat.appendStream is Tier 4 for
   the whole workspace): what arrives meanwhile waits in the next call. It is the LiveText's
   stable part (worker/agent/live_text.py: redacted and citation-checked on a held-back window)
-  made inert like a post (bot/slack_format.safe_markdown). Text that no longer extends what was
+  made inert like a post (bot/slack/format.safe_markdown). Text that no longer extends what was
   sent (a redaction or a check changed its mind) stops being shown for that turn;
 - `answer()` ends the stream with `chat.stopStream`: the rest of the answer, its Sources, and
   the feedback block, when what streamed is the start of the stored answer. Otherwise (a
@@ -42,8 +42,8 @@ from redis.exceptions import RedisError
 from slack_sdk.errors import SlackApiError
 
 from bot import texts
-from bot.slack_format import feedback_block, safe_markdown
-from bot.slack_sink import (
+from bot.slack.format import feedback_block, safe_markdown
+from bot.slack.sink import (
     ANSWERED,
     FAILED,
     RECEIVED,

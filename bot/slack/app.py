@@ -2,7 +2,7 @@
 
 - Socket Mode when SLACK_APP_TOKEN is set: an outbound WebSocket, no public URL needed.
 - HTTP otherwise: `POST /slack/events` (events, slash commands) on `--port`, served by uvicorn
-  with connections, request time, body size and dispatch threads bounded (bot/slack_http.py).
+  with connections, request time, body size and dispatch threads bounded (bot/slack/http_server.py).
   Bolt checks the signature and timestamp (401 otherwise) and answers `url_verification`
   itself. `GET /health` answers 200 for load balancers.
 
@@ -27,11 +27,11 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
 from bot.queue_notices import QueueNotices
-from bot.slack_assistant import SlackAssistant
-from bot.slack_feedback import ACTION_ID, REASON_CALLBACK_ID, SlackFeedback
-from bot.slack_handlers import SlackDeps, SlackHandlers
-from bot.slack_http import EVENTS_PATH, SlackHTTPServer
-from bot.slack_sink import SlackSink, make_client
+from bot.slack.assistant import SlackAssistant
+from bot.slack.feedback import ACTION_ID, REASON_CALLBACK_ID, SlackFeedback
+from bot.slack.handlers import SlackDeps, SlackHandlers
+from bot.slack.http_server import EVENTS_PATH, SlackHTTPServer
+from bot.slack.sink import SlackSink, make_client
 from config.errors import ConfigError
 from config.settings import Settings
 from worker.jobs.question import Question

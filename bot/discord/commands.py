@@ -20,8 +20,8 @@ from discord import app_commands
 from redis import Redis
 
 from bot import texts
-from bot.discord_format import one_message, split_message
-from bot.discord_handlers import Place, place_of_channel
+from bot.discord.format import one_message, split_message
+from bot.discord.handlers import Place, place_of_channel
 from bot.intake import REDIS_DOWN, Intake
 from worker.jobs.admin import enqueue_refresh, is_admin, repos_listing, status_report
 from worker.jobs.question import ReplyTarget, reference_id

@@ -29,7 +29,7 @@ from slack_sdk.http_retry.builtin_handlers import ConnectionErrorRetryHandler, R
 
 from bot import texts
 from bot.queue_notices import is_waiting_notice, notice_replaced
-from bot.slack_format import feedback_block, format_for_slack, text_blocks
+from bot.slack.format import feedback_block, format_for_slack, text_blocks
 from config.settings import Settings
 from worker.jobs.question import Question, ReplyTarget
 from worker.jobs.sink import Answer, DeliveryFailed

@@ -42,7 +42,7 @@ import anyio.to_thread
 import uvicorn
 from slack_bolt import App, BoltRequest, BoltResponse
 
-from bot.slack_http_bounds import ConnectionBounds, RequestBoundsMiddleware, bounded_protocol
+from bot.slack.http_bounds import ConnectionBounds, RequestBoundsMiddleware, bounded_protocol
 from config.settings import Settings
 
 log = logging.getLogger("codebot.slack")
@@ -87,7 +87,7 @@ class SlackEventsApp:
             return
         raw = await _read_body(receive)
         if raw is None:
-            return  # the client went away (or was too slow: bot/slack_http_bounds.py)
+            return  # the client went away (or was too slow: bot/slack/http_bounds.py)
         # The signature is checked here, on the bytes as they came, before anything reads them:
         # bolt checks it only after parsing the body (a JSON body that is not an object ended in
         # a 500 and a traceback, for any sender), and it reads the timestamp with int().
@@ -174,7 +174,7 @@ class SlackHTTPServer:
 
     def __init__(self, app: App, settings: Settings, host: str = "127.0.0.1", port: int = 3000) -> None:
         self.socket = socket.create_server((host, port), backlog=settings.slack_http_max_connections)
-        # the time and connection bounds (bot/slack_http_bounds.py), on uvicorn's public hooks
+        # the time and connection bounds (bot/slack/http_bounds.py), on uvicorn's public hooks
         bounds = ConnectionBounds(settings.slack_http_request_seconds, settings.slack_http_max_connections)
         config = uvicorn.Config(
             RequestBoundsMiddleware(

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import discord
 from redis import Redis
 
-from bot.discord_format import one_message, strip_mentions_of
+from bot.discord.format import one_message, strip_mentions_of
 from bot.intake import REDIS_DOWN, Ask, Intake, Outcome
 from config.settings import Settings
 from worker.jobs.question import ReplyTarget

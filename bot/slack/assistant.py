@@ -5,8 +5,8 @@ events/assistant_thread_started) with the thread: a direct-message channel with 
 `thread_ts`. codebot greets in that thread, offers suggested prompts built from the repos this
 user may ask about there (`assistant.threads.setSuggestedPrompts`), and names the thread
 (`assistant.threads.setTitle`). Messages the user writes in it arrive as `message.im` and are
-answered like any direct message (bot/slack_handlers.py); the answer streams into the thread
-with its loading states (bot/slack_stream.py).
+answered like any direct message (bot/slack/handlers.py); the answer streams into the thread
+with its loading states (bot/slack/stream.py).
 
 A workspace whose app is not set up for the surface never sends these events: nothing here
 runs, and everything else works as before. `assistant_thread_context_changed` (the user moved
@@ -22,8 +22,8 @@ from typing import Any
 from slack_sdk import WebClient
 
 from bot import texts
-from bot.slack_format import format_for_slack
-from bot.slack_sink import SLACK_FAILURES, post_message
+from bot.slack.format import format_for_slack
+from bot.slack.sink import SLACK_FAILURES, post_message
 from config.repos import Whitelist
 
 log = logging.getLogger("codebot.slack.assistant")

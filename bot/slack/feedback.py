@@ -20,8 +20,8 @@ from slack_sdk import WebClient
 
 from bot import texts
 from bot.intake import REDIS_DOWN
-from bot.slack_format import FEEDBACK_ACTION_ID as ACTION_ID
-from bot.slack_sink import SLACK_FAILURES
+from bot.slack.format import FEEDBACK_ACTION_ID as ACTION_ID
+from bot.slack.sink import SLACK_FAILURES
 from config.settings import Settings
 from worker.jobs import feedback
 

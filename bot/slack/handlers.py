@@ -28,8 +28,8 @@ from slack_sdk import WebClient
 
 from bot import texts
 from bot.intake import REDIS_DOWN, Ask, Intake, Outcome
-from bot.slack_format import format_for_slack
-from bot.slack_sink import RECEIVED, SLACK_FAILURES, add_reaction, post_markdown
+from bot.slack.format import format_for_slack
+from bot.slack.sink import RECEIVED, SLACK_FAILURES, add_reaction, post_markdown
 from config.settings import Settings
 from worker.jobs.admin import enqueue_refresh, is_admin, repos_listing, status_report
 from worker.jobs.question import ReplyTarget

@@ -14,7 +14,7 @@ Discord's latency and rate limits never slow the model: the agent only records w
   message; links show no preview cards, as in the final answer.
 - At most one edit per `discord_edit_interval_seconds` (Discord limits edits per message);
   what changes meanwhile goes in the next edit. A 429 is honoured by discord.py, which waits
-  the `retry_after` Discord sends before it tries again (bot/discord_rest.py).
+  the `retry_after` Discord sends before it tries again (bot/discord/rest.py).
 - `close()` stops the sender; the sink's `answer()` then edits the same message into the first
   part of the stored answer (and posts the rest), `failed()` into the apology.
 Every edit carries `allowed_mentions` that parse nothing, like every post.
@@ -31,8 +31,8 @@ import time
 from collections.abc import Callable
 
 from bot import texts
-from bot.discord_format import MESSAGE_CHARS, one_message, split_message, suppress_link_previews
-from bot.discord_rest import DiscordRest
+from bot.discord.format import MESSAGE_CHARS, one_message, split_message, suppress_link_previews
+from bot.discord.rest import DiscordRest
 from config.settings import Settings
 from worker.agent.live_text import LiveText
 
