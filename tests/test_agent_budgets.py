@@ -48,7 +48,7 @@ def test_a_model_that_keeps_failing_before_finding_anything_gets_an_apology_with
     _question, events = rig.ask("how does retry work?")
     kind, failure = rig.final(events)
     assert kind == "failed"
-    assert "model endpoint failed (HTTP 500)" in failure["text"]
+    assert "model endpoint at 127.0.0.1" in failure["text"] and "failed (HTTP 500)" in failure["text"]
     assert "Reference: `" in failure["text"]
 
 

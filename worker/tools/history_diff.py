@@ -10,6 +10,7 @@ as evidence for `[repo@sha:path#L..]` citations.
 
 from __future__ import annotations
 
+import posixpath
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -216,9 +217,8 @@ def _file_block(
     if SYMLINK in (entry.old_mode, entry.new_mode):
         before = link_target(reader, entry.old_sha) if entry.old_mode == SYMLINK else None
         after = link_target(reader, entry.new_sha) if entry.new_mode == SYMLINK else None
-        return note(
-            f"symlink: {shown_name(before) if before else '(none)'} → {shown_name(after) if after else '(none)'}"
-        )
+        shown_before = _shown_target(entry.old_path, before, ctx)
+        return note(f"symlink: {shown_before} → {_shown_target(entry.new_path, after, ctx)}")
     old, new = versions[entry.old_sha], versions[entry.new_sha]
     for version in (old, new):
         if (why := _why_not_shown(version)) is not None:
@@ -240,3 +240,16 @@ def _file_block(
         block += filled
     record["shown"] = True
     return block, record
+
+
+def _shown_target(path: str, target: str | None, ctx: ToolContext) -> str:
+    """A symlink's target as list_files shows it: named only when it stays inside the repo and is
+    not a secret file (an absolute or escaping target would show a path of the machine)."""
+    if not target:
+        return "(none)"
+    inside = posixpath.normpath(posixpath.join(posixpath.dirname(path), target))
+    if target.startswith("/") or inside == ".." or inside.startswith("../"):
+        return "(outside the repo)"
+    if secret_path(inside, ctx.settings) is not None:
+        return "(a secret file)"
+    return shown_name(inside)
