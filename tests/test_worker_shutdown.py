@@ -42,8 +42,8 @@ def test_sigterm_to_every_process_of_a_worker_lets_the_running_question_finish_o
     try:
         ts = rig.mention("how does retry work?")
         rig.settle()
-        horse = wait_for_horse(worker.pid) if pool == "fork" else worker.pid
         rig.model.wait_for_requests(1, timeout=30)  # mid-question
+        horse = wait_for_horse(worker.pid) if pool == "fork" else worker.pid
         # every RQ worker up (a stop signal during a worker's start-up is not what this tests)
         wait_until(lambda: len(Worker.all(connection=rig.redis)) == rq_workers)
         everyone = session_pids(worker.pid)

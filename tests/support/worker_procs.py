@@ -92,9 +92,16 @@ def horse_pids(worker_pid: int) -> list[int]:
     horses = []
     for child in children(worker_pid) + [g for c in children(worker_pid) for g in children(c)]:
         with suppress(ProcessLookupError):
-            if os.getpgid(child) == child and alive(child):
-                horses.append(child)
+            if os.getpgid(child) == child and alive(child) and _same_program(child, worker_pid):
+                horses.append(child)  # a fork of the worker, not a git or ripgrep it started
     return horses
+
+
+def _same_program(pid: int, worker_pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes() == Path(f"/proc/{worker_pid}/cmdline").read_bytes()
+    except OSError:
+        return False
 
 
 def wait_for_horse(worker_pid: int, timeout: float = 30.0) -> int:
