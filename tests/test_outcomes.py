@@ -146,3 +146,27 @@ def test_an_endpoint_that_refuses_required_tools_gets_the_re_ask_as_an_instructi
         sent = [r for r in rig.model.requests if r.get("tool_choice") != "required"]  # refused ones aside
         assert len(sent) == 3 and sent[1]["tool_choice"] == "auto"
         assert sent[1]["messages"][-1]["content"] == READ_CODE_FIRST.format(repos="payments")
+
+
+@pytest.mark.rig(max_hops=2)
+def test_a_run_that_spends_its_tool_rounds_without_an_answer_is_never_presented_as_one(rig: Rig) -> None:
+    # the model keeps reading and, asked for the answer, writes nothing: what was read is shown
+    rig.model.set_handler(lambda body: READ_RETRY if body.get("tool_choice") != "none" else text(""))
+    kind, fields, _ = ask(rig)
+    assert kind == "answer" and fields["outcome"] == "cut_off"  # ⚠️ on every platform, exit 4
+    markdown = str(fields["markdown"])
+    assert markdown.startswith("⚠️ **Not an answer:** the model used all its tool rounds (2)")
+    assert "CODEBOT_MAX_HOPS" in markdown and "found nothing" not in markdown
+    assert f"blob/{rig.sha}/payments/retry.py" in markdown  # the code it was reading, cited
+    assert counted(rig, "cut_off") == 1 and counted(rig, "answered") == 0
+
+
+@pytest.mark.rig(max_hops=2)
+def test_a_run_stopped_before_any_file_was_shown_says_so_and_never_that_nothing_was_found(rig: Rig) -> None:
+    listing = tool_calls(("list_repos", {}))  # code read (the repos in scope), no file shown
+    rig.model.set_handler(lambda body: listing if body.get("tool_choice") != "none" else text(""))
+    kind, fields, _ = ask(rig)
+    assert kind == "answer" and fields["outcome"] == "cut_off"
+    markdown = str(fields["markdown"])
+    assert "**Not an answer:**" in markdown and "no file was read far enough to cite" in markdown
+    assert "found nothing" not in markdown.lower()

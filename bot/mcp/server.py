@@ -31,7 +31,7 @@ from worker.agent.citations import check_answer
 from worker.agent.loop import Agent, ModelFailure
 from worker.jobs.console import MISSING_MODEL_MESSAGE
 from worker.jobs.job import make_model_client
-from worker.jobs.outcomes import cut_off_markdown, cut_off_text, not_an_answer_text
+from worker.jobs.outcomes import cut_off_markdown, cut_off_text, not_an_answer_text, stopped_markdown
 from worker.jobs.question import Question, ReplyTarget, event_identity, reference_id
 from worker.jobs.runtime import Runtime
 from worker.jobs.scope import redact_and_extract_repos
@@ -178,7 +178,8 @@ class CodebotTools:
                 log.warning("mcp ask: not an answer, no code read (tool calls=%s)", result.tool_calls)
                 return _text_result(not_an_answer_text(result, reference_id(question.id)), error=True)
             cut = result.outcome == "cut_off"
-            checked = check_answer(ctx, ctx.redact(cut_off_text(result.text) if cut else result.text))
+            shown = cut_off_text(result.text) if cut and not result.stopped else result.text
+            checked = check_answer(ctx, ctx.redact(shown))
             commits = {name: snapshot.sha for name, snapshot in snapshots.items()}
         log.info(
             "mcp ask answered hops=%s tools=%s verified=%s unverified=%s",
@@ -194,7 +195,13 @@ class CodebotTools:
             "cut_off": cut,
             "commits": commits,
         }
-        markdown = cut_off_markdown(checked.markdown, reference_id(question.id)) if cut else checked.markdown
+        ref = reference_id(question.id)
+        markdown = cut_off_markdown(checked.markdown, ref) if cut else checked.markdown
+        if result.stopped:  # stopped before the model wrote an answer: the note names the limit
+            s = self.runtime.settings
+            markdown = stopped_markdown(
+                checked.markdown, result.stopped, ref, s.question_deadline_seconds, s.max_hops
+            )
         return _text_result(markdown, data=data)
 
 

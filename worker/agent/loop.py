@@ -77,6 +77,9 @@ class AgentResult:
     cut_off: bool = False  # the final text's reply was cut off before the model finished it
     reasked: bool = False  # a text reply before any code was read got the tool requirement again
     failures: list[str] = field(default_factory=list)  # why calls failed ("no repo `acme`"), a few
+    # Why the run was stopped before the model wrote an answer (deadline | hop_limit |
+    # model_failed): what it shows is what was found, never an answer, so never ✅.
+    stopped: str = ""
 
     @property
     def read_code(self) -> bool:
@@ -88,7 +91,7 @@ class AgentResult:
         """answered (from code it read) | not_an_answer (no code read) | cut_off"""
         if not self.read_code:
             return "not_an_answer"
-        return "cut_off" if self.cut_off else "answered"
+        return "cut_off" if self.cut_off or self.stopped else "answered"
 
 
 class Agent:
@@ -260,6 +263,7 @@ class Agent:
             if turn is not None and turn.content.strip():
                 return self._final_text(result, turn)
         result.text = evidence_summary(self.ctx)
+        result.stopped = result.stop_reason
         return self._finish(result, from_model=False)
 
     def _final_turn(
@@ -304,6 +308,7 @@ class Agent:
         if not self.ctx.shown.files():
             raise exc
         result.text = f"I could not finish answering: {exc}.\n\n" + evidence_summary(self.ctx)
+        result.stopped = "model_failed"
         return result
 
 
@@ -324,7 +329,7 @@ def evidence_summary(ctx: ToolContext) -> str:
     """When the model cannot answer: say which code was found, with checkable citations."""
     files = sorted(ctx.shown.files())
     if not files:
-        return "I found nothing relevant in the code before I had to stop."
+        return "The model wrote no answer, and no file was read far enough to cite."
     lines = ["Here is the code I was looking at; it may hold the answer:"]
     for repo, path in files[:10]:
         seen = sorted(ctx.shown.lines[(repo, path)])

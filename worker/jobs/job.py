@@ -38,6 +38,7 @@ from worker.jobs.outcomes import (
     cut_off_markdown,
     cut_off_text,
     not_an_answer_text,
+    stopped_markdown,
 )
 from worker.jobs.question import Question, ReplyTarget, Turn, reference_id
 from worker.jobs.question_log import record_question
@@ -342,9 +343,16 @@ class QuestionRun:
             if result.failure is not None:  # answered from what was found; admins still see why
                 self._record_model_failure(result.failure)
             kind = result.outcome
-            reply = cut_off_text(result.text) if kind == "cut_off" else result.text
+            reply = cut_off_text(result.text) if kind == "cut_off" and not result.stopped else result.text
             checked = check_answer(ctx, ctx.redact(reply))
-        markdown = cut_off_markdown(checked.markdown, self.ref) if kind == "cut_off" else checked.markdown
+        markdown = checked.markdown
+        if result.stopped:
+            settings = runtime.settings
+            markdown = stopped_markdown(
+                markdown, result.stopped, self.ref, settings.question_deadline_seconds, settings.max_hops
+            )
+        elif kind == "cut_off":
+            markdown = cut_off_markdown(markdown, self.ref)
         final = Final(
             answer=Answer(
                 markdown=markdown,

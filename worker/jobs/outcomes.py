@@ -7,7 +7,7 @@ Every question ends in one outcome kind, counted in `codebot_questions_total{sta
 |---|---|---|---|
 | answered | the reply came from code the run read (a successful tool call on a repo in scope) | ✅ | 0 |
 | not_an_answer | no code was read (prose only, every call failed, no usable call): said so, the prose not shown | ⚠️ | 3 |
-| cut_off | the reply was cut off before the model finished: shown with a visible note | ⚠️ | 4 |
+| cut_off | the reply was cut off before the model finished, or the run was stopped (deadline, tool rounds, endpoint failure) before the model wrote an answer: shown with a visible note naming why | ⚠️ | 4 |
 | failed | the model endpoint failed, a bug, or the worker stopped: an apology | ⚠️ | 1 |
 | budget_spent, no_snapshot | refused before the model was asked: the daily budget, repos not synced | ⚠️ | 5 |
 
@@ -125,3 +125,11 @@ def cut_off_text(text: str) -> str:
 def cut_off_markdown(checked_markdown: str, ref: str) -> str:
     """The note first (it survives any split into messages), then what there was."""
     return f"{texts.CUT_OFF_NOTE.format(ref=ref)}\n\n{checked_markdown}"
+
+
+def stopped_markdown(checked_markdown: str, stopped: str, ref: str, seconds: float, hops: int) -> str:
+    """A run stopped before the model wrote an answer: the note naming the limit and what to
+    change first, then the code it was reading."""
+    why = texts.STOPPED_WHY.get(stopped, texts.STOPPED_WHY["model_failed"]).format(seconds=seconds, hops=hops)
+    change = texts.STOPPED_CHANGE.get(stopped, texts.STOPPED_CHANGE["model_failed"])
+    return f"{texts.STOPPED_NOTE.format(why=why, change=change, ref=ref)}\n\n{checked_markdown}"

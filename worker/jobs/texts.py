@@ -63,6 +63,21 @@ CUT_OFF_NOTE = (
     "closing long replies, or raise the model server's output limit. Reference: `{ref}`"
 )
 CUT_OFF_END = "… _(cut off here)_"
+# A run stopped before the model wrote an answer: what it found, never presented as an answer.
+STOPPED_NOTE = (
+    "⚠️ **Not an answer:** {why} before the model wrote an answer, so below is only the code it "
+    "was reading. {change} Reference: `{ref}`"
+)
+STOPPED_WHY = {
+    "deadline": "the question's time ran out ({seconds:g} s)",
+    "hop_limit": "the model used all its tool rounds ({hops})",
+    "model_failed": "the model endpoint failed",
+}
+STOPPED_CHANGE = {
+    "deadline": "An operator can raise CODEBOT_QUESTION_DEADLINE_SECONDS or use a faster model.",
+    "hop_limit": "An operator can raise CODEBOT_MAX_HOPS; asking a narrower question may help.",
+    "model_failed": "Asking again may work; `codebot status` shows what the endpoint answered.",
+}
 STATUS_OUTCOMES = "• Questions so far, by outcome: {counts}"
 STATUS_OUTCOMES_NONE = "• Questions so far, by outcome: none yet"
 STATUS_OUTCOME_COUNT = "{label} {count}"
