@@ -67,24 +67,34 @@ def server_command(python: str, port: int, *extra: str) -> list[str]:
 def llama_server(python: str, *extra: str, log: Path | None = None) -> Iterator[str]:
     """Run the server until the block ends; yields its OpenAI base URL."""
     port = free_port()
-    out = open(log, "wb") if log else subprocess.DEVNULL  # noqa: SIM115 - closed below
-    process = subprocess.Popen(server_command(python, port, *extra), stdout=out, stderr=subprocess.STDOUT)
     base_url = f"http://127.0.0.1:{port}/v1"
+    command = server_command(python, port, *extra)
+    with serving(command, f"{base_url}/models", "llama_cpp.server", START_TIMEOUT_SECONDS, log):
+        yield base_url
+
+
+@contextmanager
+def serving(
+    command: list[str], ready_url: str, name: str, timeout: float, log: Path | None, cwd: Path | None = None
+) -> Iterator[None]:
+    """Run a model server's `command` until the block ends, once `ready_url` answers 200."""
+    out = open(log, "wb") if log else subprocess.DEVNULL  # noqa: SIM115 - closed below
+    process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, cwd=cwd)
     try:
-        deadline = time.monotonic() + START_TIMEOUT_SECONDS
+        deadline = time.monotonic() + timeout
         while True:
             if process.poll() is not None:
-                raise RuntimeError(f"llama_cpp.server exited with {process.returncode} (log: {log})")
+                raise RuntimeError(f"{name} exited with {process.returncode} (log: {log})")
             try:
-                with urllib.request.urlopen(f"{base_url}/models", timeout=2) as response:
+                with urllib.request.urlopen(ready_url, timeout=2) as response:
                     if response.status == 200:
                         break
             except OSError:
                 pass
             if time.monotonic() > deadline:
-                raise RuntimeError(f"llama_cpp.server did not answer within {START_TIMEOUT_SECONDS:.0f} s")
-            time.sleep(0.5)
-        yield base_url
+                raise RuntimeError(f"{name} did not answer within {timeout:.0f} s")
+            time.sleep(0.3)
+        yield
     finally:
         process.terminate()
         try:

@@ -14,15 +14,13 @@ recognises: the model then sees the tools and its `<tool_call>` output is parsed
 from __future__ import annotations
 
 import importlib.util
-import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tests.support.llama_server import free_port
+from tests.support.llama_server import free_port, serving
 
 TOOLS_TEMPLATE = Path(__file__).parent / "templates" / "chatml-tools.jinja"
 START_TIMEOUT_SECONDS = 120.0
@@ -47,36 +45,10 @@ def llamacpp_server(
     command = [sys.executable, "-m", "tests.support.llamacpp_server", str(port), str(n_ctx)]
     if template is not None:
         command.append(str(template))
-    out = open(log, "wb") if log else subprocess.DEVNULL  # noqa: SIM115 - closed below
     root = Path(__file__).resolve().parents[2]
-    process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, cwd=root)
-    base_url = f"http://127.0.0.1:{port}/v1"
-    try:
-        deadline = time.monotonic() + START_TIMEOUT_SECONDS
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"the llama.cpp server exited with {process.returncode} (log: {log})")
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as response:
-                    if response.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(
-                    f"the llama.cpp server did not answer within {START_TIMEOUT_SECONDS:.0f} s"
-                )
-            time.sleep(0.3)
-        yield base_url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        if log:
-            out.close()  # type: ignore[union-attr]
+    ready = f"http://127.0.0.1:{port}/health"
+    with serving(command, ready, "the llama.cpp server", START_TIMEOUT_SECONDS, log, cwd=root):
+        yield f"http://127.0.0.1:{port}/v1"
 
 
 def serve(port: int, n_ctx: int, template: Path | None) -> None:
