@@ -6,9 +6,12 @@ import json
 import os
 import shutil
 import sqlite3
+import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+
+import pytest
 
 from tests.support.git_remote import GitRemote, git, make_mirrors, mirrors_for, snapshot_entries
 from worker.repos.blob_pool import PoolLimits, Task, _start, run_tasks
@@ -126,11 +129,33 @@ def test_what_a_failed_or_killed_fetch_left_in_the_mirror_is_cleaned_up(tmp_path
     assert not (mirror / "objects/incoming-Xy12").exists()
 
 
+@pytest.fixture
+def private_disk(tmp_path: Path) -> Iterator[Path]:
+    """A file system of its own (tmpfs, as root) for the disk-reserve tests: the free space they
+    measure moves only with what they write, never with other tests' files. Where mounting is not
+    allowed, the shared disk, with margins larger than the usual churn."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = (
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=1g", "tmpfs", str(disk)], capture_output=True
+        ).returncode
+        == 0
+    )
+    try:
+        yield disk
+    finally:
+        if mounted:
+            subprocess.run(["umount", "-l", str(disk)], capture_output=True)
+
+
 def test_a_fetch_that_would_eat_into_the_reserve_is_stopped_and_its_partial_pack_removed(
-    tmp_path: Path,
+    private_disk: Path,
 ) -> None:
+    tmp_path = private_disk
     remote = GitRemote.create(tmp_path / "origin")
-    good = mirrors_for(tmp_path, remote).sync("app").sha
+    good = mirrors_for(tmp_path, remote, disk_reserve_bytes=0).sync("app").sha
+    assert good is not None
     work = remote.work / "blobs"
     work.mkdir()
     # 64 MB that no compression shrinks: other tests' files come and go on the same disk meanwhile,
@@ -286,11 +311,15 @@ def test_a_blob_over_its_memory_bound_is_withheld_with_the_reason_and_the_next_b
     assert ("stored", blob_sha(remote, "ok.py"), "text", None, 1, 0) in outcomes
 
 
-def test_a_snapshot_that_would_eat_into_the_reserve_is_refused_before_it_is_written(tmp_path: Path) -> None:
+def test_a_snapshot_that_would_eat_into_the_reserve_is_refused_before_it_is_written(
+    private_disk: Path,
+) -> None:
+    tmp_path = private_disk
     remote = GitRemote.create(tmp_path / "origin")
-    good = mirrors_for(tmp_path, remote).sync("app").sha
+    good = mirrors_for(tmp_path, remote, disk_reserve_bytes=0).sync("app").sha
+    assert good is not None
     # 18 MB to write, a few KB to fetch: a margin over the room left that other tests' churn on
-    # the same disk does not close.
+    # the same disk does not close (where no private disk could be mounted).
     remote.commit({"big.txt": "x = 1\n" * 1_500_000, "big2.txt": "y = 2\n" * 1_500_000})
     tight = mirrors_for(tmp_path, remote, disk_reserve_bytes=free_bytes(tmp_path) - (3 << 20))
 
