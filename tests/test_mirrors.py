@@ -47,7 +47,7 @@ def test_a_new_commit_switches_current_and_the_unused_old_snapshot_is_removed(tm
     assert result.ok and result.changed and result.sha == second != first
     snapshot = mirrors.current("app")
     assert snapshot is not None and (snapshot.root / "src/app.py").read_text() == "print('v2')\n"
-    assert snapshot_entries(mirrors) == [second, f"{second}.json", f"{second}.lock"]
+    assert snapshot_entries(mirrors) == [second, f"{second}.blobs", f"{second}.json", f"{second}.lock"]
 
 
 def test_syncing_again_with_nothing_new_changes_nothing(tmp_path: Path) -> None:
@@ -218,4 +218,4 @@ def test_gc_clears_what_a_dead_sync_left_half_done(tmp_path: Path) -> None:
     (snapshots / f"{'1' * 40}.json").write_text(json.dumps({"sha": "1" * 40}))
 
     assert mirrors.gc("app") == ["1" * 40]
-    assert snapshot_entries(mirrors) == [sha, f"{sha}.json", f"{sha}.lock"]
+    assert snapshot_entries(mirrors) == [sha, f"{sha}.blobs", f"{sha}.json", f"{sha}.lock"]

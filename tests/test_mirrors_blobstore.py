@@ -69,7 +69,12 @@ def test_a_commit_over_the_file_cap_fails_with_the_reason_and_the_last_good_snap
     assert not result.ok and result.sha == good
     assert result.error is not None and "12 files, more than snapshot_max_files (5" in result.error
     assert "CODEBOT_SNAPSHOT_MAX_FILES" in result.error and mirrors.status()[0].last_error == result.error
-    assert snapshot_entries(mirrors) == [good, f"{good}.json", f"{good}.lock"]  # nothing half-built left
+    assert snapshot_entries(mirrors) == [
+        good,
+        f"{good}.blobs",
+        f"{good}.json",
+        f"{good}.lock",
+    ]  # nothing half-built left
     assert call(mirrors, "read_file", repo="app", path="src/app.py").endswith("print('v1')")
 
 
@@ -329,7 +334,7 @@ def test_a_snapshot_that_would_eat_into_the_reserve_is_refused_before_it_is_writ
     assert result.error is not None and result.error.startswith(
         "not enough disk space to make the snapshot of app"
     )
-    assert snapshot_entries(tight) == [good, f"{good}.json", f"{good}.lock"]
+    assert snapshot_entries(tight) == [good, f"{good}.blobs", f"{good}.json", f"{good}.lock"]
 
 
 def test_a_refresh_returns_before_the_old_snapshot_is_deleted_and_the_cleanup_then_frees_it(
@@ -358,3 +363,26 @@ def test_a_refresh_returns_before_the_old_snapshot_is_deleted_and_the_cleanup_th
     cleaner.wait()
     assert not [p for p in snapshots.iterdir() if p.name.startswith(".trash-")]
     assert old_blob not in stored_blobs(mirrors)
+
+
+def test_cleanup_after_a_refresh_removes_only_blobs_the_removed_snapshot_alone_used(tmp_path: Path) -> None:
+    remote = GitRemote.create(tmp_path / "origin", files={f"pkg/m{i}.py": f"X{i} = {i}\n" for i in range(20)})
+    mirrors = mirrors_for(tmp_path, remote)
+    assert mirrors.sync("app").ok
+    old_m1 = blob_sha(remote, "pkg/m1.py")
+    store = store_of(mirrors)
+    # An object no snapshot lists: a cleanup that visited every object would delete it.
+    unlisted = store.object_path("ab" * 20)
+    unlisted.parent.mkdir(exist_ok=True)
+    unlisted.write_bytes(b"not from any snapshot\n")
+
+    remote.commit({"pkg/m1.py": "X1 = 'changed'\n", "pkg/new.py": "Y = 2\n"})
+    assert mirrors.sync("app").ok
+
+    live = {blob_sha(remote, f"pkg/m{i}.py") for i in range(20)} | {blob_sha(remote, "pkg/new.py")}
+    assert all(store.object_path(sha).is_file() for sha in live)  # all 21 the live snapshot links
+    assert not store.object_path(old_m1).exists()  # the one only the removed snapshot linked
+    assert stored_blobs(mirrors) == live
+    assert unlisted.is_file()  # never visited: cleanup looked at what the sync released only
+    current = mirrors.current("app")
+    assert current is not None and (current.root / "pkg/m1.py").read_text() == "X1 = 'changed'\n"

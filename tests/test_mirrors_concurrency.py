@@ -62,7 +62,7 @@ def test_concurrent_syncs_in_separate_processes_agree_on_one_snapshot(tmp_path: 
     assert all(r["ok"] and r["sha"] == remote.sha() for r in results)
     assert sum(r["changed"] for r in results) == 1  # exactly one built it; the others found it done
     sha = remote.sha()
-    assert snapshot_entries(mirrors) == [sha, f"{sha}.json", f"{sha}.lock"]
+    assert snapshot_entries(mirrors) == [sha, f"{sha}.blobs", f"{sha}.json", f"{sha}.lock"]
     current = mirrors.current("app")
     assert current is not None and len(list(current.root.iterdir())) == current.meta.file_count == 300
 
@@ -122,4 +122,4 @@ def test_questions_leasing_during_many_refreshes_always_see_one_whole_commit(tmp
     assert problems == [] and leases > 0
     mirrors.gc("app")  # snapshots still leased during the last refresh go now
     sha = remote.sha()
-    assert snapshot_entries(mirrors) == [sha, f"{sha}.json", f"{sha}.lock"]
+    assert snapshot_entries(mirrors) == [sha, f"{sha}.blobs", f"{sha}.json", f"{sha}.lock"]

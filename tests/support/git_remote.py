@@ -125,7 +125,7 @@ def mirrors_of(root: Path, remotes: dict[str, GitRemote]) -> Mirrors:
 
 
 def snapshot_entries(mirrors: Mirrors, name: str = "app") -> list[str]:
-    """What is in the repo's snapshots folder; one served snapshot is [sha, sha.json, sha.lock]."""
+    """What is in the repo's snapshots folder; one served snapshot is [sha, sha.blobs, sha.json, sha.lock]."""
     return sorted(path.name for path in (mirrors.root / name / "snapshots").iterdir())
 
 

@@ -381,12 +381,14 @@ def build_snapshot(
     name: str,
     report: Progress,
     secret: Mapping[str, str] | None = None,
+    blob_list: Path | None = None,
 ) -> SnapshotMeta:
     """Build the snapshot of commit `sha` into the empty folder `root`, and its index at `index`.
 
     `secret` is the lineage verdict of the history the mirror holds (worker/repos/lineage.py);
     without it the history of `sha` is scanned here. Raises SnapshotRefused (a cap), DiskFull,
-    or OSError (git or the file system)."""
+    or OSError (git or the file system). `blob_list` gets the store objects it links, so that
+    removing the snapshot later frees exactly those (BlobStore.collect_released)."""
     entries = list_tree(git_dir, sha, settings.git_timeout_seconds)
     check_caps(entries, settings, name)
     if secret is None:
@@ -433,6 +435,8 @@ def build_snapshot(
                 finally:
                     db.execute("COMMIT")
             report("linking files", 0.98)
+            if blob_list is not None:
+                blob_list.write_text("\n".join(store.linked_names(sorted(sizes))))
             failed = _materialize(root, plan, targets, store, settings)
             _index(root, plan, failed, store.units(db, wanted), index, store, settings)
             write_manifest(index.with_suffix(MANIFEST_SUFFIX), _manifest_entries(plan, failed))

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from worker.repos.blob_worker import object_path, store_object
+from worker.repos.blob_worker import object_file, object_path, store_object
 from worker.repos.redaction import ENGINE_REVISION, get_redactor
 
 log = logging.getLogger(__name__)
@@ -243,6 +243,58 @@ class BlobStore:
             return removed
         finally:
             os.close(fd)
+
+    def linked_names(self, shas: Iterable[str]) -> list[str]:
+        """How a snapshot's blob list names these objects of this generation ("g<gen>/<sha>")."""
+        return [f"g{self.generation}/{sha}" for sha in shas]
+
+    def collect_released(self, released: Iterable[str]) -> int:
+        """Delete those of `released` ("g<gen>/<sha>", from removed snapshots' blob lists) that
+        no snapshot links any more; how many. Visits only them, never the whole store.
+
+        When a build holds the store they wait in a pending file for the next call, so a busy
+        store never leaks them."""
+        pending_dir = self.root / "released"
+        pending_dir.mkdir(parents=True, exist_ok=True)
+        names = set(released)
+        if names:
+            tmp = pending_dir / f".{os.getpid()}-{time.monotonic_ns()}"
+            tmp.write_text("\n".join(sorted(names)))
+            os.rename(tmp, tmp.with_name(tmp.name[1:]))
+        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return 0
+            lists = [p for p in pending_dir.iterdir() if not p.name.startswith(".")]
+            by_generation: dict[str, set[str]] = {}
+            for listed in lists:
+                for name in listed.read_text().split():
+                    generation, _, sha = name.partition("/")
+                    by_generation.setdefault(generation, set()).add(sha)
+            removed = sum(self._collect_listed(self.root / g, shas) for g, shas in by_generation.items())
+            for listed in lists:
+                listed.unlink(missing_ok=True)
+            return removed
+        finally:
+            os.close(fd)
+
+    def _collect_listed(self, folder: Path, shas: set[str]) -> int:
+        if not folder.name.startswith("g") or not (folder / "store.sqlite").is_file():
+            return 0  # a generation already removed whole
+        objects = os.fspath(folder / "objects")
+        unused: dict[str, Path] = {}
+        for sha in shas:
+            stored = object_file(objects, sha)
+            with contextlib.suppress(OSError):
+                if os.lstat(stored).st_nlink <= 1:
+                    unused[sha] = Path(stored)
+        if unused:
+            self._forget(folder / "store.sqlite", unused)
+            for path in unused.values():
+                path.unlink(missing_ok=True)
+        return len(unused)
 
     @staticmethod
     def _forget(db_path: Path, unused: dict[str, Path]) -> None:

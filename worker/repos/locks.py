@@ -116,6 +116,9 @@ def try_lock_exclusive(path: Path) -> int | None:
     return fd
 
 
+BLOB_LIST_SUFFIX = ".blobs"
+
+
 @dataclass(frozen=True)
 class SnapshotFolder:
     """A repo's `snapshots/` folder: `<sha>/`, `<sha>.json` and `<sha>.lock` per commit."""
@@ -177,6 +180,8 @@ class SnapshotFolder:
             try:
                 if self.files(sha).exists():
                     os.rename(self.files(sha), trash)
+                if self.blob_list(sha).exists():
+                    os.rename(self.blob_list(sha), trash.with_name(trash.name + BLOB_LIST_SUFFIX))
                 self.meta(sha).unlink(missing_ok=True)
                 self.lease_file(sha).unlink(missing_ok=True)
             finally:
@@ -184,11 +189,32 @@ class SnapshotFolder:
             removed.append(sha)
         return removed
 
-    def empty_trash(self) -> int:
-        """Delete the files of snapshots taken out of service; how many folders. Safe without
-        the refresh lock: no one can read or lease a snapshot once it is trash."""
-        emptied = 0
+    def blob_list(self, sha: str) -> Path:
+        """The store objects snapshot `sha` links (worker/repos/assemble.py writes it)."""
+        return self.path / f"{sha}{BLOB_LIST_SUFFIX}"
+
+    def empty_trash(self) -> set[str] | None:
+        """Delete the files of snapshots taken out of service. Safe without the refresh lock:
+        no one can read or lease a snapshot once it is trash.
+
+        Returns the store objects ("g<generation>/<sha>") the deleted snapshots linked: the only
+        ones this can have released, so blob GC visits them and nothing else; None when some
+        deleted snapshot had no list (built before lists were kept): then only a full GC knows."""
+        released: set[str] | None = set()
+        lists = {entry for entry in self.path.glob(".trash-*") if entry.name.endswith(BLOB_LIST_SUFFIX)}
         for entry in self.path.glob(".trash-*"):
+            if entry in lists:
+                continue
+            listed = entry.with_name(entry.name + BLOB_LIST_SUFFIX)
+            if listed in lists and released is not None:
+                try:
+                    released.update(listed.read_text().split())
+                except OSError:
+                    released = None
+            elif listed not in lists:
+                released = None
             shutil.rmtree(entry, ignore_errors=True)
-            emptied += 1
-        return emptied
+        for listed in lists:
+            if not listed.with_name(listed.name.removesuffix(BLOB_LIST_SUFFIX)).exists():
+                listed.unlink(missing_ok=True)
+        return released

@@ -226,8 +226,7 @@ class Mirrors:
         except LockTimeout:
             return []
         if removed:
-            paths.snapshots.empty_trash()
-            self._collect_blobs()
+            self._empty_trash_and_collect(paths)
         return removed
 
     # --- git -------------------------------------------------------------------------------
@@ -335,7 +334,15 @@ class Mirrors:
         try:
             final = folder.files(sha)
             meta = build_snapshot(
-                self.settings, paths.mirror, sha, tmp, index_path(final), spec.name, report, secret
+                self.settings,
+                paths.mirror,
+                sha,
+                tmp,
+                index_path(final),
+                spec.name,
+                report,
+                secret,
+                blob_list=folder.blob_list(sha),
             )
             committed_at = float(self._git(spec, paths, ["log", "-1", "--format=%ct", sha]))
             write_meta(folder.meta(sha), Snapshot(spec, sha, branch, final, time.time(), committed_at, meta))
@@ -347,6 +354,9 @@ class Mirrors:
                 os.rename(final, trash)
                 shutil.rmtree(trash, ignore_errors=True)
             os.rename(tmp, final)
+        except BaseException:
+            folder.blob_list(sha).unlink(missing_ok=True)  # of a build that never served
+            raise
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
@@ -361,8 +371,8 @@ class Mirrors:
             self.cleaner(lambda: self._empty_trash_and_collect(paths))
 
     def _empty_trash_and_collect(self, paths: _Paths) -> None:
-        paths.snapshots.empty_trash()
-        self._collect_blobs()
+        released = paths.snapshots.empty_trash()
+        self._collect_blobs(released)
 
     def _gc_locked(self, paths: _Paths) -> list[str]:
         """Remove unleased old snapshots; the caller holds the refresh lock."""
@@ -374,10 +384,12 @@ class Mirrors:
             log.info("removed %d old snapshot(s) of %s", len(removed), paths.root.name)
         return removed
 
-    def _collect_blobs(self) -> None:
-        """Delete the processed blobs no snapshot of any repo uses any more."""
+    def _collect_blobs(self, released: set[str] | None = None) -> None:
+        """Delete the processed blobs no snapshot of any repo uses any more: of `released` only
+        (the objects the removed snapshots linked), or, when that is unknown, of the whole store."""
+        store = BlobStore(self.settings.data_dir.resolve())
         try:
-            count = BlobStore(self.settings.data_dir.resolve()).collect()
+            count = store.collect() if released is None else store.collect_released(released)
         except (OSError, sqlite3.Error) as exc:
             log.warning("removing unused processed blobs failed: %s", exc)
             return
