@@ -34,7 +34,9 @@ pytestmark = [
     ),
 ]
 NO_CODE_READ = "no code was read"
-HONEST_FAILURES = (NO_CODE_READ, "did not answer in time", "still sending its reply")
+# Each names what happened and what to change. SmolLM2 may ramble for its whole reply budget
+# before the re-ask, and then the conversation no longer fits the window: said as such.
+HONEST_FAILURES = (NO_CODE_READ, "did not answer in time", "still sending its reply", "context window")
 
 
 def workspace(tmp_path: Path, base_url: str) -> dict[str, str]:
@@ -81,8 +83,8 @@ def test_with_smollm2s_own_template_the_question_ends_at_once_saying_no_code_was
 
 
 def test_with_a_tool_template_the_model_sees_the_tools_and_the_outcome_is_honest(tmp_path: Path) -> None:
-    # an 8,192-token window: the prompt, the tool schemas and the reply's reserve fit (4,096 no longer does)
-    with llamacpp_server(template=TOOLS_TEMPLATE, n_ctx=8192, log=tmp_path / "server.log") as base_url:
+    # a 16,384-token window, as codebot advises: the prompt, the tools, a rambling first reply and the re-ask fit
+    with llamacpp_server(template=TOOLS_TEMPLATE, n_ctx=16384, log=tmp_path / "server.log") as base_url:
         env = workspace(tmp_path, base_url)
         try:
             assert codebot(env, "repos", "sync").returncode == 0
