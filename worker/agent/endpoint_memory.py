@@ -27,6 +27,7 @@ from redis import Redis
 from redis.exceptions import RedisError
 
 from config.settings import Settings
+from worker.ops.json_list import json_objects
 
 log = logging.getLogger("codebot.model")
 
@@ -340,12 +341,4 @@ def record_model_error(redis: Redis | None, entry: dict[str, Any]) -> None:
 
 def recent_model_errors(redis: Redis, count: int) -> list[dict[str, Any]]:
     """The newest first."""
-    entries: list[dict[str, Any]] = []
-    for raw in redis.lrange(MODEL_ERRORS_KEY, 0, count - 1):
-        try:
-            entry = json.loads(raw)
-        except ValueError:
-            continue
-        if isinstance(entry, dict):
-            entries.append(entry)
-    return entries
+    return json_objects(redis, MODEL_ERRORS_KEY, count)

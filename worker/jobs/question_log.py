@@ -24,6 +24,7 @@ from redis.exceptions import RedisError
 
 from config.settings import Settings
 from worker.jobs.question import Question
+from worker.ops.json_list import json_objects
 
 log = logging.getLogger("codebot.question_log")
 
@@ -67,12 +68,4 @@ def record_question(redis: Redis, settings: Settings, question: Question, outcom
 
 def recent_questions(redis: Redis, limit: int = QUESTIONS_KEPT) -> list[dict[str, Any]]:
     """The kept records, newest first; a record that is not a JSON object is skipped."""
-    records = []
-    for raw in redis.lrange(QUESTIONS_KEY, 0, limit - 1):
-        try:
-            record = json.loads(raw)
-        except ValueError:
-            continue
-        if isinstance(record, dict):
-            records.append(record)
-    return records
+    return json_objects(redis, QUESTIONS_KEY, limit)

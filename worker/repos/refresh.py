@@ -39,6 +39,7 @@ from redis import Redis
 from redis.exceptions import RedisError
 
 from worker.ops.claims import claim, new_token
+from worker.ops.json_list import json_objects
 from worker.repos.mirrors import Mirrors, SyncResult
 
 log = logging.getLogger("codebot.refresh")
@@ -83,15 +84,7 @@ def record_refresh(redis: Redis, mirrors: Mirrors, result: SyncResult, host: str
 
 def sync_history(redis: Redis, name: str) -> list[dict[str, Any]]:
     """The repo's recorded syncs, newest first (what record_refresh kept)."""
-    found = []
-    for raw in redis.lrange(SYNC_HISTORY_KEY_PREFIX + name, 0, SYNC_HISTORY_KEPT - 1):
-        try:
-            entry = json.loads(raw)
-        except ValueError:
-            continue
-        if isinstance(entry, dict):
-            found.append(entry)
-    return found
+    return json_objects(redis, SYNC_HISTORY_KEY_PREFIX + name, SYNC_HISTORY_KEPT)
 
 
 def local_sha(mirrors: Mirrors, name: str) -> str | None:
