@@ -23,191 +23,38 @@
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
-import shutil
 import subprocess
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from config.settings import Settings
 from worker.repos import lineage
 from worker.repos.blob_pool import PoolLimits, Task, run_tasks
-from worker.repos.blob_worker import object_file
 from worker.repos.blobstore import BlobInfo, BlobStore
+from worker.repos.build_record import BuildRecord, load_record, record_key, record_path, save_record
 from worker.repos.disk import DiskFull, check_room, free_bytes, human_bytes
 from worker.repos.git_read import GitReadError
-from worker.repos.lineage import reason_of
 from worker.repos.manifest import FILE, LINK, MANIFEST_SUFFIX, ManifestEntry, write_manifest
-from worker.repos.placeholders import OVERSIZED, TEXT, WITHHELD, placeholder
-from worker.repos.snapshot import LANGUAGES_BY_SUFFIX, README_NAMES, SnapshotMeta
+from worker.repos.materialize import materialize
+from worker.repos.placeholders import TEXT
+from worker.repos.snapshot import LANGUAGES_BY_SUFFIX, README_NAMES, SNAPSHOT_FORMAT, SnapshotMeta
+from worker.repos.snapshot_plan import Plan, SnapshotRefused, check_caps, hide_secret_links, make_plan
 from worker.repos.symbol_grammars import GRAMMARS, grammar_of
 from worker.repos.symbols import IndexedFile, SkippedFile, indexable_files, write_index
-from worker.repos.visible import is_git_dir, secret_path, shown_name
+from worker.repos.tree_listing import TreeEntry, changed_tree, list_tree, read_small_blobs
+from worker.repos.visible import shown_name
 
 log = logging.getLogger(__name__)
 
 Progress = Callable[[str, float | None], None]
-SYMLINK, GITLINK = "120000", "160000"
 _PER_FILE_BYTES = 512  # directory entry, inode and index row: what a file costs beyond its content
-_MAX_LINK_HOPS = 40  # as the kernel's ELOOP limit
 _COMMIT_EVERY = 300  # store rows written per transaction while processing
-
-
-class SnapshotRefused(Exception):
-    """A commit that may not become a snapshot (over a cap, no disk space); the message says why."""
-
-
-@dataclass(frozen=True)
-class TreeEntry:
-    path: str  # relative, "/"-separated; undecodable bytes kept as surrogates (os.fsdecode)
-    mode: str  # 100644, 100755, 120000 (symlink) or 160000 (submodule)
-    sha: str
-    size: int  # bytes; 0 for a submodule
-
-
-@dataclass
-class _Plan:
-    files: list[TreeEntry] = field(default_factory=list)
-    links: list[TreeEntry] = field(default_factory=list)
-    submodules: list[TreeEntry] = field(default_factory=list)
-    withheld: list[tuple[TreeEntry, str]] = field(default_factory=list)  # secret by lineage, and why
-    hidden: int = 0  # secret names (and links to them): never materialized
-    skipped: int = 0  # paths git should never have stored
-
-
-def _git(git_dir: Path, args: list[str], timeout: float, stdin: bytes | None = None) -> bytes:
-    done = subprocess.run(
-        ["git", "--git-dir", str(git_dir), *args],
-        input=stdin,
-        capture_output=True,
-        timeout=timeout,
-        stdin=None if stdin is not None else subprocess.DEVNULL,
-    )
-    if done.returncode != 0:
-        reason = done.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise OSError(f"git {args[0]} failed: {reason[-1] if reason else 'no message'}")
-    return done.stdout
-
-
-def list_tree(git_dir: Path, sha: str, timeout: float) -> list[TreeEntry]:
-    """Every file, symlink and submodule of the commit, with sizes, before anything is read."""
-    out = _git(git_dir, ["ls-tree", "-r", "-l", "-z", "--full-tree", sha], timeout)
-    entries = []
-    for record in out.split(b"\0"):
-        if not record:
-            continue
-        head, _, raw_path = record.partition(b"\t")
-        mode, _kind, obj, size = head.split()
-        entries.append(
-            TreeEntry(os.fsdecode(raw_path), mode.decode(), obj.decode(), int(size) if size.isdigit() else 0)
-        )
-    return entries
-
-
-def read_small_blobs(git_dir: Path, shas: list[str], timeout: float) -> dict[str, bytes]:
-    """The content of a few small blobs (symlink targets), in one `git cat-file --batch`."""
-    if not shas:
-        return {}
-    out = _git(git_dir, ["cat-file", "--batch"], timeout, stdin="".join(f"{s}\n" for s in shas).encode())
-    found: dict[str, bytes] = {}
-    at = 0
-    for sha in shas:
-        end = out.index(b"\n", at)
-        header = out[at:end].split()
-        at = end + 1
-        if len(header) == 3:
-            size = int(header[2])
-            found[sha] = out[at : at + size]
-            at += size + 1
-    return found
-
-
-def _valid(path: str) -> bool:
-    parts = path.split("/")
-    return all(part not in ("", ".", "..") and not is_git_dir(part) for part in parts)
-
-
-def _plan(entries: list[TreeEntry], settings: Settings, secret: Mapping[str, str]) -> _Plan:
-    plan = _Plan()
-    for entry in entries:
-        if not _valid(entry.path):
-            plan.skipped += 1
-            log.warning("skipped an entry git should never store: %r", shown_name(entry.path))
-        elif secret_path(entry.path, settings) is not None:
-            plan.hidden += 1
-        elif entry.mode not in (SYMLINK, GITLINK) and (why := reason_of(secret, entry.sha)) is not None:
-            plan.withheld.append((entry, why))  # a placeholder: never processed, parsed or linked
-        elif entry.mode == SYMLINK:
-            plan.links.append(entry)
-        elif entry.mode == GITLINK:
-            plan.submodules.append(entry)
-        else:
-            plan.files.append(entry)
-    return plan
-
-
-def check_caps(entries: list[TreeEntry], settings: Settings, name: str) -> None:
-    files = len(entries)
-    size = sum(entry.size for entry in entries if entry.mode != GITLINK)
-    if files > settings.snapshot_max_files:
-        raise SnapshotRefused(
-            f"the commit of {name} has {files:,} files, more than snapshot_max_files "
-            f"({settings.snapshot_max_files:,}; CODEBOT_SNAPSHOT_MAX_FILES); the last good snapshot keeps serving"
-        )
-    if size > settings.snapshot_max_bytes:
-        raise SnapshotRefused(
-            f"the commit of {name} holds {human_bytes(size)} in {files:,} files, more than snapshot_max_bytes "
-            f"({human_bytes(settings.snapshot_max_bytes)}; CODEBOT_SNAPSHOT_MAX_BYTES); the last good snapshot "
-            "keeps serving"
-        )
-
-
-def _resolve(path: str, targets: dict[str, str], depth: int = 0) -> list[str] | None:
-    """Where the link at `path` leads inside the tree (its parts), following links on the way;
-    None when it leaves the tree, is absolute or loops."""
-    target = targets[path]
-    if target.startswith("/") or depth > _MAX_LINK_HOPS:
-        return None
-    parts = path.split("/")[:-1]
-    for part in target.split("/"):
-        if part in ("", "."):
-            continue
-        if part == "..":
-            if not parts:
-                return None
-            parts.pop()
-            continue
-        parts.append(part)
-        if (joined := "/".join(parts)) in targets:
-            resolved = _resolve(joined, targets, depth + 1)
-            if resolved is None:
-                return None
-            parts = resolved
-    return parts
-
-
-def _hide_secret_links(plan: _Plan, targets: dict[str, str], settings: Settings) -> None:
-    """Leave out every link whose target names a secret file, or leads to one inside the tree:
-    `list_files` would show the name, and the file behind it is not readable anyway."""
-    kept = []
-    for link in plan.links:
-        target = targets.get(link.path, "")
-        named = [part for part in target.split("/") if part not in ("", ".", "..")]
-        resolved = _resolve(link.path, targets)
-        secret = any(secret_path(part, settings) for part in named) or (
-            resolved is not None and resolved and secret_path("/".join(resolved), settings) is not None
-        )
-        if secret:
-            plan.hidden += 1
-        else:
-            kept.append(link)
-    plan.links = kept
 
 
 @dataclass
@@ -257,59 +104,7 @@ class _Processing:
             )
 
 
-def _link(source: str, destination: str) -> None:
-    try:
-        os.link(source, destination)
-    except OSError as exc:
-        if exc.errno not in (errno.EMLINK, errno.EXDEV, errno.EPERM, errno.ENOTSUP):
-            raise
-        shutil.copyfile(source, destination)  # too many links, or a file system without them
-
-
-def _materialize(
-    root: Path, plan: _Plan, targets: dict[str, str], store: BlobStore, settings: Settings
-) -> set[str]:
-    """Write the tree into `root`; the paths of files that could not be written."""
-    failed: set[str] = set()
-    # Plain strings, not Path objects: per file, pathlib's joins cost as much as the link itself.
-    base, objects = os.fspath(root), os.fspath(store.objects)
-    written = (*plan.files, *(entry for entry, _ in plan.withheld), *plan.links)
-    folders = sorted({p.rsplit("/", 1)[0] for e in written if "/" in (p := e.path)})
-    folders += [e.path for e in plan.submodules]
-    for folder in folders:
-        try:
-            os.makedirs(f"{base}/{folder}", exist_ok=True)
-        except OSError as exc:
-            log.warning("could not make folder %r: %s", shown_name(folder), exc)
-    for entry in plan.files:
-        destination = f"{base}/{entry.path}"
-        try:
-            if entry.size == 0:
-                os.close(os.open(destination, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
-            elif entry.size > settings.blob_max_bytes:
-                reason = f"larger than blob_max_bytes ({human_bytes(settings.blob_max_bytes)})"
-                Path(destination).write_bytes(placeholder(OVERSIZED, entry.size, reason))
-            else:
-                _link(object_file(objects, entry.sha), destination)
-        except OSError as exc:
-            failed.add(entry.path)
-            log.warning("could not write %r: %s", shown_name(entry.path), exc)
-    for entry, why in plan.withheld:
-        try:
-            Path(f"{base}/{entry.path}").write_bytes(placeholder(WITHHELD, entry.size, why))
-        except OSError as exc:
-            failed.add(entry.path)
-            log.warning("could not write %r: %s", shown_name(entry.path), exc)
-    for entry in plan.links:  # last: no link can redirect where a file above was written
-        try:
-            os.symlink(targets.get(entry.path, ""), f"{base}/{entry.path}")
-        except OSError as exc:
-            failed.add(entry.path)
-            log.warning("could not make link %r: %s", shown_name(entry.path), exc)
-    return failed
-
-
-def _describe(plan: _Plan, infos: dict[str, BlobInfo], failed: set[str], settings: Settings) -> SnapshotMeta:
+def _describe(plan: Plan, infos: dict[str, BlobInfo], failed: set[str], settings: Settings) -> SnapshotMeta:
     files = [e for e in plan.files if e.path not in failed]
     lineage_withheld = [e for e, _ in plan.withheld if e.path not in failed]
     links = [e for e in plan.links if e.path not in failed]
@@ -339,16 +134,28 @@ def _describe(plan: _Plan, infos: dict[str, BlobInfo], failed: set[str], setting
     )
 
 
-def _manifest_entries(plan: _Plan, failed: set[str]) -> list[ManifestEntry]:
+def _manifest_entries(plan: Plan, failed: set[str]) -> list[ManifestEntry]:
     """What the snapshot shows, for tools to look up instead of walking (worker/repos/manifest.py)."""
     files = [ManifestEntry(e.path, FILE, e.size) for e in plan.files if e.path not in failed]
     files += [ManifestEntry(e.path, FILE, e.size) for e, _ in plan.withheld if e.path not in failed]
     return files + [ManifestEntry(e.path, LINK, 0) for e in plan.links if e.path not in failed]
 
 
+_IGNORE_FILES = {".gitignore", ".ignore", ".rgignore"}  # decide what `rg --files` lists
+
+
+def _indexable(root: Path, settings: Settings, record: BuildRecord | None, touched: set[str]) -> list[str]:
+    """What `rg --files` lists in the new snapshot: the previous build's list when no path was
+    added and no ignore file changed (the files that stay are the same files), else listed."""
+    listed = record.indexable if record is not None and not record.failed else None
+    if listed is not None and not any(path.rsplit("/", 1)[-1] in _IGNORE_FILES for path in touched):
+        return listed
+    return indexable_files(root, settings)
+
+
 def _index(
-    root: Path,
-    plan: _Plan,
+    listed: list[str],
+    plan: Plan,
     failed: set[str],
     units: dict[tuple[str, str], int],
     destination: Path,
@@ -357,7 +164,7 @@ def _index(
 ) -> None:
     sha_of = {e.path: e.sha for e in plan.files if e.path not in failed}
     size_of = {e.path: e.size for e in plan.files}
-    paths = [p for p in indexable_files(root, settings) if p in sha_of]
+    paths = [p for p in listed if p in sha_of]
     partial = len(paths) > settings.symbols_max_files
     rows, skipped = [], []
     too_large = f"larger than symbols_max_file_bytes ({human_bytes(settings.symbols_max_file_bytes)})"
@@ -372,6 +179,41 @@ def _index(
     write_index(destination, store.db_path, rows, partial, skipped)
 
 
+@dataclass
+class _Listing:
+    entries: list[TreeEntry]
+    record: BuildRecord | None  # the previous build's, when it applies
+    changed: set[str] | None  # paths changed since that build's commit (None: no record)
+    added: set[str]
+
+
+def _listing(settings: Settings, git_dir: Path, sha: str, previous: Path | None, key: str) -> _Listing:
+    """The commit's entries: from the previous build's record and `git diff-tree` when there is
+    one of the same key, else from `git ls-tree` of the whole commit."""
+    timeout = settings.git_timeout_seconds
+    record = load_record(previous, key) if previous is not None else None
+    if record is not None:
+        try:
+            change = changed_tree(git_dir, record.commit, sha, record.entries, timeout)
+            return _Listing(change.entries, record, change.changed, change.added)
+        except (OSError, ValueError, KeyError, subprocess.SubprocessError) as exc:
+            log.warning(
+                "listing the changes since %s failed (%s); listing the whole commit", record.commit, exc
+            )
+    return _Listing(list_tree(git_dir, sha, timeout), None, None, set())
+
+
+def _link_targets(git_dir: Path, plan: Plan, listing: _Listing, timeout: float) -> dict[str, str]:
+    """Each kept link's target: the record's for links that did not change, else read from git."""
+    old = listing.record.targets if listing.record is not None and listing.changed is not None else {}
+    changed = listing.changed or set()
+    unknown = [e for e in plan.links if e.path in changed or e.path not in old]
+    read = read_small_blobs(git_dir, sorted({e.sha for e in unknown}), timeout)
+    targets = {e.path: old[e.path] for e in plan.links if e.path not in changed and e.path in old}
+    targets.update({e.path: os.fsdecode(read.get(e.sha, b"")) for e in unknown})
+    return targets
+
+
 def build_snapshot(
     settings: Settings,
     git_dir: Path,
@@ -382,67 +224,102 @@ def build_snapshot(
     report: Progress,
     secret: Mapping[str, str] | None = None,
     blob_list: Path | None = None,
+    previous: Path | None = None,
 ) -> SnapshotMeta:
     """Build the snapshot of commit `sha` into the empty folder `root`, and its index at `index`.
 
     `secret` is the lineage verdict of the history the mirror holds (worker/repos/lineage.py);
     without it the history of `sha` is scanned here. Raises SnapshotRefused (a cap), DiskFull,
     or OSError (git or the file system). `blob_list` gets the store objects it links, so that
-    removing the snapshot later frees exactly those (BlobStore.collect_released)."""
-    entries = list_tree(git_dir, sha, settings.git_timeout_seconds)
-    check_caps(entries, settings, name)
+    removing the snapshot later frees exactly those (BlobStore.collect_released). `previous`:
+    the build record of the snapshot this one replaces (worker/repos/build_record.py), whose
+    decisions are reused for the paths that did not change."""
+    store = BlobStore(settings.data_dir.resolve())
+    key = record_key(settings, store.generation, SNAPSHOT_FORMAT)
+    listing = _listing(settings, git_dir, sha, previous, key)
+    check_caps(listing.entries, settings, name)
     if secret is None:
         try:
             secret = lineage.scan(git_dir, sha, "all", settings.git_timeout_seconds, settings).verdict
         except GitReadError as exc:
             raise OSError(f"listing the secret files in the history failed: {exc}") from None
-    plan = _plan(entries, settings, secret)
-    targets_by_sha = read_small_blobs(
-        git_dir, sorted({e.sha for e in plan.links}), settings.git_timeout_seconds
-    )
-    targets = {e.path: os.fsdecode(targets_by_sha.get(e.sha, b"")) for e in plan.links}
-    _hide_secret_links(plan, targets, settings)
-    store = BlobStore(settings.data_dir.resolve())
+    record = listing.record
+    plan = make_plan(listing.entries, settings, secret, record.by_name if record else None, listing.changed)
+    targets = _link_targets(git_dir, plan, listing, settings.git_timeout_seconds)
+    hide_secret_links(plan, targets, settings)
     sizes = {e.sha: e.size for e in plan.files if 0 < e.size <= settings.blob_max_bytes}
     with store.in_use():
         db = store.connect()
         try:
-            infos = store.known(db, sizes)
-            missing = [sha for sha in sizes if sha not in infos]
-            needed = sum(sizes[s] for s in missing) + _PER_FILE_BYTES * len(entries)
-            check_room(store.root, needed, settings.disk_reserve_bytes, f"make the snapshot of {name}")
-            wanted = {
-                (e.sha, g)
-                for e in plan.files
-                if e.sha in sizes and e.size <= settings.symbols_max_file_bytes and (g := grammar_of(e.path))
-            }
-            parsed = store.units(db, wanted)
-            grammars: dict[str, set[str]] = {}
-            for blob, grammar in wanted - set(parsed):
-                grammars.setdefault(blob, set()).add(grammar)
-            tasks = [Task("process", s, tuple(sorted(grammars.pop(s, ())))) for s in missing]
-            tasks += [
-                Task("parse", s, tuple(sorted(g))) for s, g in grammars.items() if infos[s].kind == TEXT
-            ]
-            if tasks:
-                report(f"processing {len(missing):,} new files", 0.85)
-                processing = _Processing(store, db, sizes, infos, report, len(tasks), settings)
-                # IMMEDIATE: take the write lock now (waiting for another build's commit if need
-                # be), never upgrade from a read later, which WAL may refuse without waiting.
-                db.execute("BEGIN IMMEDIATE")
-                try:
-                    run_tasks(git_dir, store.objects, tasks, _limits(settings), processing)
-                finally:
-                    db.execute("COMMIT")
+            infos, units = _process(
+                store, db, git_dir, plan, sizes, record, name, len(listing.entries), report, settings
+            )
             report("linking files", 0.98)
             if blob_list is not None:
                 blob_list.write_text("\n".join(store.linked_names(sorted(sizes))))
-            failed = _materialize(root, plan, targets, store, settings)
-            _index(root, plan, failed, store.units(db, wanted), index, store, settings)
+            failed = materialize(root, plan, targets, store, settings)
+            withheld = frozenset(e.path for e, _ in plan.withheld)
+            touched = (listing.changed or set()) | (withheld ^ record.withheld if record else set())
+            listed = _indexable(root, settings, record if not listing.added else None, touched)
+            _index(listed, plan, failed, units, index, store, settings)
             write_manifest(index.with_suffix(MANIFEST_SUFFIX), _manifest_entries(plan, failed))
         finally:
             db.close()
+    save_record(
+        record_path(index),
+        BuildRecord(
+            key, sha, listing.entries, plan.by_name, targets,
+            {s: (i.kind, i.reason, i.lines) for s, i in infos.items() if s in sizes},
+            units, listed, withheld, frozenset(failed),
+        ),
+    )  # fmt: skip
     return _describe(plan, infos, failed, settings)
+
+
+def _process(
+    store: BlobStore,
+    db: Any,
+    git_dir: Path,
+    plan: Plan,
+    sizes: dict[str, int],
+    record: BuildRecord | None,
+    name: str,
+    entries: int,
+    report: Progress,
+    settings: Settings,
+) -> tuple[dict[str, BlobInfo], dict[tuple[str, str], int]]:
+    """Process the blobs and parse the (blob, grammar) pairs the store lacks; what the store then
+    says of every blob, and the unit of every pair. What the previous build's record knew is
+    taken from it (its snapshot still links those objects, so the store still has them)."""
+    reused = {s: BlobInfo(*record.infos[s]) for s in sizes if s in record.infos} if record else {}
+    infos = {**reused, **store.known(db, [s for s in sizes if s not in reused])}
+    missing = [sha for sha in sizes if sha not in infos]
+    needed = sum(sizes[s] for s in missing) + _PER_FILE_BYTES * entries
+    check_room(store.root, needed, settings.disk_reserve_bytes, f"make the snapshot of {name}")
+    wanted = {
+        (e.sha, g)
+        for e in plan.files
+        if e.sha in sizes and e.size <= settings.symbols_max_file_bytes and (g := grammar_of(e.path))
+    }
+    known_units = {pair: record.units[pair] for pair in wanted if pair in record.units} if record else {}
+    parsed = {**known_units, **store.units(db, wanted - set(known_units))}
+    grammars: dict[str, set[str]] = {}
+    for blob, grammar in wanted - set(parsed):
+        grammars.setdefault(blob, set()).add(grammar)
+    tasks = [Task("process", s, tuple(sorted(grammars.pop(s, ())))) for s in missing]
+    tasks += [Task("parse", s, tuple(sorted(g))) for s, g in grammars.items() if infos[s].kind == TEXT]
+    if tasks:
+        report(f"processing {len(missing):,} new files", 0.85)
+        processing = _Processing(store, db, sizes, infos, report, len(tasks), settings)
+        # IMMEDIATE: take the write lock now (waiting for another build's commit if need be),
+        # never upgrade from a read later, which WAL may refuse without waiting.
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            run_tasks(git_dir, store.objects, tasks, _limits(settings), processing)
+        finally:
+            db.execute("COMMIT")
+        parsed.update(store.units(db, wanted - set(parsed)))
+    return infos, parsed
 
 
 def _limits(settings: Settings) -> PoolLimits:

@@ -48,6 +48,7 @@ from config.repos import RepoSpec, Whitelist
 from config.settings import Settings
 from worker.repos.assemble import SnapshotRefused, build_snapshot
 from worker.repos.blobstore import BlobStore
+from worker.repos.build_record import record_path
 from worker.repos.cleanup import Cleanup, run_now
 from worker.repos.disk import DiskFull, check_room, free_bytes, remove_partial_fetch, under_reserve
 from worker.repos.locks import LockTimeout, SnapshotFolder, exclusive_lock, is_sha
@@ -331,6 +332,10 @@ class Mirrors:
         tmp = folder.path / f".tmp-{sha}-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
+        current = self._current_sha(paths)
+        previous = None
+        if current is not None and current != sha and self._servable(paths, current):
+            previous = record_path(index_path(folder.files(current)))  # reuse what its build decided
         try:
             final = folder.files(sha)
             meta = build_snapshot(
@@ -343,6 +348,7 @@ class Mirrors:
                 report,
                 secret,
                 blob_list=folder.blob_list(sha),
+                previous=previous,
             )
             committed_at = float(self._git(spec, paths, ["log", "-1", "--format=%ct", sha]))
             write_meta(folder.meta(sha), Snapshot(spec, sha, branch, final, time.time(), committed_at, meta))

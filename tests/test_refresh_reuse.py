@@ -1,0 +1,127 @@
+"""A refresh reuses what the previous build decided (worker/repos/build_record.py) and yields
+exactly the snapshot a fresh build of the same commit yields: files, placeholders, links, the
+manifest, the symbol index and the metadata; secrets decided by lineage are decided anew."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from tests.support.git_remote import GitRemote, git, mirrors_for
+from worker.repos import assemble
+from worker.repos.build_record import record_path
+from worker.repos.mirrors import Mirrors
+from worker.repos.symbols import index_path
+
+FILES = {
+    "README.md": "# demo\n",
+    "src/app.py": "def main():\n    return helper()\n",
+    "src/util.py": "def helper():\n    return 1\n",
+    "src/deep/a/b/c.py": "class Deep:\n    pass\n",
+    "docs/guide.md": "how to\n",
+    "config.py": "DEBUG = True\n",
+    "copy_of_config.py": "DEBUG = True\n",  # the same blob as config.py
+}
+
+
+def served(mirrors: Mirrors) -> dict[str, object]:
+    """Everything a question can see of the current snapshot, independent of the store's ids."""
+    snapshot = mirrors.current("app")
+    assert snapshot is not None
+    root = snapshot.root
+    tree = {}
+    for folder, _dirs, names in os.walk(root):
+        for name in names:
+            path = os.path.join(folder, name)
+            rel = os.path.relpath(path, root)
+            tree[rel] = (
+                ("link", os.readlink(path)) if os.path.islink(path) else ("file", Path(path).read_bytes())
+            )
+    index = index_path(root)
+    with sqlite3.connect(index) as db:
+        rows = sorted(db.execute("SELECT path, language, family, is_test FROM files"))
+        skipped = sorted(db.execute("SELECT path, reason FROM skipped"))
+    manifest = json.loads(index.with_suffix(".paths").read_text())["entries"]
+    return {"tree": tree, "index": rows, "skipped": skipped, "manifest": manifest, "meta": snapshot.meta}
+
+
+def fresh_build(tmp_path: Path, remote: GitRemote) -> dict[str, object]:
+    mirrors = mirrors_for(tmp_path / "fresh", remote)
+    assert mirrors.sync("app").ok
+    return served(mirrors)
+
+
+def test_a_refresh_from_the_previous_build_serves_what_a_fresh_build_serves(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    whole_listings: list[str] = []
+    list_tree = assemble.list_tree
+    monkeypatch.setattr(assemble, "list_tree", lambda *a: whole_listings.append(a[1]) or list_tree(*a))
+    remote = GitRemote.create(tmp_path / "origin", files=FILES)
+    mirrors = mirrors_for(tmp_path / "host", remote)
+    assert mirrors.sync("app").ok
+    old = mirrors.current("app")
+    assert old is not None and record_path(index_path(old.root)).is_file()
+
+    remote.commit({"src/util.py": "def helper():\n    return 2\n", "src/new.py": "def added():\n    pass\n",
+                   "docs/guide.md": None, "src/deep/a/b/c.py": "class Deeper:\n    pass\n"})  # fmt: skip
+    git("-C", str(remote.work), "rm", "-q", "README.md")
+    os.symlink("src/app.py", remote.work / "README.md")  # a file that becomes a link
+    remote.commit({".gitignore": "src/new.py\n"})  # a new ignore file hides a new file from search
+    assert mirrors.sync("app").ok
+    assert len(whole_listings) == 1  # the refresh listed only what changed
+
+    assert served(mirrors) == fresh_build(tmp_path, remote)
+    tree = served(mirrors)["tree"]
+    assert tree["README.md"] == ("link", "src/app.py")  # type: ignore[index]
+    assert "docs/guide.md" not in tree  # type: ignore[operator]
+
+
+def test_an_unchanged_file_whose_blob_a_later_commit_names_secret_is_withheld_by_the_refresh(
+    tmp_path: Path,
+) -> None:
+    remote = GitRemote.create(tmp_path / "origin", files=FILES)
+    mirrors = mirrors_for(tmp_path / "host", remote)
+    assert mirrors.sync("app").ok
+    assert served(mirrors)["tree"]["copy_of_config.py"] == ("file", b"DEBUG = True\n")  # type: ignore[index]
+
+    git("-C", str(remote.work), "mv", "config.py", ".env")  # now the blob has had a secret name
+    remote.commit({})
+    assert mirrors.sync("app").ok
+
+    kind, content = served(mirrors)["tree"]["copy_of_config.py"]  # type: ignore[index]
+    assert kind == "file" and b"DEBUG" not in content and b"withheld" in content
+    assert served(mirrors) == fresh_build(tmp_path, remote)
+
+
+def test_a_damaged_build_record_means_a_full_build_not_a_wrong_one(tmp_path: Path) -> None:
+    remote = GitRemote.create(tmp_path / "origin", files=FILES)
+    mirrors = mirrors_for(tmp_path / "host", remote)
+    assert mirrors.sync("app").ok
+    old = mirrors.current("app")
+    assert old is not None
+    record_path(index_path(old.root)).write_bytes(b"not a record")
+
+    remote.commit({"src/util.py": "def helper():\n    return 3\n"})
+    assert mirrors.sync("app").ok
+
+    assert served(mirrors) == fresh_build(tmp_path, remote)
+    assert b"return 3" in served(mirrors)["tree"]["src/util.py"][1]  # type: ignore[index]
+
+
+def test_a_changed_ignore_file_lists_the_files_again(tmp_path: Path) -> None:
+    remote = GitRemote.create(tmp_path / "origin", files={**FILES, ".gitignore": "*.log\n"})
+    mirrors = mirrors_for(tmp_path / "host", remote)
+    assert mirrors.sync("app").ok
+    deep = ("src/deep/a/b/c.py", "Python", "python", 0)
+    assert deep in served(mirrors)["index"]  # type: ignore[operator]
+
+    remote.commit({".gitignore": "*.log\nsrc/deep/\n"})  # search no longer looks into src/deep
+    assert mirrors.sync("app").ok
+
+    assert deep not in served(mirrors)["index"]  # type: ignore[operator]
+    assert served(mirrors) == fresh_build(tmp_path, remote)
