@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.git_remote import GitRemote, git, mirrors_for
-from worker.repos import assemble
+from worker.repos import assemble, materialize
 from worker.repos.build_record import record_path
 from worker.repos.mirrors import Mirrors
 from worker.repos.symbols import index_path
@@ -125,3 +125,62 @@ def test_a_changed_ignore_file_lists_the_files_again(tmp_path: Path) -> None:
 
     assert deep not in served(mirrors)["index"]  # type: ignore[operator]
     assert served(mirrors) == fresh_build(tmp_path, remote)
+
+
+def test_a_refresh_no_question_reads_from_writes_only_the_changed_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    files = {f"pkg{d}/m{i}.py": f"X{i} = {d}\n" for d in range(5) for i in range(20)}
+    remote = GitRemote.create(tmp_path / "origin", files=files)
+    mirrors = mirrors_for(tmp_path / "host", remote)
+    assert mirrors.sync("app").ok
+    linked: list[str] = []
+    link = materialize._link
+    monkeypatch.setattr(materialize, "_link", lambda source, to: linked.append(to) or link(source, to))
+
+    remote.commit({"pkg1/m3.py": "X3 = 'changed'\n", "pkg4/new.py": "Y = 1\n"})
+    assert mirrors.sync("app").ok
+
+    assert sorted(name.rsplit("/", 2)[-2] + "/" + name.rsplit("/", 1)[-1] for name in linked) == [
+        "pkg1/m3.py",
+        "pkg4/new.py",
+    ]  # the 98 other files came over in their folders
+    assert served(mirrors) == fresh_build(tmp_path, remote)
+
+
+def test_a_refresh_while_a_question_reads_the_old_snapshot_leaves_it_whole(tmp_path: Path) -> None:
+    remote = GitRemote.create(tmp_path / "origin", files=FILES)
+    mirrors = mirrors_for(tmp_path / "host", remote)
+    assert mirrors.sync("app").ok
+    before = served(mirrors)
+
+    with mirrors.lease(["app"]) as snapshots:
+        old = snapshots["app"]
+        remote.commit({"src/util.py": "def helper():\n    return 5\n"})
+        assert mirrors.sync("app").ok
+        assert (old.root / "src/util.py").read_text() == "def helper():\n    return 1\n"
+        assert sorted(p.name for p in (old.root / "src").iterdir()) == ["app.py", "deep", "util.py"]
+        assert (old.root / "README.md").read_bytes() == before["tree"]["README.md"][1]  # type: ignore[index]
+
+    assert served(mirrors) == fresh_build(tmp_path, remote)
+
+
+def test_a_build_that_fails_after_taking_the_old_snapshot_apart_puts_it_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    remote = GitRemote.create(tmp_path / "origin", files=FILES)
+    mirrors = mirrors_for(tmp_path / "host", remote)
+    assert mirrors.sync("app").ok
+    before = served(mirrors)
+
+    def no_room(*_args: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(assemble, "write_manifest", no_room)  # after the folders were moved over
+    remote.commit({"src/util.py": "def helper():\n    return 6\n"})
+    result = mirrors.sync("app")
+
+    assert not result.ok and "No space left" in (result.error or "")
+    assert served(mirrors) == before  # still served, whole
+    with mirrors.lease(["app"]) as snapshots:
+        assert (snapshots["app"].root / "src/deep/a/b/c.py").is_file()

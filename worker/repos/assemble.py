@@ -41,7 +41,7 @@ from worker.repos.build_record import BuildRecord, load_record, record_key, reco
 from worker.repos.disk import DiskFull, check_room, free_bytes, human_bytes
 from worker.repos.git_read import GitReadError
 from worker.repos.manifest import FILE, LINK, MANIFEST_SUFFIX, ManifestEntry, write_manifest
-from worker.repos.materialize import materialize
+from worker.repos.materialize import MoveFrom, materialize
 from worker.repos.placeholders import TEXT
 from worker.repos.snapshot import LANGUAGES_BY_SUFFIX, README_NAMES, SNAPSHOT_FORMAT, SnapshotMeta
 from worker.repos.snapshot_plan import Plan, SnapshotRefused, check_caps, hide_secret_links, make_plan
@@ -225,6 +225,7 @@ def build_snapshot(
     secret: Mapping[str, str] | None = None,
     blob_list: Path | None = None,
     previous: Path | None = None,
+    move: MoveFrom | None = None,
 ) -> SnapshotMeta:
     """Build the snapshot of commit `sha` into the empty folder `root`, and its index at `index`.
 
@@ -233,7 +234,8 @@ def build_snapshot(
     or OSError (git or the file system). `blob_list` gets the store objects it links, so that
     removing the snapshot later frees exactly those (BlobStore.collect_released). `previous`:
     the build record of the snapshot this one replaces (worker/repos/build_record.py), whose
-    decisions are reused for the paths that did not change."""
+    decisions are reused for the paths that did not change; `move`: take the previous snapshot's
+    unchanged folders instead of linking their files (worker/repos/materialize.py)."""
     store = BlobStore(settings.data_dir.resolve())
     key = record_key(settings, store.generation, SNAPSHOT_FORMAT)
     listing = _listing(settings, git_dir, sha, previous, key)
@@ -257,8 +259,14 @@ def build_snapshot(
             report("linking files", 0.98)
             if blob_list is not None:
                 blob_list.write_text("\n".join(store.linked_names(sorted(sizes))))
-            failed = materialize(root, plan, targets, store, settings)
             withheld = frozenset(e.path for e, _ in plan.withheld)
+            links = frozenset(e.path for e in plan.links)
+            if move is not None and record is not None and listing.changed is not None:
+                move.changed = {*listing.changed, *(withheld ^ record.withheld), *record.failed}
+                move.changed |= links ^ record.links
+                failed = materialize(root, plan, targets, store, settings, move)
+            else:
+                failed = materialize(root, plan, targets, store, settings)
             touched = (listing.changed or set()) | (withheld ^ record.withheld if record else set())
             listed = _indexable(root, settings, record if not listing.added else None, touched)
             _index(listed, plan, failed, units, index, store, settings)
@@ -270,7 +278,7 @@ def build_snapshot(
         BuildRecord(
             key, sha, listing.entries, plan.by_name, targets,
             {s: (i.kind, i.reason, i.lines) for s, i in infos.items() if s in sizes},
-            units, listed, withheld, frozenset(failed),
+            units, listed, withheld, links, frozenset(failed),
         ),
     )  # fmt: skip
     return _describe(plan, infos, failed, settings)

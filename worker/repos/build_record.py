@@ -46,6 +46,7 @@ class BuildRecord:
     units: dict[tuple[str, str], int] = field(default_factory=dict)  # (blob, grammar) -> unit id
     indexable: list[str] | None = None  # what `rg --files` listed for the symbol index
     withheld: frozenset[str] = frozenset()  # paths withheld by lineage
+    links: frozenset[str] = frozenset()  # links written (those to secret files are left out)
     failed: frozenset[str] = frozenset()  # paths that could not be written
 
 

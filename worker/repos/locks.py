@@ -218,3 +218,54 @@ class SnapshotFolder:
             if not listed.with_name(listed.name.removesuffix(BLOB_LIST_SUFFIX)).exists():
                 listed.unlink(missing_ok=True)
         return released
+
+
+@dataclass
+class TakeApart:
+    """The right to take the served snapshot `sha` apart while its successor is built from it
+    (worker/repos/materialize.py MoveFrom), held from `claim` to `retire` or `release`.
+
+    `claim` takes its lease exclusively without waiting (so only when no question reads it;
+    questions that ask meanwhile wait on the lease, then find the successor) and removes its
+    metadata, so a crash half-way leaves it unservable rather than served incomplete.
+    `release` gives it back whole (the caller has undone its moves); `retire` ends it after the
+    successor is served: its lease file goes, so a question still waiting looks again."""
+
+    folder: SnapshotFolder
+    sha: str
+    _fd: int | None = None
+    _meta: bytes | None = None
+
+    def claim(self) -> Path | None:
+        fd = try_lock_exclusive(self.folder.lease_file(self.sha))
+        if fd is None:
+            return None
+        try:
+            self._meta = self.folder.meta(self.sha).read_bytes()
+            self.folder.meta(self.sha).unlink()
+        except OSError:
+            os.close(fd)
+            return None
+        self._fd = fd
+        return self.folder.files(self.sha)
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        try:
+            if self._meta is not None:
+                tmp = self.folder.path / f".meta-{self.sha}-{os.getpid()}.tmp"
+                tmp.write_bytes(self._meta)
+                os.replace(tmp, self.folder.meta(self.sha))
+        finally:
+            os.close(self._fd)
+            self._fd = None
+
+    def retire(self) -> None:
+        if self._fd is None:
+            return
+        try:
+            self.folder.lease_file(self.sha).unlink(missing_ok=True)
+        finally:
+            os.close(self._fd)
+            self._fd = None

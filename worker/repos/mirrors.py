@@ -51,7 +51,8 @@ from worker.repos.blobstore import BlobStore
 from worker.repos.build_record import record_path
 from worker.repos.cleanup import Cleanup, run_now
 from worker.repos.disk import DiskFull, check_room, free_bytes, remove_partial_fetch, under_reserve
-from worker.repos.locks import LockTimeout, SnapshotFolder, exclusive_lock, is_sha
+from worker.repos.locks import LockTimeout, SnapshotFolder, TakeApart, exclusive_lock, is_sha
+from worker.repos.materialize import MoveFrom
 from worker.repos.mirror_git import REMOTE, GitError, Progress, history_depth, run_mirror_git, scrub
 from worker.repos.mirror_lineage import MirrorGit
 from worker.repos.snapshot import SNAPSHOT_FORMAT, Snapshot, meta_format, read_meta, write_meta
@@ -314,28 +315,36 @@ class Mirrors:
         complete = paths.snapshots.is_complete(sha) and self._servable(paths, sha)
         if self._current_sha(paths) == sha and complete:
             return False
+        taken: TakeApart | None = None
         if not complete:
             report("making snapshot", _SNAPSHOT_START)
-            self._build(spec, paths, sha, branch, report, secret)
-        link = paths.root / f".current-{os.getpid()}-{threading.get_ident()}"
-        link.unlink(missing_ok=True)
-        os.symlink(f"snapshots/{sha}", link)
-        os.replace(link, paths.current)
+            taken = self._build(spec, paths, sha, branch, report, secret)
+        try:
+            link = paths.root / f".current-{os.getpid()}-{threading.get_ident()}"
+            link.unlink(missing_ok=True)
+            os.symlink(f"snapshots/{sha}", link)
+            os.replace(link, paths.current)
+        finally:
+            if taken is not None:
+                taken.retire()  # GC (_collect) removes what is left of it
         return True
 
     def _build(
         self, spec: RepoSpec, paths: _Paths, sha: str, branch: str, report: Progress, secret: dict[str, str]
-    ) -> None:
+    ) -> TakeApart | None:
         """Assemble the commit from processed blobs in a temp dir, record its metadata, then
-        rename it into place."""
+        rename it into place. Reuses the served snapshot's build record, and takes its unchanged
+        folders when no question reads it: then returns it, to be retired once this one serves."""
         folder = paths.snapshots
         tmp = folder.path / f".tmp-{sha}-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
         current = self._current_sha(paths)
-        previous = None
+        previous, taken, move = None, None, None
         if current is not None and current != sha and self._servable(paths, current):
             previous = record_path(index_path(folder.files(current)))  # reuse what its build decided
+            taken = TakeApart(folder, current)
+            move = MoveFrom(taken.claim, taken.release)
         try:
             final = folder.files(sha)
             meta = build_snapshot(
@@ -349,6 +358,7 @@ class Mirrors:
                 secret,
                 blob_list=folder.blob_list(sha),
                 previous=previous,
+                move=move,
             )
             committed_at = float(self._git(spec, paths, ["log", "-1", "--format=%ct", sha]))
             write_meta(folder.meta(sha), Snapshot(spec, sha, branch, final, time.time(), committed_at, meta))
@@ -361,10 +371,14 @@ class Mirrors:
                 shutil.rmtree(trash, ignore_errors=True)
             os.rename(tmp, final)
         except BaseException:
+            if move is not None and taken is not None:
+                move.undo()  # before the temp dir goes: what it holds was moved from the served one
+                taken.release()
             folder.blob_list(sha).unlink(missing_ok=True)  # of a build that never served
             raise
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
+        return taken
 
     def _collect(self, paths: _Paths) -> None:
         """GC after a sync; failing to delete is logged, never turned into a failed sync."""
