@@ -18,6 +18,7 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -141,13 +142,14 @@ def run_tasks(
     queue = deque(tasks)
     if not queue:
         return
+    key = (str(git_dir), str(objects), limits)
     idle: list[_Process] = []
     busy: dict[int, _Process] = {}
     size = max(1, min(limits.workers, (len(queue) + 7) // 8))
     try:
         while queue or busy:
             while queue and len(busy) < size:
-                worker = idle.pop() if idle else _start(git_dir, objects, limits)
+                worker = idle.pop() if idle else _WARM.take(key) or _start(git_dir, objects, limits)
                 task = queue.popleft()
                 worker.task, worker.stage = task, "stored" if task.op == "process" else "parsed"
                 worker.deadline = time.monotonic() + limits.timeout_seconds
@@ -193,8 +195,59 @@ def run_tasks(
                     del busy[fd]
                     _fail(worker, f"processing took longer than {limits.timeout_seconds:g} s", on_message)
     finally:
-        for worker in [*idle, *busy.values()]:
+        for worker in busy.values():
             worker.kill()
+        for worker in idle:
+            _WARM.keep(key, worker)
+
+
+_IDLE_SECONDS = (
+    900.0  # how long a processor waits for the repo's next sync (refreshes come every few minutes)
+)
+_MAX_IDLE = 4  # processors kept waiting in one process, over all repos
+
+
+class _WarmProcessors:
+    """Processors kept after a sync for the next one of the same repo: starting one imports the
+    parsers and compiles the redaction rules (0.3-1.5 s), which would otherwise be most of a
+    small refresh. Each still serves one blob at a time under its bounds. A forked child never
+    uses its parent's (the pipes are the parent's); an idle one exits when this process does
+    (its stdin closes)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+        self._idle: list[tuple[float, tuple[str, str, PoolLimits], _Process]] = []
+
+    def take(self, key: tuple[str, str, PoolLimits]) -> _Process | None:
+        with self._lock:
+            self._expire()
+            for at, (_, held_key, worker) in enumerate(self._idle):
+                if held_key == key:
+                    del self._idle[at]
+                    return worker
+        return None
+
+    def keep(self, key: tuple[str, str, PoolLimits], worker: _Process) -> None:
+        if worker.proc.poll() is not None or worker.buffer:
+            worker.kill()
+            return
+        with self._lock:
+            self._expire()
+            self._idle.append((time.monotonic() + _IDLE_SECONDS, key, worker))
+            while len(self._idle) > _MAX_IDLE:
+                self._idle.pop(0)[2].kill()
+
+    def _expire(self) -> None:
+        if os.getpid() != self._pid:  # a forked child: the parent's processors are not ours
+            self._pid, self._idle = os.getpid(), []
+        now = time.monotonic()
+        for entry in [e for e in self._idle if e[0] <= now or e[2].proc.poll() is not None]:
+            self._idle.remove(entry)
+            entry[2].kill()
+
+
+_WARM = _WarmProcessors()
 
 
 def _fail(worker: _Process, reason: str, on_message: Callable[[tuple[Any, ...]], None]) -> None:

@@ -31,7 +31,7 @@ from worker.repos.tree_listing import TreeEntry
 log = logging.getLogger(__name__)
 
 RECORD_SUFFIX = ".build"
-_FORMAT = 1
+_FORMAT = 2  # 2: entries are tuples
 HIDDEN, SKIPPED = "hidden", "skipped"  # a secret file name (or a link to one); a path git should not store
 
 

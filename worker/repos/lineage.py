@@ -122,9 +122,14 @@ def scan(
     same = fmt == _FORMAT and old_rules == _rules(settings)  # else the names or rules changed: rescan
     if same and old_tip == tip and old_depth == depth:
         return Scan(dict(known), [], False, old_rules)
-    incremental = same and depth == old_depth == "all" and _is_ancestor(git_dir, old_tip, tip, timeout)
+    # Only the new commits are read when the old tip is an ancestor of the new one. A mirror of
+    # the whole history keeps its edges, so the closure is the same as a full scan's; a windowed
+    # one keeps its whole old verdict instead (its window has moved: what fell behind the edge
+    # stays decided, never forgotten, so a refresh costs the new commits, not the window).
+    incremental = same and depth == old_depth and _is_ancestor(git_dir, old_tip, tip, timeout)
     names: set[str] = {sha for sha, why in known.items() if why == NAME} if incremental else set()
-    edges = _read_edges(git_dir) if incremental else []
+    edges = _read_edges(git_dir) if incremental and depth == "all" else []
+    kept = dict(known) if incremental and depth != "all" else {}
     revs = [tip, f"^{old_tip}"] if incremental else [tip]
     # -M -C: a rename or a copy with an edit in the same commit is still one; -m: a merge against
     # each parent; no --follow or pathspec, so every file of every commit is seen.
@@ -134,7 +139,7 @@ def scan(
         edges += _entries(proc.chunks(), names, settings)
         proc.finish()
     content = _credentials_sources(git_dir, edges, names, timeout, settings) if renames else set()
-    known_now = {**(seed or {}), **dict.fromkeys(content, CONTENT), **dict.fromkeys(names, NAME)}
+    known_now = {**kept, **(seed or {}), **dict.fromkeys(content, CONTENT), **dict.fromkeys(names, NAME)}
     return Scan(_closure(known_now, edges), edges, True, _rules(settings))
 
 

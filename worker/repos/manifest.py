@@ -17,6 +17,7 @@ import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from worker.repos.symbols import index_path
 
@@ -24,8 +25,7 @@ FILE, LINK = "file", "link"
 MANIFEST_SUFFIX = ".paths"
 
 
-@dataclass(frozen=True)
-class ManifestEntry:
+class ManifestEntry(NamedTuple):  # a tuple: 100k of them are made in milliseconds
     path: str  # relative, "/"-separated, as written into the snapshot
     kind: str  # FILE or LINK
     size: int  # bytes in git (a link: 0)

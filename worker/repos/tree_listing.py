@@ -10,13 +10,13 @@ import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 SYMLINK, GITLINK = "120000", "160000"
 _GONE = "000000"  # the mode `git diff-tree` gives the missing side of an added or deleted path
 
 
-@dataclass(frozen=True)
-class TreeEntry:
+class TreeEntry(NamedTuple):  # a tuple: a build record of 100k entries loads in milliseconds
     path: str  # relative, "/"-separated; undecodable bytes kept as surrogates (os.fsdecode)
     mode: str  # 100644, 100755, 120000 (symlink) or 160000 (submodule)
     sha: str
