@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.git_remote import GitRemote, git, mirrors_for
-from worker.repos import assemble, materialize
+from tests.support.git_remote import GitRemote, git, make_mirrors, mirrors_for
+from worker.repos import assemble, blob_pool, lineage, materialize
 from worker.repos.build_record import record_path
 from worker.repos.mirrors import Mirrors
 from worker.repos.symbols import index_path
@@ -184,3 +184,59 @@ def test_a_build_that_fails_after_taking_the_old_snapshot_apart_puts_it_back(
     assert served(mirrors) == before  # still served, whole
     with mirrors.lease(["app"]) as snapshots:
         assert (snapshots["app"].root / "src/deep/a/b/c.py").is_file()
+
+
+def test_a_windowed_mirror_reads_only_the_new_commits_history_at_a_refresh(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    remote = GitRemote.create(tmp_path / "origin", files=FILES)
+    for number in range(4):
+        remote.commit({f"src/m{number}.py": f"X = {number}\n"}, f"Add module {number}")
+    entry = [{"name": "app", "url": str(remote.bare), "branch": "main", "history_depth": 3}]
+    mirrors = make_mirrors(tmp_path / "host", entry)
+    assert mirrors.sync("app").ok
+    read: list[list[str]] = []
+    entry_of = lineage._entry
+    monkeypatch.setattr(
+        lineage, "_entry", lambda head, paths, *rest: read.append(paths) or entry_of(head, paths, *rest)
+    )
+
+    remote.commit({"src/m9.py": "X = 9\n"}, "Add module 9")
+    assert mirrors.sync("app").ok
+
+    assert read and all(paths == ["src/m9.py"] for paths in read)  # the window's other commits: not again
+
+
+def test_the_next_sync_of_a_repo_reuses_its_warm_blob_processor(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    remote = GitRemote.create(tmp_path / "origin", files=FILES)
+    mirrors = mirrors_for(tmp_path / "host", remote)
+    started: list[str] = []
+    start = blob_pool._start
+    monkeypatch.setattr(blob_pool, "_start", lambda *args: started.append("x") or start(*args))
+    assert mirrors.sync("app").ok
+    first = len(started)
+
+    remote.commit({"src/util.py": "def helper():\n    return 7\n"})
+    assert mirrors.sync("app").ok
+
+    assert first >= 1 and len(started) == first  # the changed blob went to the processor kept warm
+    assert b"return 7" in served(mirrors)["tree"]["src/util.py"][1]  # type: ignore[index]
+
+
+def test_a_forked_child_never_takes_its_parents_warm_processors(tmp_path: Path) -> None:
+    remote = GitRemote.create(tmp_path / "origin", files=FILES)
+    mirrors = mirrors_for(tmp_path / "host", remote)
+    assert mirrors.sync("app").ok  # leaves a processor warm in this process
+    assert blob_pool._WARM._idle
+    reader, writer = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child reports through the pipe
+        taken = [blob_pool._WARM.take(key) for _, key, _ in list(blob_pool._WARM._idle)]
+        os.write(writer, b"none" if not any(taken) else b"took")
+        os._exit(0)
+    os.close(writer)
+    os.waitpid(child, 0)
+    assert os.read(reader, 10) == b"none"
+    assert blob_pool._WARM._idle  # the parent's are still there
