@@ -32,21 +32,23 @@ import contextlib
 import functools
 import hashlib
 import os
+import subprocess
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from config.settings import Settings
 from worker.repos.blob_process import process_blob
 from worker.repos.blobstore import generation
-from worker.repos.git_read import GitProcess, GitReadError, ObjectReader
+from worker.repos.git_read import GitProcess, GitReadError, ObjectReader, read_env
 from worker.repos.placeholders import WITHHELD
 from worker.repos.redaction import get_redactor
 from worker.repos.visible import secret_path
 
 SECRET_BLOBS_FILE = "codebot-secret-blobs"
 EDGES_FILE = "codebot-lineage-edges"
+WINDOW_FILE = "codebot-lineage-window"  # a windowed mirror: each commit's names and edges
 _FORMAT = "lineage-2"  # the first line of SECRET_BLOBS_FILE: "<format> <tip> <depth>"
 _ZERO = "0" * 40
 _EMPTY_BLOB = "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391"  # an empty file holds nothing to hide
@@ -122,24 +124,22 @@ def scan(
     same = fmt == _FORMAT and old_rules == _rules(settings)  # else the names or rules changed: rescan
     if same and old_tip == tip and old_depth == depth:
         return Scan(dict(known), [], False, old_rules)
-    # Only the new commits are read when the old tip is an ancestor of the new one. A mirror of
-    # the whole history keeps its edges, so the closure is the same as a full scan's; a windowed
-    # one keeps its whole old verdict instead (its window has moved: what fell behind the edge
-    # stays decided, never forgotten, so a refresh costs the new commits, not the window).
-    incremental = same and depth == old_depth and _is_ancestor(git_dir, old_tip, tip, timeout)
-    names: set[str] = {sha for sha, why in known.items() if why == NAME} if incremental else set()
-    edges = _read_edges(git_dir) if incremental and depth == "all" else []
-    kept = dict(known) if incremental and depth != "all" else {}
-    revs = [tip, f"^{old_tip}"] if incremental else [tip]
     # -M -C: a rename or a copy with an edit in the same commit is still one; -m: a merge against
     # each parent; no --follow or pathspec, so every file of every commit is seen.
     detect = ["-M", "-C"] if renames else ["--no-renames"]
-    args = ["log", "--raw", "--no-abbrev", *detect, "-m", "-z", "--format=%x1e", *revs]
-    with GitProcess(git_dir, args, timeout, 1 << 40) as proc:
-        edges += _entries(proc.chunks(), names, settings)
-        proc.finish()
+    if depth != "all":
+        names, edges = _window(git_dir, tip, timeout, settings, detect)
+    else:
+        incremental = same and old_depth == "all" and _is_ancestor(git_dir, old_tip, tip, timeout)
+        names = {sha for sha, why in known.items() if why == NAME} if incremental else set()
+        edges = _read_edges(git_dir) if incremental else []
+        revs = [tip, f"^{old_tip}"] if incremental else [tip]
+        args = ["log", "--raw", "--no-abbrev", *detect, "-m", "-z", "--format=%x1e", *revs]
+        with GitProcess(git_dir, args, timeout, 1 << 40) as proc:
+            edges += _entries(proc.chunks(), names, settings)
+            proc.finish()
     content = _credentials_sources(git_dir, edges, names, timeout, settings) if renames else set()
-    known_now = {**kept, **(seed or {}), **dict.fromkeys(content, CONTENT), **dict.fromkeys(names, NAME)}
+    known_now = {**(seed or {}), **dict.fromkeys(content, CONTENT), **dict.fromkeys(names, NAME)}
     return Scan(_closure(known_now, edges), edges, True, _rules(settings))
 
 
@@ -211,7 +211,7 @@ def record(
 
 def forget(git_dir: Path) -> None:
     """Remove the stored verdict: until a scan succeeds, the history tools show no file content."""
-    for name in (SECRET_BLOBS_FILE, EDGES_FILE, CHECKED_FILE):
+    for name in (SECRET_BLOBS_FILE, EDGES_FILE, CHECKED_FILE, WINDOW_FILE):
         with contextlib.suppress(OSError):
             (git_dir / name).unlink()
 
@@ -251,6 +251,83 @@ def _entry(head: list[str], paths: list[str], names: set[str], edges: list[tuple
         names.update(blobs)
     elif old_sha not in (_ZERO, _EMPTY_BLOB) and new_sha not in (_ZERO, _EMPTY_BLOB) and old_sha != new_sha:
         edges.append((old_sha, new_sha))
+
+
+def _window(
+    git_dir: Path, tip: str, timeout: float, settings: Settings, detect: list[str]
+) -> tuple[set[str], list[tuple[str, str]]]:
+    """The names and descent edges of a windowed mirror's commits, each commit read from git once:
+    what a commit contributes depends on the commit alone, so it is kept (WINDOW_FILE) while the
+    commit is in the window, and a refresh reads only the new commits. The commits at the
+    shallow edge are left out: git shows them as if every file were added, and every name they
+    hold is already in the seed from the whole branch (`lineage.git`), which a windowed scan
+    always gets; so the verdict is the one a full rescan of the window gives."""
+    key = " ".join([_rules(settings), *detect])
+    kept = _read_window(git_dir, key)
+    with GitProcess(git_dir, ["rev-list", tip], timeout, 1 << 40) as proc:
+        commits = b"".join(proc.chunks()).decode("ascii").split()
+        proc.finish()
+    try:
+        edge = set((git_dir / "shallow").read_text(encoding="ascii").split())
+    except FileNotFoundError:
+        edge = set()
+    wanted = [commit for commit in commits if commit not in edge]
+    todo = [commit for commit in wanted if commit not in kept]
+    if todo:
+        args = ["log", "--raw", "--no-abbrev", *detect, "-m", "-z", "--format=%x1e%H", "--no-walk=unsorted",
+                "--stdin"]  # fmt: skip
+        found = _entries_by_commit(git_dir, args, "".join(f"{c}\n" for c in todo), timeout, settings)
+        kept.update({commit: found.get(commit, (set(), [])) for commit in todo})
+    window = {commit: kept[commit] for commit in wanted}
+    _write(git_dir / WINDOW_FILE, "\n".join([key, *_window_lines(window)]) + "\n")
+    names: set[str] = set()
+    edges: list[tuple[str, str]] = []
+    for commit_names, commit_edges in window.values():
+        names.update(commit_names)
+        edges += commit_edges
+    return names, edges
+
+
+def _entries_by_commit(
+    git_dir: Path, args: list[str], stdin: str, timeout: float, settings: Settings
+) -> dict[str, tuple[set[str], list[tuple[str, str]]]]:
+    done = subprocess.run(
+        ["git", "--git-dir", str(git_dir), "--no-pager", *args],
+        input=stdin.encode("ascii"),
+        capture_output=True,
+        timeout=timeout,
+        env=read_env(),
+    )
+    if done.returncode != 0:
+        raise GitReadError(f"git log failed: {done.stderr.decode('utf-8', 'replace').strip()[-300:]}")
+    found: dict[str, tuple[set[str], list[tuple[str, str]]]] = {}
+    for part in done.stdout.split(b"\x1e")[1:]:
+        commit, _, rest = part.partition(b"\0")
+        names, edges = found.setdefault(commit.decode("ascii").strip(), (set(), []))
+        edges += _entries([rest], names, settings)
+    return found
+
+
+def _window_lines(window: Mapping[str, tuple[set[str], list[tuple[str, str]]]]) -> Iterator[str]:
+    for commit, (names, edges) in window.items():
+        yield f"{commit} " + " ".join([*sorted(names), *(f"{old}>{new}" for old, new in edges)])
+
+
+def _read_window(git_dir: Path, key: str) -> dict[str, tuple[set[str], list[tuple[str, str]]]]:
+    try:
+        lines = (git_dir / WINDOW_FILE).read_text(encoding="ascii").split("\n")
+    except (OSError, UnicodeDecodeError):
+        return {}
+    if lines[0] != key:
+        return {}
+    kept: dict[str, tuple[set[str], list[tuple[str, str]]]] = {}
+    for line in lines[1:]:
+        commit, *items = line.split(" ")
+        if len(commit) == 40:
+            names = {item for item in items if len(item) == 40}
+            edges = [(item[:40], item[41:]) for item in items if len(item) == 81]
+            kept[commit] = (names, edges)
+    return kept
 
 
 def _closure(known: Mapping[str, str], edges: list[tuple[str, str]]) -> dict[str, str]:
