@@ -13,9 +13,13 @@ import pytest
 
 from tests.support.git_remote import GitRemote, git, make_mirrors, mirrors_for
 from worker.repos import assemble, blob_pool, lineage, materialize
+from worker.repos import mirrors as mirrors_module
 from worker.repos.build_record import record_path
+from worker.repos.deferred_index import finish_index
 from worker.repos.mirrors import Mirrors
+from worker.repos.snapshot import Snapshot
 from worker.repos.symbols import index_path
+from worker.tools import build_registry, make_context
 
 FILES = {
     "README.md": "# demo\n",
@@ -26,6 +30,13 @@ FILES = {
     "config.py": "DEBUG = True\n",
     "copy_of_config.py": "DEBUG = True\n",  # the same blob as config.py
 }
+
+
+REGISTRY = build_registry()
+
+
+def call(mirrors: Mirrors, snapshots: dict[str, Snapshot], name: str, **arguments: object) -> str:
+    return REGISTRY.call(make_context(mirrors.settings, snapshots), name, arguments).text
 
 
 def served(mirrors: Mirrors) -> dict[str, object]:
@@ -240,3 +251,31 @@ def test_a_forked_child_never_takes_its_parents_warm_processors(tmp_path: Path) 
     os.waitpid(child, 0)
     assert os.read(reader, 10) == b"none"
     assert blob_pool._WARM._idle  # the parent's are still there
+
+
+def test_a_first_sync_serves_before_its_code_is_parsed_and_the_index_says_so_until_then(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(
+        mirrors_module, "PARSE_LATER_OVER", 3
+    )  # more files than that are parsed after serving
+    remote = GitRemote.create(tmp_path / "origin", files=FILES)
+    mirrors = mirrors_for(tmp_path / "host", remote)
+    seen: list[str] = []
+
+    def finish_after_a_look(settings: object, git_dir: Path, index: Path, report: object) -> int:
+        with mirrors.lease(["app"]) as snapshots:  # a question asking now is served
+            seen.append(call(mirrors, snapshots, "find_definition", symbol="helper"))
+            seen.append(call(mirrors, snapshots, "read_file", repo="app", path="src/util.py"))
+        return finish_index(settings, git_dir, index, report)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(mirrors_module, "finish_index", finish_after_a_look)
+    assert mirrors.sync("app").ok
+
+    assert "still being built" in seen[0] and "src/util.py" not in seen[0]
+    assert "def helper" in seen[1]
+    with mirrors.lease(["app"]) as snapshots:
+        assert "[app:src/util.py#L1-L2]  function helper" in call(
+            mirrors, snapshots, "find_definition", symbol="helper"
+        )
+        assert "still being built" not in call(mirrors, snapshots, "repo_overview", repo="app")

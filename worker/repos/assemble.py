@@ -58,7 +58,7 @@ _COMMIT_EVERY = 300  # store rows written per transaction while processing
 
 
 @dataclass
-class _Processing:
+class Processing:
     """Writes the pool's outcomes into the store, and reports progress."""
 
     store: BlobStore
@@ -153,7 +153,7 @@ def _indexable(root: Path, settings: Settings, record: BuildRecord | None, touch
     return indexable_files(root, settings)
 
 
-def _index(
+def write_snapshot_index(
     listed: list[str],
     plan: Plan,
     failed: set[str],
@@ -161,6 +161,7 @@ def _index(
     destination: Path,
     store: BlobStore,
     settings: Settings,
+    pending: int = 0,
 ) -> None:
     sha_of = {e.path: e.sha for e in plan.files if e.path not in failed}
     size_of = {e.path: e.size for e in plan.files}
@@ -176,7 +177,7 @@ def _index(
         unit = units.get((sha_of[path], grammar)) if grammar else None
         if grammar and unit is not None:
             rows.append(IndexedFile(path, unit, GRAMMARS[grammar].name, GRAMMARS[grammar].family))
-    write_index(destination, store.db_path, rows, partial, skipped)
+    write_index(destination, store.db_path, rows, partial, skipped, pending)
 
 
 @dataclass
@@ -226,6 +227,7 @@ def build_snapshot(
     blob_list: Path | None = None,
     previous: Path | None = None,
     move: MoveFrom | None = None,
+    parse_later_over: int | None = None,
 ) -> SnapshotMeta:
     """Build the snapshot of commit `sha` into the empty folder `root`, and its index at `index`.
 
@@ -235,7 +237,10 @@ def build_snapshot(
     removing the snapshot later frees exactly those (BlobStore.collect_released). `previous`:
     the build record of the snapshot this one replaces (worker/repos/build_record.py), whose
     decisions are reused for the paths that did not change; `move`: take the previous snapshot's
-    unchanged folders instead of linking their files (worker/repos/materialize.py)."""
+    unchanged folders instead of linking their files (worker/repos/materialize.py);
+    `parse_later_over`: with more files than this to parse, the snapshot is built without their
+    symbols (its index says how many are pending) and worker/repos/deferred_index.py parses them
+    once it serves: a first sync can be read and searched before its code is indexed."""
     store = BlobStore(settings.data_dir.resolve())
     key = record_key(settings, store.generation, SNAPSHOT_FORMAT)
     listing = _listing(settings, git_dir, sha, previous, key)
@@ -253,8 +258,18 @@ def build_snapshot(
     with store.in_use():
         db = store.connect()
         try:
-            infos, units = _process(
-                store, db, git_dir, plan, sizes, record, name, len(listing.entries), report, settings
+            infos, units, pending = _process(
+                store,
+                db,
+                git_dir,
+                plan,
+                sizes,
+                record,
+                name,
+                len(listing.entries),
+                report,
+                settings,
+                parse_later_over,
             )
             report("linking files", 0.98)
             if blob_list is not None:
@@ -269,7 +284,7 @@ def build_snapshot(
                 failed = materialize(root, plan, targets, store, settings)
             touched = (listing.changed or set()) | (withheld ^ record.withheld if record else set())
             listed = _indexable(root, settings, record if not listing.added else None, touched)
-            _index(listed, plan, failed, units, index, store, settings)
+            write_snapshot_index(listed, plan, failed, units, index, store, settings, pending)
             write_manifest(index.with_suffix(MANIFEST_SUFFIX), _manifest_entries(plan, failed))
         finally:
             db.close()
@@ -295,7 +310,8 @@ def _process(
     entries: int,
     report: Progress,
     settings: Settings,
-) -> tuple[dict[str, BlobInfo], dict[tuple[str, str], int]]:
+    parse_later_over: int | None = None,
+) -> tuple[dict[str, BlobInfo], dict[tuple[str, str], int], int]:
     """Process the blobs and parse the (blob, grammar) pairs the store lacks; what the store then
     says of every blob, and the unit of every pair. What the previous build's record knew is
     taken from it (its snapshot still links those objects, so the store still has them)."""
@@ -314,23 +330,28 @@ def _process(
     grammars: dict[str, set[str]] = {}
     for blob, grammar in wanted - set(parsed):
         grammars.setdefault(blob, set()).add(grammar)
-    tasks = [Task("process", s, tuple(sorted(grammars.pop(s, ())))) for s in missing]
-    tasks += [Task("parse", s, tuple(sorted(g))) for s, g in grammars.items() if infos[s].kind == TEXT]
+    pending = sum(len(g) for g in grammars.values())
+    if parse_later_over is not None and pending > parse_later_over:
+        tasks = [Task("process", s) for s in missing]  # redact and store now, parse once it serves
+    else:
+        pending = 0
+        tasks = [Task("process", s, tuple(sorted(grammars.pop(s, ())))) for s in missing]
+        tasks += [Task("parse", s, tuple(sorted(g))) for s, g in grammars.items() if infos[s].kind == TEXT]
     if tasks:
         report(f"processing {len(missing):,} new files", 0.85)
-        processing = _Processing(store, db, sizes, infos, report, len(tasks), settings)
+        processing = Processing(store, db, sizes, infos, report, len(tasks), settings)
         # IMMEDIATE: take the write lock now (waiting for another build's commit if need be),
         # never upgrade from a read later, which WAL may refuse without waiting.
         db.execute("BEGIN IMMEDIATE")
         try:
-            run_tasks(git_dir, store.objects, tasks, _limits(settings), processing)
+            run_tasks(git_dir, store.objects, tasks, pool_limits(settings), processing)
         finally:
             db.execute("COMMIT")
         parsed.update(store.units(db, wanted - set(parsed)))
-    return infos, parsed
+    return infos, parsed, pending
 
 
-def _limits(settings: Settings) -> PoolLimits:
+def pool_limits(settings: Settings) -> PoolLimits:
     return PoolLimits(
         workers=settings.blob_workers or os.cpu_count() or 1,
         timeout_seconds=settings.blob_timeout_seconds,

@@ -50,13 +50,14 @@ from worker.repos.assemble import SnapshotRefused, build_snapshot
 from worker.repos.blobstore import BlobStore
 from worker.repos.build_record import record_path
 from worker.repos.cleanup import Cleanup, run_now
+from worker.repos.deferred_index import PARSE_LATER_OVER, finish_index
 from worker.repos.disk import DiskFull, check_room, free_bytes, remove_partial_fetch, under_reserve
 from worker.repos.locks import LockTimeout, SnapshotFolder, TakeApart, exclusive_lock, is_sha
 from worker.repos.materialize import MoveFrom
 from worker.repos.mirror_git import REMOTE, GitError, Progress, history_depth, run_mirror_git, scrub
 from worker.repos.mirror_lineage import MirrorGit
 from worker.repos.snapshot import SNAPSHOT_FORMAT, Snapshot, meta_format, read_meta, write_meta
-from worker.repos.symbols import index_path, prune_indexes
+from worker.repos.symbols import index_path, index_pending, prune_indexes
 
 log = logging.getLogger(__name__)
 
@@ -146,6 +147,10 @@ class Mirrors:
                         git.prune("a non-fast-forward (force push) of the branch")
                     secret = git.secret_blobs(sha, branch, report, rewritten)
                     changed = self._serve(spec, paths, sha, branch, report, secret)
+                    if index_pending(index_path(paths.snapshots.files(sha))):
+                        finish_index(
+                            self.settings, paths.mirror, index_path(paths.snapshots.files(sha)), report
+                        )
                 except (GitError, OSError, ValueError, SnapshotRefused, DiskFull) as exc:
                     error = scrub(str(exc), spec)
                     log.warning("sync of %s failed: %s", name, error)
@@ -359,6 +364,7 @@ class Mirrors:
                 blob_list=folder.blob_list(sha),
                 previous=previous,
                 move=move,
+                parse_later_over=PARSE_LATER_OVER,
             )
             committed_at = float(self._git(spec, paths, ["log", "-1", "--format=%ct", sha]))
             write_meta(folder.meta(sha), Snapshot(spec, sha, branch, final, time.time(), committed_at, meta))

@@ -80,6 +80,7 @@ class IndexInfo:
     partial: bool  # more files than symbols_max_files: some were left out
     not_indexed: int = 0  # files of a parsed language that are too large or failed to parse
     indexed: int = 0  # files whose symbols are in the index
+    pending: int = 0  # files still being parsed: the snapshot serves before its index is whole
 
 
 @dataclass(frozen=True)
@@ -167,6 +168,7 @@ def write_index(
     files: Iterable[IndexedFile],
     partial: bool,
     skipped: Iterable[SkippedFile] = (),
+    pending: int = 0,
 ) -> int:
     """Write a snapshot's index atomically; the number of files it maps."""
     destination.parent.mkdir(parents=True, exist_ok=True)
@@ -189,6 +191,7 @@ def write_index(
             ("store", store),
             ("files", str(len(rows))),
             ("partial", str(int(partial))),
+            ("pending", str(pending)),  # files whose symbols are still being parsed (after a first sync)
         ]
         db.executemany("INSERT INTO meta VALUES (?, ?)", meta)
         db.commit()
@@ -199,6 +202,21 @@ def write_index(
     finally:
         tmp.unlink(missing_ok=True)
     return len(rows)
+
+
+def index_pending(path: Path) -> int:
+    """How many files the index at `path` still waits to have parsed (0 when whole or unreadable)."""
+    try:
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error:
+        return 0
+    try:
+        row = db.execute("SELECT value FROM meta WHERE key = 'pending'").fetchone()
+    except sqlite3.Error:
+        return 0
+    finally:
+        db.close()
+    return int(row[0]) if row and str(row[0]).isdigit() else 0
 
 
 class SymbolIndex:
@@ -235,6 +253,7 @@ class SymbolIndex:
             ).fetchone()[0],
             references=0,
             partial=self.meta.get("partial") == "1",
+            pending=int(self.meta.get("pending") or 0),
             not_indexed=failed + skipped,
             indexed=files - failed,
         )

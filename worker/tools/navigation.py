@@ -102,6 +102,7 @@ def _rank(found: _Found) -> tuple[int, int, bool, str, int]:
 def _not_found(ctx: ToolContext, snapshots: list[Snapshot], symbol: str, name: str) -> ToolError:
     candidates: set[str] = set()
     partial = False
+    pending = 0
     skipped: list[str] = []
     for snapshot in snapshots:
         index = _index(ctx, snapshot)
@@ -109,6 +110,7 @@ def _not_found(ctx: ToolContext, snapshots: list[Snapshot], symbol: str, name: s
             candidates.update(index.names_like(name))
             info = index.info()
             partial = partial or info.partial
+            pending += info.pending
             skipped += [f"{shown_name(f.path)} ({f.reason})" for f in index.not_indexed(limit=3)]
         finally:
             index.close()
@@ -117,6 +119,8 @@ def _not_found(ctx: ToolContext, snapshots: list[Snapshot], symbol: str, name: s
     where = f"repo {snapshots[0].repo.name}" if len(snapshots) == 1 else f"{len(snapshots)} repos"
     hint = f" Did you mean: {', '.join(near[:6])}?" if near else ""
     extra = " (the index of a very large repo covers only its first files)" if partial else ""
+    if pending:
+        extra += f" (the index is still being built: {pending:,} files not parsed yet; search sees them)"
     if skipped:
         extra += f" (not indexed: {', '.join(skipped[:3])}{' and more' if len(skipped) > 3 else ''})"
     return ToolError(

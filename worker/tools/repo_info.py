@@ -112,6 +112,8 @@ def _navigation(ctx: ToolContext, snapshot: Snapshot) -> tuple[str, dict[str, An
     line = f"code navigation (find_definition, find_references): {info.indexed:,} file{'' if info.indexed == 1 else 's'} indexed"
     if info.partial:
         line += " (only the first files of this very large repo)"
+    if info.pending:
+        line += f" (still being built: {info.pending:,} files not parsed yet)"
     if info.not_indexed:
         shown = "; ".join(f"{shown_name(f.path)}: {f.reason}" for f in skipped)
         more = f"; and {info.not_indexed - len(skipped):,} more" if info.not_indexed > len(skipped) else ""
