@@ -180,7 +180,14 @@ def main() -> None:
         cleaner = BackgroundCleaner()  # as a worker runs it: old snapshots go after the refresh
         mirrors = Mirrors(settings, load_whitelist(work / "repos.toml"), cleaner)
 
-        full, first = timed(lambda: mirrors.sync("corpus"))
+        started, served = time.perf_counter(), []
+
+        def progress(message: str, _fraction: float | None) -> None:
+            if message.startswith("indexing the code") and not served:  # the snapshot serves now
+                served.append(time.perf_counter() - started)
+
+        full, first = timed(lambda: mirrors.sync("corpus", progress))
+        answerable = served[0] if served else full
         assert first.ok, first.error  # type: ignore[attr-defined]
         clone_floor, _ = timed(lambda: git(work, "clone", "-q", "--no-local", str(repo), "floor"))
         one = mirrors.current("corpus")
@@ -217,8 +224,10 @@ def main() -> None:
               f"{os.cpu_count()} CPUs, blob_workers={settings.blob_workers or os.cpu_count()}\n")  # fmt: skip
         print(f"load: {os.getloadavg()[0]:.2f} (1 min average)\n")
         print("| sync | seconds | git floor | floor seconds | ratio | goal |\n|---|---:|---|---:|---:|---|")
-        print(f"| first (every blob processed) | {full:.1f} | git clone (with checkout) | {clone_floor:.2f} | "
-              f"{full / clone_floor:.1f} | ≤ 5 |")  # fmt: skip
+        print(f"| first, until the snapshot serves (every blob redacted) | {answerable:.1f} | git clone (with "
+              f"checkout) | {clone_floor:.2f} | {answerable / clone_floor:.1f} | ≤ 5 |")  # fmt: skip
+        print(f"| first, until the code index is whole (every file parsed) | {full:.1f} | git clone (with "
+              f"checkout) | {clone_floor:.2f} | {full / clone_floor:.1f} | — |")  # fmt: skip
         for label, pairs in (("no question reading the old snapshot", idle), ("a question reading it", busy)):
             seconds = statistics.median(s for s, _ in pairs)
             floor_seconds = statistics.median(f for _, f in pairs)
