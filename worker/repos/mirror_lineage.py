@@ -1,6 +1,6 @@
-"""The mirrors' side of lineage (worker/repos/lineage.py): the verdict decided at each sync, the
-blobless copy of the whole branch a windowed mirror learns its edge from, and the prune after a
-force push.
+"""git on one repo's mirror for the mirrors: the fetch and the repack, and the mirrors' side of
+lineage (worker/repos/lineage.py): the verdict decided at each sync, the blobless copy of the
+whole branch a windowed mirror learns its edge from, and the prune after a force push.
 
 Runs under the repo's refresh lock, on the git of worker/repos/mirror_git.py (the remote's URL
 and credentials from the environment, a timeout, the disk reserve watched).
@@ -9,13 +9,14 @@ and credentials from the environment, a timeout, the disk reserve watched).
 from __future__ import annotations
 
 import logging
+import re
 import shutil
 from pathlib import Path
 
 from config.repos import RepoSpec
 from config.settings import Settings
 from worker.repos import lineage
-from worker.repos.disk import remove_partial_fetch
+from worker.repos.disk import check_room, free_bytes, remove_partial_fetch, under_reserve
 from worker.repos.git_read import GitReadError
 from worker.repos.mirror_git import REMOTE, GitError, Progress, history_depth, run_mirror_git
 
@@ -35,6 +36,66 @@ class MirrorGit:
     def _git(self, git_dir: Path, args: list[str], reserve: int = 0) -> str:
         return run_mirror_git(
             self.spec, git_dir, args, self.settings.git_timeout_seconds, self.data_root, reserve
+        )
+
+    def fetch(self, report: Progress) -> str:
+        """Bring the branch's tip into the mirror; returns the branch fetched."""
+        if not (self.mirror / "HEAD").exists():
+            self._git_reporting(["init", "--bare", "--quiet"])
+        remove_partial_fetch(self.mirror)  # what a fetch killed mid-way (a crash, SIGKILL) left
+        reserve = self.settings.disk_reserve_bytes
+        check_room(self.data_root, 0, reserve, f"fetch {self.spec.name}")
+        report("connecting", None)
+        try:
+            branch = self.spec.branch or self._default_branch()
+        except GitError as exc:
+            raise GitError(f"fetch failed: {exc}") from None
+        try:
+            # Tags are followed (not --no-tags): git fetches the tags that point into the history
+            # fetched, so `diff` and `log` know them; older tags stay out with that history.
+            args = ["fetch", "--progress", "--prune", "--no-auto-gc", "--no-write-fetch-head"]
+            depth = history_depth(self.spec, self.settings)
+            if depth is not None:
+                args.append(f"--depth={depth}")  # deepens or shortens the history to `depth` commits
+            elif (self.mirror / "shallow").exists():
+                args.append("--unshallow")
+            self._git_reporting(
+                [*args, REMOTE, f"+refs/heads/{branch}:refs/heads/{branch}"], report, watch_disk=True
+            )
+            if reserve and (free := free_bytes(self.data_root)) < reserve:
+                # A fetch faster than the watchdog's look: it landed, but nothing more is written.
+                raise GitError(under_reserve("git fetch", free, reserve))
+        except GitError as exc:
+            remove_partial_fetch(self.mirror)
+            if "couldn't find remote ref" in str(exc):
+                raise GitError(
+                    f"fetch failed: branch {branch!r} not found on {self.spec.display_url}"
+                ) from None
+            raise GitError(f"fetch failed: {exc}") from None
+        return branch
+
+    def _default_branch(self) -> str:
+        out = self._git_reporting(["ls-remote", "--symref", REMOTE, "HEAD"])
+        match = re.search(r"^ref: refs/heads/(\S+)\tHEAD$", out, re.MULTILINE)
+        if not match:
+            raise GitError(
+                f"{self.spec.display_url} has no default branch (empty?): set branch in the repos file"
+            )
+        return match.group(1)
+
+    def maintain(self) -> None:
+        """Repack the mirror now and then, in the foreground so that it stays under our lock."""
+        try:
+            self._git(self.mirror, ["-c", "gc.autoDetach=false", "gc", "--auto", "--quiet"])
+        except GitError as exc:
+            log.warning("git gc of %s failed: %s", self.spec.name, exc)
+
+    def _git_reporting(
+        self, args: list[str], report: Progress | None = None, watch_disk: bool = False
+    ) -> str:
+        reserve = self.settings.disk_reserve_bytes if watch_disk else 0
+        return run_mirror_git(
+            self.spec, self.mirror, args, self.settings.git_timeout_seconds, self.data_root, reserve, report
         )
 
     def secret_blobs(

@@ -32,7 +32,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import shutil
 import sqlite3
 import threading
@@ -51,10 +50,10 @@ from worker.repos.blobstore import BlobStore
 from worker.repos.build_record import record_path
 from worker.repos.cleanup import Cleanup, run_now
 from worker.repos.deferred_index import PARSE_LATER_OVER, finish_index
-from worker.repos.disk import DiskFull, check_room, free_bytes, remove_partial_fetch, under_reserve
+from worker.repos.disk import DiskFull
 from worker.repos.locks import LockTimeout, SnapshotFolder, TakeApart, exclusive_lock, is_sha
 from worker.repos.materialize import MoveFrom
-from worker.repos.mirror_git import REMOTE, GitError, Progress, history_depth, run_mirror_git, scrub
+from worker.repos.mirror_git import GitError, Progress, history_depth, run_mirror_git, scrub
 from worker.repos.mirror_lineage import MirrorGit
 from worker.repos.snapshot import SNAPSHOT_FORMAT, Snapshot, meta_format, read_meta, write_meta
 from worker.repos.symbols import index_path, index_pending, prune_indexes
@@ -139,7 +138,7 @@ class Mirrors:
                 try:
                     git = MirrorGit(spec, paths.root, self.root, self.settings)
                     before = git.branch_tip(state.get("branch") or spec.branch)
-                    branch = self._fetch(spec, paths, report)
+                    branch = git.fetch(report)
                     state["branch"] = branch
                     sha = self._git(spec, paths, ["rev-parse", "--verify", f"refs/heads/{branch}^{{commit}}"])
                     rewritten = bool(before) and before != sha and not git.is_ancestor(before or "", sha)
@@ -162,7 +161,7 @@ class Mirrors:
                 state["history_depth"] = depth
                 self._write_state(paths, {**state, "last_error": None, "last_ok_at": time.time()})
                 self._collect(paths)
-                self._maintain(spec, paths)
+                git.maintain()
                 report("done" if changed else "up to date", 1.0)
                 return SyncResult(name, True, sha, changed, None, waited)
         except LockTimeout:
@@ -238,51 +237,6 @@ class Mirrors:
 
     # --- git -------------------------------------------------------------------------------
 
-    def _fetch(self, spec: RepoSpec, paths: _Paths, report: Progress) -> str:
-        """Bring the branch's tip into the mirror; returns the branch fetched."""
-        if not (paths.mirror / "HEAD").exists():
-            self._git(spec, paths, ["init", "--bare", "--quiet"])
-        remove_partial_fetch(paths.mirror)  # what a fetch killed mid-way (a crash, SIGKILL) left
-        reserve = self.settings.disk_reserve_bytes
-        check_room(self.root, 0, reserve, f"fetch {spec.name}")
-        report("connecting", None)
-        try:
-            branch = spec.branch or self._default_branch(spec, paths)
-        except GitError as exc:
-            raise GitError(f"fetch failed: {exc}") from None
-        try:
-            # Tags are followed (not --no-tags): git fetches the tags that point into the history
-            # fetched, so `diff` and `log` know them; older tags stay out with that history.
-            args = ["fetch", "--progress", "--prune", "--no-auto-gc", "--no-write-fetch-head"]
-            depth = history_depth(spec, self.settings)
-            if depth is not None:
-                args.append(f"--depth={depth}")  # deepens or shortens the history to `depth` commits
-            elif (paths.mirror / "shallow").exists():
-                args.append("--unshallow")
-            self._git(
-                spec,
-                paths,
-                [*args, REMOTE, f"+refs/heads/{branch}:refs/heads/{branch}"],
-                report,
-                watch_disk=True,
-            )
-            if reserve and (free := free_bytes(self.root)) < reserve:
-                # A fetch faster than the watchdog's look: it landed, but nothing more is written.
-                raise GitError(under_reserve("git fetch", free, reserve))
-        except GitError as exc:
-            remove_partial_fetch(paths.mirror)
-            if "couldn't find remote ref" in str(exc):
-                raise GitError(f"fetch failed: branch {branch!r} not found on {spec.display_url}") from None
-            raise GitError(f"fetch failed: {exc}") from None
-        return branch
-
-    def _default_branch(self, spec: RepoSpec, paths: _Paths) -> str:
-        out = self._git(spec, paths, ["ls-remote", "--symref", REMOTE, "HEAD"])
-        match = re.search(r"^ref: refs/heads/(\S+)\tHEAD$", out, re.MULTILINE)
-        if not match:
-            raise GitError(f"{spec.display_url} has no default branch (empty?): set branch in the repos file")
-        return match.group(1)
-
     def _git(
         self,
         spec: RepoSpec,
@@ -297,13 +251,6 @@ class Mirrors:
         return run_mirror_git(
             spec, paths.mirror, args, self.settings.git_timeout_seconds, self.root, reserve, report, stdout
         )
-
-    def _maintain(self, spec: RepoSpec, paths: _Paths) -> None:
-        """Repack the mirror now and then, in the foreground so that it stays under our lock."""
-        try:
-            self._git(spec, paths, ["-c", "gc.autoDetach=false", "gc", "--auto", "--quiet"])
-        except GitError as exc:
-            log.warning("git gc of %s failed: %s", spec.name, exc)
 
     # --- snapshots -------------------------------------------------------------------------
 
