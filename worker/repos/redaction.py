@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import bisect
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +34,7 @@ import re2
 
 from worker.repos.detect_secrets_rules import plugin_rules
 from worker.repos.gitleaks_rules import GENERIC_KINDS, gitleaks_rules
+from worker.repos.keyword_lines import KeywordLines
 from worker.repos.secret_blocks import SecretBlocks
 from worker.repos.secret_filters import VALUE_CHECKS, SecretFilter, compile_allowlist
 from worker.repos.secret_rules import FIRST_GROUP, OWN_RULES, Rule
@@ -83,6 +84,10 @@ class _Compiled:
     check: Callable[[bytes], bool] | None
     group: int | None  # see Rule.group
     filter: SecretFilter | None  # gitleaks' entropy floor and allowlists
+    lines: KeywordLines | None  # where it can match (Rule.lines_after); None: the whole text
+
+
+_WHOLE_TEXT: tuple[tuple[int, int | None], ...] = ((0, None),)
 
 
 def _options() -> Any:
@@ -96,7 +101,7 @@ def _compile(pattern: str) -> Any:
     return re2.compile("(?m)" + pattern, options=_options())
 
 
-def _compiled(rule: Rule) -> _Compiled:
+def _compiled(rule: Rule, lines: KeywordLines | None) -> _Compiled:
     secret_filter = None
     if rule.entropy or rule.allowlists:
         secret_filter = SecretFilter(rule.entropy, tuple(map(compile_allowlist, rule.allowlists)))
@@ -107,6 +112,7 @@ def _compiled(rule: Rule) -> _Compiled:
         VALUE_CHECKS[rule.check] if rule.check else None,
         rule.group,
         secret_filter,
+        lines,
     )
 
 
@@ -123,12 +129,15 @@ class Redaction:
 class Redactor:
     """Replaces secrets with `[REDACTED:<kind>]`; build once per process (see get_redactor)."""
 
-    def __init__(self, rules: tuple[Rule, ...] | None = None) -> None:
+    def __init__(self, rules: tuple[Rule, ...] | None = None, *, by_lines: bool = True) -> None:
+        """`by_lines=False` runs every rule over the whole text: the reference the line windows
+        are tested against (tests/test_redaction_windows.py), same results, slower."""
         if rules is None:
             extra, _refused = plugin_rules()
             rules = (*OWN_RULES, *extra, *gitleaks_rules())
         self.rules = rules
-        self._compiled = [_compiled(rule) for rule in rules]
+        self._finders: dict[tuple[tuple[str, ...], int], KeywordLines] = {}  # shared by rules
+        self._compiled = [_compiled(rule, self._lines_of(rule) if by_lines else None) for rule in rules]
         # Which kind a marker shows when rules of several kinds found one secret: ours and
         # detect-secrets' by shape (0), then gitleaks' by shape (1), then any found by where it
         # stands, a key name or a URL (2), gitleaks' generic rule last (3).
@@ -181,10 +190,16 @@ class Redactor:
             spans += self._putty_blocks(data)
         if not present.isdisjoint(self._blocks.keywords):
             spans += self._blocks.spans(data)
+        windows: dict[int, list[tuple[int, int]]] = {}  # per KeywordLines, found once per text
         for rule in self._compiled:
             if rule.keywords and present.isdisjoint(rule.keywords):
                 continue
-            spans += self._matches(rule, data)
+            if rule.lines is None:
+                spans += self._matches(rule, data)
+                continue
+            if id(rule.lines) not in windows:
+                windows[id(rule.lines)] = rule.lines.windows(data)
+            spans += self._matches(rule, data, windows[id(rule.lines)])
         lines = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
         if not spans:
             return Redaction(data, lines, 0)
@@ -192,9 +207,19 @@ class Redactor:
 
     # --- finding ---------------------------------------------------------------------------
 
-    def _matches(self, rule: _Compiled, data: bytes) -> list[tuple[int, int, bytes]]:
+    def _lines_of(self, rule: Rule) -> KeywordLines | None:
+        if rule.lines_after is None:
+            return None
+        key = (tuple(sorted(set(rule.keywords))), rule.lines_after)
+        if key not in self._finders:
+            self._finders[key] = KeywordLines(*key)
+        return self._finders[key]
+
+    def _matches(
+        self, rule: _Compiled, data: bytes, windows: Sequence[tuple[int, int | None]] = _WHOLE_TEXT
+    ) -> list[tuple[int, int, bytes]]:
         found = []
-        for match in rule.regex.finditer(data):
+        for match in (m for pos, endpos in windows for m in rule.regex.finditer(data, pos, endpos)):
             groups = [g for g in range(1, rule.regex.groups + 1) if match.start(g) >= 0]
             if rule.group is None:
                 best = max(groups, key=lambda g: match.end(g) - match.start(g), default=0)
