@@ -15,7 +15,8 @@ search takes exactly the steps it takes over the whole text, and outside the win
 no match to find. Windows closer than `_SCAN_AHEAD` bytes are merged too (lines without a
 keyword inside a window change nothing, they hold no match). A window also takes in lines up to `_SCAN_AHEAD` bytes past a keyword: a few
 more bytes for the automaton cost less than another window, and this bounds the number of
-windows (and Python steps) by the text's length / `_SCAN_AHEAD`, whatever the input.
+windows (and Python steps) by the text's length / `_SCAN_AHEAD`, whatever the input; a window
+that keeps meeting keywords doubles its reach, so a text dense with them takes a few steps.
 """
 
 from __future__ import annotations
@@ -52,22 +53,25 @@ class KeywordLines:
             if hit is None:
                 break
             start = data.rfind(b"\n", pos, hit.start()) + 1 or pos
-            end = self._window_end(data, hit.start())
             if windows and start - windows[-1][1] <= _SCAN_AHEAD:  # a short gap costs less than a window
-                windows[-1] = (windows[-1][0], end)
+                # Keywords close together: reach as far again as the window already does, so a
+                # text dense with keywords takes a few steps, not one per line.
+                first = windows.pop()[0]
+                end = self._window_end(data, hit.start(), max(_SCAN_AHEAD, pos - first))
+                windows.append((first, end))
             else:
-                windows.append((start, end))
-            pos = end
+                windows.append((start, self._window_end(data, hit.start(), _SCAN_AHEAD)))
+            pos = windows[-1][1]
         return windows
 
-    def _window_end(self, data: bytes, hit: int) -> int:
+    def _window_end(self, data: bytes, hit: int, ahead: int) -> int:
         """Just after the "\\n" ending the `lines_after`-th line below the hit's line, and after
-        the line holding hit + _SCAN_AHEAD; the text's end if it comes first."""
+        the line holding hit + ahead; the text's end if it comes first."""
         end = hit
         for _ in range(self.lines_after + 1):
             end = data.find(b"\n", end) + 1
             if not end:
                 return len(data)
-        if end <= hit + _SCAN_AHEAD:
-            end = data.find(b"\n", hit + _SCAN_AHEAD) + 1 or len(data)
+        if end <= hit + ahead:
+            end = data.find(b"\n", hit + ahead) + 1 or len(data)
         return end
