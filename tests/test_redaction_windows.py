@@ -128,4 +128,3 @@ def test_the_standard_library_is_redacted_the_same_by_windows_and_whole() -> Non
         assert_same_redaction(data)
         found += sum(redactors()[0].redact_bytes(data).kinds.values())
     assert found > 0  # the comparison covered files where secret-assignment rules fire
-
