@@ -136,8 +136,18 @@ class Redactor:
             extra, _refused = plugin_rules()
             rules = (*OWN_RULES, *extra, *gitleaks_rules())
         self.rules = rules
-        self._finders: dict[tuple[tuple[str, ...], int], KeywordLines] = {}  # shared by rules
-        self._compiled = [_compiled(rule, self._lines_of(rule) if by_lines else None) for rule in rules]
+        # One finder per line bound, over the keywords of every rule with that bound: one pass per
+        # text finds the lines of all of them (a rule that also searches lines holding another
+        # rule's keyword still searches every line holding one of its own).
+        bounded: dict[int, set[str]] = {}
+        for rule in rules:
+            if by_lines and rule.lines_after is not None:
+                bounded.setdefault(rule.lines_after, set()).update(rule.keywords)
+        finders = {after: KeywordLines(tuple(sorted(words)), after) for after, words in bounded.items()}
+        self._compiled = [
+            _compiled(rule, None if rule.lines_after is None else finders.get(rule.lines_after))
+            for rule in rules
+        ]
         # Which kind a marker shows when rules of several kinds found one secret: ours and
         # detect-secrets' by shape (0), then gitleaks' by shape (1), then any found by where it
         # stands, a key name or a URL (2), gitleaks' generic rule last (3).
@@ -206,14 +216,6 @@ class Redactor:
         return self._apply(data, spans, lines)
 
     # --- finding ---------------------------------------------------------------------------
-
-    def _lines_of(self, rule: Rule) -> KeywordLines | None:
-        if rule.lines_after is None:
-            return None
-        key = (tuple(sorted(set(rule.keywords))), rule.lines_after)
-        if key not in self._finders:
-            self._finders[key] = KeywordLines(*key)
-        return self._finders[key]
 
     def _matches(
         self, rule: _Compiled, data: bytes, windows: Sequence[tuple[int, int | None]] = _WHOLE_TEXT
