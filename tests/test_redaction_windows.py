@@ -7,6 +7,7 @@ import functools
 import sysconfig
 from pathlib import Path
 
+import pytest
 import re2
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -15,6 +16,7 @@ from tests.support.secret_corpus import all_contexts, formats, samples
 from tests.test_tools_redact import SAMPLES
 from worker.repos.keyword_lines import KeywordLines
 from worker.repos.redaction import Redactor
+from worker.repos.secret_rules import Rule
 
 
 @functools.cache
@@ -128,3 +130,10 @@ def test_the_standard_library_is_redacted_the_same_by_windows_and_whole() -> Non
         assert_same_redaction(data)
         found += sum(redactors()[0].redact_bytes(data).kinds.values())
     assert found > 0  # the comparison covered files where secret-assignment rules fire
+
+
+def test_a_line_bounded_rule_without_keywords_is_refused_when_the_redactor_is_built() -> None:
+    rule = Rule("example", r"secret=(\w+)", (), lines_after=0)
+    with pytest.raises(ValueError, match="keywords of a line-bounded rule"):
+        Redactor((rule,))
+    assert Redactor((rule,), by_lines=False).redact("secret=abc") == "secret=[REDACTED:example]"

@@ -16,8 +16,10 @@ the number of lines, so a file can be redacted whole and still be sliced by line
 **Linear time.** Every rule is an RE2 regex (worker/repos/secret_rules.py), and RE2 runs in
 time linear in its input whatever the pattern and the text. One RE2 set of the rules' literal
 keywords finds which rules can match at all (a set of literals compiles to a small automaton),
-then only those rules run, once each, over the whole text; private-key blocks are found by one
-pass over the BEGIN/END markers. Around that, the Python code touches each span a constant
+then only those rules run, once each, over the whole text, or, for rules declared line-bounded
+(`Rule.lines_after`), over the lines holding their keywords only (worker/repos/keyword_lines.py:
+the same matches, a fraction of the bytes); private-key blocks are found by one pass over the
+BEGIN/END markers. Around that, the Python code touches each span a constant
 number of times. So the cost of a text is O(length × rules that can match), with no input able
 to make it quadratic: a 300 kB line of `eyJeyJeyJ…` takes milliseconds.
 """
