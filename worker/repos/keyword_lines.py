@@ -5,18 +5,20 @@ every code file, so the keyword pre-filter lets it run on nearly every blob; run
 text its RE2 automaton (a key of up to 80 characters, then a separator, then a value) is the
 costliest step of redacting a blob. When every match of a rule holds one of its keywords on its
 first line and spans at most `n` line breaks after it, only the lines holding a keyword, and the
-`n` lines below each, can hold a match: `windows` finds them and the engine runs the rule over
-those windows only (`finditer(text, pos, endpos)`), with the same matches.
+`n` lines below each, can hold a match: `windows` finds them (for all the rules with the same
+bound at once: the union of their keywords) and the engine runs each rule over those windows
+only (`finditer(text, pos, endpos)`), with the same matches.
 
 Why the matches are the same: RE2 searches a window of the text with the whole text as context
-(`^`, `$` and `\\b` at the window's edges see the characters beyond it; tests/test_redaction_windows.py
-checks it), windows are whole lines, and windows that touch are merged, so inside a window the
-search takes exactly the steps it takes over the whole text, and outside the windows there is
-no match to find. Windows closer than `_SCAN_AHEAD` bytes are merged too (lines without a
-keyword inside a window change nothing, they hold no match). A window also takes in lines up to `_SCAN_AHEAD` bytes past a keyword: a few
-more bytes for the automaton cost less than another window, and this bounds the number of
-windows (and Python steps) by the text's length / `_SCAN_AHEAD`, whatever the input; a window
-that keeps meeting keywords doubles its reach, so a text dense with them takes a few steps.
+(`^`, `$` and `\\b` at the window's edges see the characters beyond it;
+tests/test_redaction_windows.py checks it), windows are whole lines, and windows that touch are
+merged, so inside a window the search takes exactly the steps it takes over the whole text, and
+outside the windows there is no match to find. Lines without a keyword inside a window change
+nothing (they hold no match), so windows may be wider than needed: a window takes in the lines
+up to `_SCAN_AHEAD` bytes past its keyword, and windows closer than that are merged; a few more
+bytes for the automaton cost less than another window. This bounds the number of windows (and
+of Python steps) by the text's length / `_SCAN_AHEAD`, whatever the input; a window that keeps
+meeting keywords doubles its reach, so a text dense with them takes a few steps.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ _SCAN_AHEAD = 64
 
 
 class KeywordLines:
-    """The windows of a text a rule with these keywords and `lines_after` must search."""
+    """The windows of a text that rules with these keywords and this `lines_after` must search."""
 
     def __init__(self, keywords: tuple[str, ...], lines_after: int) -> None:
         if not keywords or any("\n" in k or not k for k in keywords):
