@@ -3,6 +3,7 @@ redaction is byte for byte what running every rule over the whole text gives."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import sysconfig
 from pathlib import Path
@@ -137,3 +138,12 @@ def test_a_line_bounded_rule_without_keywords_is_refused_when_the_redactor_is_bu
     with pytest.raises(ValueError, match="keywords of a line-bounded rule"):
         Redactor((rule,))
     assert Redactor((rule,), by_lines=False).redact("secret=abc") == "secret=[REDACTED:example]"
+
+
+def test_declaring_rules_line_bounded_does_not_make_stored_blobs_be_processed_again() -> None:
+    # blobstore.generation() fingerprints the rules by repr: where a rule is searched must not
+    # enter it, or every stored blob of every repo would be processed anew for identical output.
+    bounded = [rule for rule in redactors()[0].rules if rule.lines_after is not None]
+    assert len(bounded) == 7
+    for rule in bounded:
+        assert repr(rule) == repr(dataclasses.replace(rule, lines_after=None))

@@ -26,7 +26,7 @@ occurred run. A rule without keywords always runs.
 from __future__ import annotations
 
 import base64
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 FIRST_GROUP = -1
 
@@ -57,7 +57,9 @@ class Rule:
     # lines holding a keyword and the n below each (worker/repos/keyword_lines.py). A match may
     # also begin with the line break before its first line only through a leading `(?:^|[^…])`,
     # whose `^` then starts the same match at the line's start, with the same groups.
-    lines_after: int | None = None
+    # Not in repr: blobstore.generation() fingerprints the rules by repr, and where a rule is
+    # searched does not change what it finds, so stored blobs stay valid.
+    lines_after: int | None = field(default=None, repr=False)
 
 
 # A value of a secret-named key, when written without quotes: up to whitespace, a quote or a
