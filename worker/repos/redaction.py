@@ -16,8 +16,10 @@ the number of lines, so a file can be redacted whole and still be sliced by line
 **Linear time.** Every rule is an RE2 regex (worker/repos/secret_rules.py), and RE2 runs in
 time linear in its input whatever the pattern and the text. One RE2 set of the rules' literal
 keywords finds which rules can match at all (a set of literals compiles to a small automaton),
-then only those rules run, once each, over the whole text; private-key blocks are found by one
-pass over the BEGIN/END markers. Around that, the Python code touches each span a constant
+then only those rules run, once each, over the whole text, or, for rules declared line-bounded
+(`Rule.lines_after`), over the lines holding their keywords only (worker/repos/keyword_lines.py:
+the same matches, a fraction of the bytes); private-key blocks are found by one pass over the
+BEGIN/END markers. Around that, the Python code touches each span a constant
 number of times. So the cost of a text is O(length × rules that can match), with no input able
 to make it quadratic: a 300 kB line of `eyJeyJeyJ…` takes milliseconds.
 """
@@ -26,7 +28,7 @@ from __future__ import annotations
 
 import bisect
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +36,7 @@ import re2
 
 from worker.repos.detect_secrets_rules import plugin_rules
 from worker.repos.gitleaks_rules import GENERIC_KINDS, gitleaks_rules
+from worker.repos.keyword_lines import KeywordLines
 from worker.repos.secret_blocks import SecretBlocks
 from worker.repos.secret_filters import VALUE_CHECKS, SecretFilter, compile_allowlist
 from worker.repos.secret_rules import FIRST_GROUP, OWN_RULES, Rule
@@ -83,6 +86,10 @@ class _Compiled:
     check: Callable[[bytes], bool] | None
     group: int | None  # see Rule.group
     filter: SecretFilter | None  # gitleaks' entropy floor and allowlists
+    lines: KeywordLines | None  # where it can match (Rule.lines_after); None: the whole text
+
+
+_WHOLE_TEXT: tuple[tuple[int, int | None], ...] = ((0, None),)
 
 
 def _options() -> Any:
@@ -96,7 +103,7 @@ def _compile(pattern: str) -> Any:
     return re2.compile("(?m)" + pattern, options=_options())
 
 
-def _compiled(rule: Rule) -> _Compiled:
+def _compiled(rule: Rule, lines: KeywordLines | None) -> _Compiled:
     secret_filter = None
     if rule.entropy or rule.allowlists:
         secret_filter = SecretFilter(rule.entropy, tuple(map(compile_allowlist, rule.allowlists)))
@@ -107,6 +114,7 @@ def _compiled(rule: Rule) -> _Compiled:
         VALUE_CHECKS[rule.check] if rule.check else None,
         rule.group,
         secret_filter,
+        lines,
     )
 
 
@@ -123,12 +131,25 @@ class Redaction:
 class Redactor:
     """Replaces secrets with `[REDACTED:<kind>]`; build once per process (see get_redactor)."""
 
-    def __init__(self, rules: tuple[Rule, ...] | None = None) -> None:
+    def __init__(self, rules: tuple[Rule, ...] | None = None, *, by_lines: bool = True) -> None:
+        """`by_lines=False` runs every rule over the whole text: the reference the line windows
+        are tested against (tests/test_redaction_windows.py), same results, slower."""
         if rules is None:
             extra, _refused = plugin_rules()
             rules = (*OWN_RULES, *extra, *gitleaks_rules())
         self.rules = rules
-        self._compiled = [_compiled(rule) for rule in rules]
+        # One finder per line bound, over the keywords of every rule with that bound: one pass per
+        # text finds the lines of all of them (a rule that also searches lines holding another
+        # rule's keyword still searches every line holding one of its own).
+        bounded: dict[int, set[str]] = {}
+        for rule in rules:
+            if by_lines and rule.lines_after is not None:
+                bounded.setdefault(rule.lines_after, set()).update(rule.keywords)
+        finders = {after: KeywordLines(tuple(sorted(words)), after) for after, words in bounded.items()}
+        self._compiled = [
+            _compiled(rule, None if rule.lines_after is None else finders.get(rule.lines_after))
+            for rule in rules
+        ]
         # Which kind a marker shows when rules of several kinds found one secret: ours and
         # detect-secrets' by shape (0), then gitleaks' by shape (1), then any found by where it
         # stands, a key name or a URL (2), gitleaks' generic rule last (3).
@@ -181,10 +202,16 @@ class Redactor:
             spans += self._putty_blocks(data)
         if not present.isdisjoint(self._blocks.keywords):
             spans += self._blocks.spans(data)
+        windows: dict[int, list[tuple[int, int]]] = {}  # per KeywordLines, found once per text
         for rule in self._compiled:
             if rule.keywords and present.isdisjoint(rule.keywords):
                 continue
-            spans += self._matches(rule, data)
+            if rule.lines is None:
+                spans += self._matches(rule, data)
+                continue
+            if id(rule.lines) not in windows:
+                windows[id(rule.lines)] = rule.lines.windows(data)
+            spans += self._matches(rule, data, windows[id(rule.lines)])
         lines = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
         if not spans:
             return Redaction(data, lines, 0)
@@ -192,9 +219,11 @@ class Redactor:
 
     # --- finding ---------------------------------------------------------------------------
 
-    def _matches(self, rule: _Compiled, data: bytes) -> list[tuple[int, int, bytes]]:
+    def _matches(
+        self, rule: _Compiled, data: bytes, windows: Sequence[tuple[int, int | None]] = _WHOLE_TEXT
+    ) -> list[tuple[int, int, bytes]]:
         found = []
-        for match in rule.regex.finditer(data):
+        for match in (m for pos, endpos in windows for m in rule.regex.finditer(data, pos, endpos)):
             groups = [g for g in range(1, rule.regex.groups + 1) if match.start(g) >= 0]
             if rule.group is None:
                 best = max(groups, key=lambda g: match.end(g) - match.start(g), default=0)

@@ -26,7 +26,7 @@ occurred run. A rule without keywords always runs.
 from __future__ import annotations
 
 import base64
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 FIRST_GROUP = -1
 
@@ -51,6 +51,15 @@ class Rule:
     group: int | None = None
     entropy: float = 0.0  # the secret must have more bits per character than this (gitleaks)
     allowlists: tuple[Allowlist, ...] = ()
+    # None: the rule runs over the whole text. A number n is a promise, argued from the pattern
+    # where the rule is declared: every match holds one of `keywords` (in any case) on its first
+    # line and spans at most n line breaks after it; the engine then runs the rule only over the
+    # lines holding a keyword and the n below each (worker/repos/keyword_lines.py). A match may
+    # also begin with the line break before its first line only through a leading `(?:^|[^…])`,
+    # whose `^` then starts the same match at the line's start, with the same groups.
+    # Not in repr: blobstore.generation() fingerprints the rules by repr, and where a rule is
+    # searched does not change what it finds, so stored blobs stay valid.
+    lines_after: int | None = field(default=None, repr=False)
 
 
 # A value of a secret-named key, when written without quotes: up to whitespace, a quote or a
@@ -126,8 +135,15 @@ OWN_RULES: tuple[Rule, ...] = (
         _SERVICE_KEY + _SEPARATOR + "(?:" + _QUOTED + ")",
         _SERVICE_KEY_WORDS,
         "credential",
+        lines_after=0,
     ),
-    Rule("secret-assignment", _SERVICE_KEY + _SEPARATOR + _UNQUOTED, _SERVICE_KEY_WORDS, "credential"),
+    Rule(
+        "secret-assignment",
+        _SERVICE_KEY + _SEPARATOR + _UNQUOTED,
+        _SERVICE_KEY_WORDS,
+        "credential",
+        lines_after=0,
+    ),
     Rule(
         "docker-config",
         r"\b(?:" + "|".join(_DOCKER_CONFIG) + r")[A-Za-z0-9+/]{8,}={0,2}",
@@ -141,14 +157,28 @@ OWN_RULES: tuple[Rule, ...] = (
         ('"sensitive"',),
     ),
     # --- secret-named keys, any syntax --------------------------------------------------------
-    Rule("secret-assignment", _KEY + _SEPARATOR + "(?:" + _QUOTED + ")", _KEYWORDS_OF_KEY, "quoted"),
-    Rule("secret-assignment", _KEY + _SEPARATOR + _UNQUOTED, _KEYWORDS_OF_KEY, "unquoted"),
+    # These and the two `_SERVICE_KEY` rules above are the costliest rules (their keywords are in
+    # almost every code file) and are line-bounded (lines_after=0): no part of _KEY,
+    # _SERVICE_KEY, _SEPARATOR, _QUOTED, _UNQUOTED or the XML patterns matches a line break
+    # ([A-Za-z0-9_.-], [ \t], [^"\n], [^\s'"`], [\w.-], [^<\n]) except the leading
+    # `[^A-Za-z0-9]` of `(?:^|[^A-Za-z0-9])` (see Rule.lines_after); every alternative of
+    # _GLUED_WORD and _SEPARATED_WORD holds one of _KEYWORDS_OF_KEY, and KEY/PW/PASS… of
+    # _SERVICE_KEY one of _SERVICE_KEY_WORDS, in any case.
+    Rule(
+        "secret-assignment",
+        _KEY + _SEPARATOR + "(?:" + _QUOTED + ")",
+        _KEYWORDS_OF_KEY,
+        "quoted",
+        lines_after=0,
+    ),
+    Rule("secret-assignment", _KEY + _SEPARATOR + _UNQUOTED, _KEYWORDS_OF_KEY, "unquoted", lines_after=0),
     # A typed assignment: `password: str = "x"`, `token: string = 'x'`.
     Rule(
         "secret-assignment",
         _KEY + r"[ \t]*:[ \t]*[A-Za-z_][\w.\[\], |]{0,60}=[ \t]*(?:" + _QUOTED + ")",
         _KEYWORDS_OF_KEY,
         "quoted",
+        lines_after=0,
     ),
     # XML: <password>x</password>, <add key="Password" value="x"/> (NuGet), <secret>…
     Rule(
@@ -156,6 +186,7 @@ OWN_RULES: tuple[Rule, ...] = (
         r"(?i)<(?:[\w.-]{0,40}:)?[\w.-]{0,40}?" + _SECRET_WORD + r">([^<\n]{1,600})</",
         _KEYWORDS_OF_KEY,
         "quoted",
+        lines_after=0,
     ),
     # NuGet's `<add key="ClearTextPassword" value="x"/>`, also inside a JSON string (`\"`).
     Rule(
@@ -171,6 +202,7 @@ OWN_RULES: tuple[Rule, ...] = (
         + r"""["'][ \t]{1,10}value=["']([^"'\n]{1,600})["']""",
         _KEYWORDS_OF_KEY,
         "quoted",
+        lines_after=0,
     ),
     # --- passwords in URLs, headers and command lines ---------------------------------------
     Rule(
