@@ -56,8 +56,20 @@ def served(mirrors: Mirrors) -> dict[str, object]:
     with sqlite3.connect(index) as db:
         rows = sorted(db.execute("SELECT path, language, family, is_test FROM files"))
         skipped = sorted(db.execute("SELECT path, reason FROM skipped"))
+        store = (index.parent / dict(db.execute("SELECT key, value FROM meta"))["store"]).resolve()
+        db.execute("ATTACH DATABASE ? AS s", (str(store),))
+        symbols = sorted(
+            db.execute("SELECT f.path, d.name, d.kind, d.line FROM files f JOIN s.defs d ON d.unit = f.unit")
+        )
     manifest = json.loads(index.with_suffix(".paths").read_text())["entries"]
-    return {"tree": tree, "index": rows, "skipped": skipped, "manifest": manifest, "meta": snapshot.meta}
+    return {
+        "tree": tree,
+        "index": rows,
+        "symbols": symbols,
+        "skipped": skipped,
+        "manifest": manifest,
+        "meta": snapshot.meta,
+    }
 
 
 def fresh_build(tmp_path: Path, remote: GitRemote) -> dict[str, object]:

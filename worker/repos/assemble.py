@@ -46,7 +46,14 @@ from worker.repos.placeholders import TEXT
 from worker.repos.snapshot import LANGUAGES_BY_SUFFIX, README_NAMES, SNAPSHOT_FORMAT, SnapshotMeta
 from worker.repos.snapshot_plan import Plan, SnapshotRefused, check_caps, hide_secret_links, make_plan
 from worker.repos.symbol_grammars import GRAMMARS, grammar_of
-from worker.repos.symbols import IndexedFile, SkippedFile, indexable_files, write_index
+from worker.repos.symbols import (
+    INDEX_SUFFIX,
+    IndexedFile,
+    SkippedFile,
+    indexable_files,
+    update_index,
+    write_index,
+)
 from worker.repos.tree_listing import TreeEntry, changed_tree, list_tree, read_small_blobs
 from worker.repos.visible import shown_name
 
@@ -162,14 +169,34 @@ def write_snapshot_index(
     store: BlobStore,
     settings: Settings,
     pending: int = 0,
+    base: tuple[Path, set[str]] | None = None,
 ) -> None:
+    """Write the snapshot's index; `base`: the previous snapshot's index and the paths changed
+    since, when the same files are listed (then only those paths' rows are written)."""
     sha_of = {e.path: e.sha for e in plan.files if e.path not in failed}
     size_of = {e.path: e.size for e in plan.files}
+    if base is not None and not pending and len(listed) <= settings.symbols_max_files:
+        changed, shown = base[1], set(listed)
+        rows, skipped = _index_rows(
+            [p for p in changed if p in sha_of and p in shown], sha_of, size_of, units, settings
+        )
+        if update_index(base[0], destination, store.db_path, changed, rows, skipped):
+            return
     paths = [p for p in listed if p in sha_of]
-    partial = len(paths) > settings.symbols_max_files
+    rows, skipped = _index_rows(paths[: settings.symbols_max_files], sha_of, size_of, units, settings)
+    write_index(destination, store.db_path, rows, len(paths) > settings.symbols_max_files, skipped, pending)
+
+
+def _index_rows(
+    paths: list[str],
+    sha_of: dict[str, str],
+    size_of: dict[str, int],
+    units: dict[tuple[str, str], int],
+    settings: Settings,
+) -> tuple[list[IndexedFile], list[SkippedFile]]:
     rows, skipped = [], []
     too_large = f"larger than symbols_max_file_bytes ({human_bytes(settings.symbols_max_file_bytes)})"
-    for path in paths[: settings.symbols_max_files]:
+    for path in paths:
         grammar = grammar_of(path)
         if grammar and size_of[path] > settings.symbols_max_file_bytes:
             skipped.append(SkippedFile(path, GRAMMARS[grammar].name, too_large))
@@ -177,7 +204,7 @@ def write_snapshot_index(
         unit = units.get((sha_of[path], grammar)) if grammar else None
         if grammar and unit is not None:
             rows.append(IndexedFile(path, unit, GRAMMARS[grammar].name, GRAMMARS[grammar].family))
-    write_index(destination, store.db_path, rows, partial, skipped, pending)
+    return rows, skipped
 
 
 @dataclass
@@ -284,7 +311,10 @@ def build_snapshot(
                 failed = materialize(root, plan, targets, store, settings)
             touched = (listing.changed or set()) | (withheld ^ record.withheld if record else set())
             listed = _indexable(root, settings, record if not listing.added else None, touched)
-            write_snapshot_index(listed, plan, failed, units, index, store, settings, pending)
+            base = None
+            if record is not None and previous is not None and listed is record.indexable and not failed:
+                base = (previous.with_suffix(INDEX_SUFFIX), touched | (links ^ record.links))
+            write_snapshot_index(listed, plan, failed, units, index, store, settings, pending, base)
             write_manifest(index.with_suffix(MANIFEST_SUFFIX), _manifest_entries(plan, failed))
         finally:
             db.close()

@@ -44,6 +44,7 @@ from worker.repos.symbol_grammars import GRAMMARS, LANGUAGE_OF_SUFFIX
 
 log = logging.getLogger(__name__)
 
+INDEX_SUFFIX = ".sqlite"
 INDEX_FORMAT = "3"  # 1 was a whole index per snapshot (symbols/<sha>.sqlite), before the blob store
 READABLE_FORMATS = ("2", "3")  # 2 had no `skipped` table: an index made before an upgrade still answers
 INDEX_FOLDER = "manifests"
@@ -101,7 +102,7 @@ class SkippedFile:
 def index_path(snapshot_root: Path) -> Path:
     """Where the index of the snapshot at `<repo>/snapshots/<sha>` is kept: `<repo>/manifests/<sha>.sqlite`
     (outside the snapshots folder, whose layout the lease protocol owns)."""
-    return snapshot_root.parent.parent / INDEX_FOLDER / f"{snapshot_root.name}.sqlite"
+    return snapshot_root.parent.parent / INDEX_FOLDER / f"{snapshot_root.name}{INDEX_SUFFIX}"
 
 
 def prune_indexes(repo_root: Path) -> list[str]:
@@ -202,6 +203,71 @@ def write_index(
     finally:
         tmp.unlink(missing_ok=True)
     return len(rows)
+
+
+def update_index(
+    source: Path,
+    destination: Path,
+    store_db: Path,
+    remove: set[str],
+    files: Iterable[IndexedFile],
+    skipped: Iterable[SkippedFile] = (),
+) -> bool:
+    """Write at `destination` the index at `source` with the rows of `remove` taken out and
+    `files` and `skipped` put in: a refresh's index costs its changed paths. False (nothing
+    written) when `source` cannot be the base: another format or store, partial, or pending."""
+    tmp = destination.with_name(f".{destination.name}.{os.getpid()}-{threading.get_ident()}.tmp")
+    try:
+        shutil.copyfile(source, tmp)
+        db = sqlite3.connect(tmp)
+    except (OSError, sqlite3.Error):
+        tmp.unlink(missing_ok=True)
+        return False
+    try:
+        written = _apply(db, os.path.relpath(store_db, destination.parent), remove, files, skipped)
+    except sqlite3.Error:
+        written = False
+    finally:
+        db.close()
+    try:
+        if written:
+            os.replace(tmp, destination)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return written
+
+
+def _apply(
+    db: sqlite3.Connection,
+    store: str,
+    remove: set[str],
+    files: Iterable[IndexedFile],
+    skipped: Iterable[SkippedFile],
+) -> bool:
+    meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
+    if (meta.get("format"), meta.get("store"), meta.get("partial"), meta.get("pending", "0")) != (
+        INDEX_FORMAT,
+        store,
+        "0",
+        "0",
+    ):
+        return False
+    db.execute("PRAGMA journal_mode=OFF")
+    db.execute("PRAGMA synchronous=OFF")
+    gone = [(path,) for path in remove]
+    db.executemany("DELETE FROM files WHERE path = ?", gone)
+    db.executemany("DELETE FROM skipped WHERE path = ?", gone)
+    db.executemany(
+        "INSERT INTO files (path, unit, language, family, is_test) VALUES (?, ?, ?, ?, ?)",
+        [(f.path, f.unit, f.language, f.family, bool(TEST_PATH.search(f.path))) for f in files],
+    )
+    db.executemany(
+        "INSERT OR IGNORE INTO skipped VALUES (?, ?, ?)", [(f.path, f.language, f.reason) for f in skipped]
+    )
+    count = db.execute("SELECT count(*) FROM files").fetchone()[0]
+    db.execute("UPDATE meta SET value = ? WHERE key = 'files'", (str(count),))
+    db.commit()
+    return True
 
 
 def index_pending(path: Path) -> int:
