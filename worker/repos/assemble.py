@@ -111,17 +111,23 @@ class Processing:
             )
 
 
+def _suffix(path: str) -> str:
+    """os.path.splitext's suffix of the file name (".bashrc" has none), without its cost."""
+    name = path[path.rfind("/") + 1 :]
+    dot = name.rfind(".")
+    return name[dot:] if dot > 0 and name[:dot].strip(".") else ""
+
+
 def _describe(plan: Plan, infos: dict[str, BlobInfo], failed: set[str], settings: Settings) -> SnapshotMeta:
     files = [e for e in plan.files if e.path not in failed]
     lineage_withheld = [e for e, _ in plan.withheld if e.path not in failed]
     links = [e for e in plan.links if e.path not in failed]
-    languages: Counter[str] = Counter()
-    for entry in (*files, *lineage_withheld, *links):
-        name = entry.path.rsplit("/", 1)[-1]
-        language = LANGUAGES_BY_SUFFIX.get(os.path.splitext(name)[1].lower())
-        if language:
-            languages[language] += 1
     shown = (*files, *lineage_withheld, *links)
+    suffixes = Counter(_suffix(e.path) for e in shown)
+    languages: Counter[str] = Counter()
+    for suffix, count in suffixes.items():
+        if language := LANGUAGES_BY_SUFFIX.get(suffix.lower()):
+            languages[language] += count
     top = {shown_name(e.path.split("/", 1)[0]) + ("/" if "/" in e.path else "") for e in shown}
     top |= {shown_name(e.path.split("/", 1)[0]) + "/" for e in plan.submodules}
     readable_at_root = {

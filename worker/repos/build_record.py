@@ -22,7 +22,7 @@ import hashlib
 import logging
 import os
 import pickle
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from config.settings import Settings
@@ -31,7 +31,7 @@ from worker.repos.tree_listing import TreeEntry
 log = logging.getLogger(__name__)
 
 RECORD_SUFFIX = ".build"
-_FORMAT = 2  # 2: entries are tuples
+_FORMAT = 3  # 3: entries pickled as plain tuples
 HIDDEN, SKIPPED = "hidden", "skipped"  # a secret file name (or a link to one); a path git should not store
 
 
@@ -71,9 +71,11 @@ def record_path(index: Path) -> Path:
 def save_record(destination: Path, record: BuildRecord) -> None:
     """Atomically; a failure costs the next build its shortcut, never this build."""
     tmp = destination.with_name(f".{destination.name}.{os.getpid()}.tmp")
+    # The entries as plain tuples: pickle writes and reads those in C, a NamedTuple per entry not.
+    plain = replace(record, entries=[tuple(entry) for entry in record.entries])  # type: ignore[misc]
     try:
         destination.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_bytes(pickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL))
+        tmp.write_bytes(pickle.dumps(plain, protocol=pickle.HIGHEST_PROTOCOL))
         os.replace(tmp, destination)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
@@ -93,4 +95,5 @@ def load_record(source: Path, key: str) -> BuildRecord | None:
         return None
     if not isinstance(record, BuildRecord) or record.key != key:
         return None
+    record.entries = list(map(TreeEntry._make, record.entries))
     return record
