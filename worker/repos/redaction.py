@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -346,7 +347,18 @@ class _LineIndex:
         return spans
 
 
-@functools.lru_cache(maxsize=1)
+_BUILDING = threading.Lock()
+
+
 def get_redactor() -> Redactor:
-    """The process-wide Redactor: compiling the rules costs more than most redactions."""
+    """The process-wide Redactor: compiling the rules costs more than most redactions.
+
+    Built once even when many threads ask first at once (a burst of Slack deliveries on the
+    listener pool): lru_cache alone lets each of them build its own, ~0.5 s of CPU apiece."""
+    with _BUILDING:
+        return _build_redactor()
+
+
+@functools.lru_cache(maxsize=1)
+def _build_redactor() -> Redactor:
     return Redactor()
