@@ -241,6 +241,10 @@ class Settings(BaseSettings):
     # Threads the Slack adapter runs its listeners on (check, dedupe, enqueue: never the model); in
     # HTTP mode, in its intake process (bot/slack/intake_process.py).
     slack_listener_threads: int = Field(default=16, ge=1, le=256)
+    # Slack HTTP mode: the niceness of the intake process (bot/slack/intake_process.py), so that
+    # when the CPU is short the HTTP process's acks go first (Slack retries an ack later than 3 s;
+    # an intake a few ms late only delays the 👀). 0: the same priority as the HTTP process.
+    slack_intake_niceness: int = Field(default=10, ge=0, le=19)
     # Slack HTTP mode: the address `codebot slack` listens on (its port: `--port`). Slack reaches it
     # through a TLS reverse proxy (docs/slack.md); 0.0.0.0 to listen on every interface.
     slack_http_host: str = "127.0.0.1"

@@ -97,6 +97,7 @@ def test_codebot_slack_runs_the_intake_in_its_own_process_and_replaces_it_when_i
         assert signed_post(url, event_body(mention("C1", first, "how does retry work?")), SECRET)[0] == 200
         wait_until(lambda: rig.api.reactions("C1", first) == ["eyes"], timeout=30)
         (intake,) = _intake_processes(adapter.pid)
+        assert _niceness(intake) == rig.settings.slack_intake_niceness == 10  # the acks go first
         subprocess.run(["kill", "-9", str(intake)], check=True)
         wait_until(lambda: not _alive(intake))
         second = rig.next_ts()
@@ -110,6 +111,10 @@ def test_codebot_slack_runs_the_intake_in_its_own_process_and_replaces_it_when_i
         f"q-slack-C1-{ts.replace('.', '_')}" for ts in (first, second)
     )
     assert not _alive(replacement)  # it stopped with the adapter: no orphan left behind
+
+
+def _niceness(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[16])
 
 
 def _alive(pid: int) -> bool:

@@ -14,6 +14,7 @@ out 429s as Slack's Retry-After says.
 from __future__ import annotations
 
 import logging
+import os
 import re
 import signal
 import threading
@@ -252,6 +253,7 @@ def run_intake(settings: Settings, inbox: Connection, ready: Event) -> None:
     from worker.ops.logs import configure_logging
 
     configure_logging(settings)
+    os.nice(settings.slack_intake_niceness)  # when the CPU is short, the acks go first
     app, deps = _wired_app(settings, verify=False)
     queue_notices(settings, deps.redis).start()
     ready.set()
