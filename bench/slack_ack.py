@@ -232,14 +232,17 @@ def main() -> int:
     settings = load_settings(env_file=None, data_dir=work / "data", repos_file=repos)
     redis = connect(settings)  # starts the embedded server the adapter will share
     port = free_port()
-    adapter = subprocess.Popen(
-        [sys.executable, "-m", "codebot.cli", "slack", "--port", str(port)],
-        env=env,
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    # Its log goes to a file: a pipe nobody reads fills up (~330 "question queued" lines) and then
+    # blocks the adapter's logging, and with it the intake (a 1,000-mention run stopped at ~480).
+    adapter_log = work / "adapter.log"
+    with adapter_log.open("wb") as log_file:
+        adapter = subprocess.Popen(
+            [sys.executable, "-m", "codebot.cli", "slack", "--port", str(port)],
+            env=env,
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=log_file,
+        )
     url = f"http://127.0.0.1:{port}/slack/events"
     try:
         wait_healthy(f"http://127.0.0.1:{port}/health")
@@ -304,17 +307,20 @@ def main() -> int:
         report["p99_ratio_to_bare_app"] = round(report["ack_ms_p99"] / floor, 2)
         report["load_1min"] = round(os.getloadavg()[0], 2)
         print(json.dumps(report, indent=2))
-        ok = (
-            statuses == {200}
-            and report["ack_ms_p99"] < GOAL_P99_MS
-            and report["jobs_match_messages"]
+        checks = {
+            "every delivery answered 200": statuses == {200},
+            "every message enqueued exactly once, one 👀 each": report["jobs_match_messages"]
             and len(job_ids) == args.mentions
-            and len(reacted) == len(set(reacted)) == args.mentions
-        )
-        print(
-            f"{'PASS' if ok else 'FAIL'}: p99 goal < {GOAL_P99_MS:.0f} ms, every message enqueued exactly once; "
-            f"p99 ÷ bare app: {report['p99_ratio_to_bare_app']} (goal ≤ {GOAL_RATIO_TO_BARE:g})"
-        )
+            and len(reacted) == len(set(reacted)) == args.mentions,
+            f"ack p99 < {GOAL_P99_MS:.0f} ms": report["ack_ms_p99"] < GOAL_P99_MS,
+            f"ack p99 ÷ bare app's ≤ {GOAL_RATIO_TO_BARE:g} (issue 22)": report["p99_ratio_to_bare_app"]
+            <= GOAL_RATIO_TO_BARE,
+        }
+        for check, passed in checks.items():
+            print(f"{'PASS' if passed else 'FAIL'}: {check}")
+        ok = all(checks.values())
+        if not ok:
+            print(f"adapter log: {adapter_log}")
         return 0 if ok else 1
     finally:
         adapter.send_signal(signal.SIGTERM)
