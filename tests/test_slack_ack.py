@@ -17,6 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from bot.slack.app import EVENTS_PATH, SlackHTTPServer, build_app, register
+from bot.slack.handlers import SlackDeps
+from bot.slack.http_server import Handoff
 from tests.support.slack_api import event_body, mention, signed_post
 from tests.support.slack_rig import SECRET, SlackRig, wait_until
 from tests.support.worker_procs import settings_env
@@ -54,6 +57,46 @@ def test_a_burst_bigger_than_the_listener_pool_makes_exactly_one_job_per_message
     assert statuses == [200] * 40
     assert sorted(rig.question_jobs()) == sorted(f"q-slack-C1-{ts.replace('.', '_')}" for ts in stamps)
     assert sorted(call.body["timestamp"] for call in rig.api.calls_to("reactions.add")) == sorted(stamps)
+
+
+@contextmanager
+def server_with_handoff(rig: SlackRig, handoff: Handoff) -> Iterator[str]:
+    """A second HTTP server on the rig's app wiring, handing events to `handoff` (as `codebot
+    slack` hands them to its intake process); yields its events URL."""
+    app = build_app(rig.settings, executor=rig.executor)
+    register(app, SlackDeps(settings=rig.settings, redis=rig.redis, runtime=rig.runtime))
+    server = SlackHTTPServer(app, rig.settings, port=0, handoff=handoff)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        wait_until(lambda: server.server.started)
+        yield f"http://127.0.0.1:{server.port}{EVENTS_PATH}"
+    finally:
+        server.close()
+
+
+def test_an_event_handed_to_the_intake_process_is_not_also_run_by_the_http_process(rig: SlackRig) -> None:
+    handed: list[tuple[str, dict[str, list[str]]]] = []
+
+    def take(body: str, headers: dict[str, list[str]]) -> bool:
+        handed.append((body, headers))
+        return True
+
+    with server_with_handoff(rig, take) as url:
+        body = event_body(mention("C1", rig.next_ts(), "how does retry work?"))
+        assert signed_post(url, body, SECRET)[0] == 200
+    rig.settle()
+    assert [delivered for delivered, _ in handed] == [body]  # as it came, for bolt to check again
+    assert handed[0][1]["x-slack-signature"][0].startswith("v0=")
+    assert rig.question_jobs() == []  # only the intake process (here: nobody) runs it
+
+
+def test_an_event_the_intake_process_has_no_room_for_is_run_by_the_http_process(rig: SlackRig) -> None:
+    with server_with_handoff(rig, lambda body, headers: False) as url:  # its queue is full
+        ts = rig.next_ts()
+        assert signed_post(url, event_body(mention("C1", ts, "how does retry work?")), SECRET)[0] == 200
+        rig.settle()
+    assert rig.question_jobs() == [f"q-slack-C1-{ts.replace('.', '_')}"]
+    assert rig.api.reactions("C1", ts) == ["eyes"]
 
 
 @contextmanager

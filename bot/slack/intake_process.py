@@ -147,6 +147,10 @@ def serve_inbox(inbox: Connection, dispatch: Callable[[str, Headers], int]) -> N
         delivery: Delivery | None = inbox.recv()
         if delivery is None:
             return
-        status = dispatch(*delivery)
+        try:
+            status = dispatch(*delivery)
+        except Exception:  # bolt answers its own failures; anything else must not end this loop
+            log.exception("slack: dispatching an acknowledged event failed")
+            continue
         if status != 200:  # bolt refused it after all (auth.test failed…): Slack will not retry
             log.warning("slack: an acknowledged event was dropped: bolt answered %s", status)
