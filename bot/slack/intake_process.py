@@ -16,8 +16,8 @@ answer in their HTTP response, so the HTTP process dispatches those itself.
 - Full queue (`slack_http_max_connections` deliveries waiting): the HTTP process dispatches the
   delivery itself and answers after, as before this process existed; nothing is lost.
 - This process dies: a watchdog thread of the HTTP process starts another within a second and
-  logs the death; the deliveries still queued go to the new one, the one it was dispatching is
-  lost (Slack does not retry an acknowledged delivery).
+  logs the death; the deliveries still queued go to the new one, those it had taken and not yet
+  queued are lost (Slack does not retry an acknowledged delivery).
 - Shutdown: after the HTTP server finished its requests, `None` on the queue: this process
   dispatches what is queued, lets its listeners finish, and exits. It ignores SIGTERM/SIGINT
   itself (the HTTP process says when), and exits if the HTTP process is gone.
@@ -110,8 +110,8 @@ class IntakeProcess:
             if self._stopping.is_set() or self.process.is_alive():
                 continue
             log.error(
-                "slack: the intake process died (exit code %s): starting another; the delivery it "
-                "was dispatching is lost",
+                "slack: the intake process died (exit code %s): starting another; the events it "
+                "had taken and not yet queued are lost",
                 self.process.exitcode,
             )
             try:
