@@ -8,6 +8,9 @@ the same message), as Slack does when both are subscribed. Reports ack latency p
 as the sender measures it (TCP connect to response), and checks that every message became
 exactly one job and got exactly one 👀. The floor, in the same run: the same deliveries to a
 bare ASGI app on uvicorn that only checks the signature and answers 200; printed as a ratio.
+The Web API stand-in runs in its own process, as Slack's servers are not in the sender's: in
+the sender's process, its answers to the adapter's 👀 calls took the GIL from the sender's
+threads during the adapter's burst only, not during the floor's.
 
     .venv/bin/python bench/slack_ack.py [--mentions 200] [--concurrency 20] [--twins] [--idle 3000]
 
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import signal
 import socket
@@ -31,7 +35,9 @@ import tempfile
 import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
+from multiprocessing.connection import Connection
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -47,6 +53,33 @@ from worker.ops.redis_connection import connect, stop_embedded_server  # noqa: E
 SECRET = "bench-signing-secret"
 GOAL_P99_MS = 100.0
 GOAL_RATIO_TO_BARE = 2.0  # issue 22: p99 at most 2x a bare signature-checking app, same run
+
+
+def _serve_web_api(conn: Connection) -> None:
+    api = SlackAPI()
+    conn.send(api.url)
+    while (method := conn.recv()) is not None:
+        conn.send([call.body for call in api.calls_to(method)])
+    api.close()
+
+
+class WebAPIProcess:
+    """tests/support/slack_api.py's SlackAPI in a process of its own: `url`, `calls_to`, `close`."""
+
+    def __init__(self) -> None:
+        self._conn, child = multiprocessing.Pipe()
+        # fork: this process runs no thread yet, and the child needs nothing re-imported
+        self._process = multiprocessing.get_context("fork").Process(target=_serve_web_api, args=(child,))
+        self._process.start()
+        self.url: str = self._conn.recv()
+
+    def calls_to(self, method: str) -> list[SimpleNamespace]:
+        self._conn.send(method)
+        return [SimpleNamespace(body=body) for body in self._conn.recv()]
+
+    def close(self) -> None:
+        self._conn.send(None)
+        self._process.join(10)
 
 
 def free_port() -> int:
@@ -186,7 +219,7 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="codebot-bench-"))
     repos = work / "repos.toml"
     repos.write_text('[[repo]]\nname = "payments"\nurl = "https://github.com/acme/payments.git"\n')
-    api = SlackAPI()
+    api = WebAPIProcess()
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith(("CODEBOT_", "SLACK_", "REDIS_URL"))},
         "SLACK_BOT_TOKEN": "xoxb-bench",
@@ -199,14 +232,17 @@ def main() -> int:
     settings = load_settings(env_file=None, data_dir=work / "data", repos_file=repos)
     redis = connect(settings)  # starts the embedded server the adapter will share
     port = free_port()
-    adapter = subprocess.Popen(
-        [sys.executable, "-m", "codebot.cli", "slack", "--port", str(port)],
-        env=env,
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    # Its log goes to a file: a pipe nobody reads fills up (~330 "question queued" lines) and then
+    # blocks the adapter's logging, and with it the intake (a 1,000-mention run stopped at ~480).
+    adapter_log = work / "adapter.log"
+    with adapter_log.open("wb") as log_file:
+        adapter = subprocess.Popen(
+            [sys.executable, "-m", "codebot.cli", "slack", "--port", str(port)],
+            env=env,
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=log_file,
+        )
     url = f"http://127.0.0.1:{port}/slack/events"
     try:
         wait_healthy(f"http://127.0.0.1:{port}/health")
@@ -271,17 +307,20 @@ def main() -> int:
         report["p99_ratio_to_bare_app"] = round(report["ack_ms_p99"] / floor, 2)
         report["load_1min"] = round(os.getloadavg()[0], 2)
         print(json.dumps(report, indent=2))
-        ok = (
-            statuses == {200}
-            and report["ack_ms_p99"] < GOAL_P99_MS
-            and report["jobs_match_messages"]
+        checks = {
+            "every delivery answered 200": statuses == {200},
+            "every message enqueued exactly once, one 👀 each": report["jobs_match_messages"]
             and len(job_ids) == args.mentions
-            and len(reacted) == len(set(reacted)) == args.mentions
-        )
-        print(
-            f"{'PASS' if ok else 'FAIL'}: p99 goal < {GOAL_P99_MS:.0f} ms, every message enqueued exactly once; "
-            f"p99 ÷ bare app: {report['p99_ratio_to_bare_app']} (goal ≤ {GOAL_RATIO_TO_BARE:g})"
-        )
+            and len(reacted) == len(set(reacted)) == args.mentions,
+            f"ack p99 < {GOAL_P99_MS:.0f} ms": report["ack_ms_p99"] < GOAL_P99_MS,
+            f"ack p99 ÷ bare app's ≤ {GOAL_RATIO_TO_BARE:g} (issue 22)": report["p99_ratio_to_bare_app"]
+            <= GOAL_RATIO_TO_BARE,
+        }
+        for check, passed in checks.items():
+            print(f"{'PASS' if passed else 'FAIL'}: {check}")
+        ok = all(checks.values())
+        if not ok:
+            print(f"adapter log: {adapter_log}")
         return 0 if ok else 1
     finally:
         adapter.send_signal(signal.SIGTERM)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from bot.discord import admin_notice as discord_admin_notice
 from bot.discord import sink as discord_sink
 from bot.slack import sink as slack_sink
 from bot.slack import stream as slack_stream
@@ -25,7 +26,7 @@ SINKS: Mapping[Platform, SinkFactory] = {
 }
 NOTIFIERS: Mapping[Platform, Notifier] = {
     "slack": slack_sink.notify_admin,
-    "discord": discord_sink.notify_admin,
+    "discord": discord_admin_notice.notify_admin,
 }
 
 

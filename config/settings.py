@@ -238,19 +238,25 @@ class Settings(BaseSettings):
     rate_limit_window_seconds: float = Field(default=60.0, gt=0)  # the window of rate_limit_questions
     # Questions waiting in the queue beyond which new ones are turned away with "try later".
     queue_max_depth: int = Field(default=200, ge=1)
-    # Threads the Slack adapter runs its listeners on (check, dedupe, enqueue: never the model).
+    # Threads the Slack adapter runs its listeners on (check, dedupe, enqueue: never the model); in
+    # HTTP mode, in its intake process (bot/slack/intake_process.py).
     slack_listener_threads: int = Field(default=16, ge=1, le=256)
+    # Slack HTTP mode: the niceness of the intake process (bot/slack/intake_process.py), so that
+    # when the CPU is short the HTTP process's acks go first (Slack retries an ack later than 3 s;
+    # an intake a few ms late only delays the 👀). 0: the same priority as the HTTP process.
+    slack_intake_niceness: int = Field(default=10, ge=0, le=19)
     # Slack HTTP mode: the address `codebot slack` listens on (its port: `--port`). Slack reaches it
     # through a TLS reverse proxy (docs/slack.md); 0.0.0.0 to listen on every interface.
     slack_http_host: str = "127.0.0.1"
     # Slack HTTP mode (bot/slack/http_server.py): connections held at once; beyond, the longest idle are
-    # closed (a request in flight never is).
+    # closed (a request in flight never is). Also the acked events that may wait for the intake process.
     slack_http_max_connections: int = Field(default=1000, ge=1)
     # Slack HTTP mode: the time a request has to arrive whole (a slow or silent sender is dropped).
     slack_http_request_seconds: float = Field(default=10.0, gt=0)
     # Slack HTTP mode: an idle keep-alive connection is closed after this long.
     slack_http_idle_seconds: float = Field(default=5.0, gt=0)
-    # Slack HTTP mode: threads verifying signatures and acking (listeners have their own).
+    # Slack HTTP mode: threads running bolt for slash commands and clicks (events are acked on the event
+    # loop; listeners have their own threads).
     slack_http_dispatch_threads: int = Field(default=32, ge=1, le=256)
     # --- Slack streaming (docs/slack.md, "Streaming") -------------------------------------------
     # Stream answers with chat.startStream/appendStream/stopStream, tool calls as task cards;

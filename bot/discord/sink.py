@@ -39,14 +39,14 @@ from redis.exceptions import RedisError
 
 from bot import texts
 from bot.discord.feedback import feedback_buttons
-from bot.discord.format import message_nonce, one_message, render_answer, split_message, thread_name
+from bot.discord.format import message_nonce, one_message, render_answer, thread_name
 from bot.discord.live import DiscordLiveView
 from bot.discord.rest import THREAD_ALREADY_EXISTS, DiscordRest, use_api_base
 from config.errors import ConfigError
 from config.settings import Settings
 from worker.agent.live_text import LiveText
 from worker.jobs.live import LiveView
-from worker.jobs.question import Question, ReplyTarget
+from worker.jobs.question import Question
 from worker.jobs.sink import Answer, DeliveryFailed
 
 log = logging.getLogger("codebot.discord.sink")
@@ -388,36 +388,3 @@ class DiscordSink:
         except HTTPException as exc:
             log.info("command follow-up failed question=%s (%s); posting instead", self.question.id, exc)
             return False
-
-
-def notify_admin(settings: Settings, target: ReplyTarget, user: str, markdown: str) -> None:
-    """worker.jobs.admin's notifier: tell an admin privately how their command went. An ephemeral
-    follow-up to the command while its 15-minute token lives, else a direct message."""
-    if not settings.discord_bot_token:
-        log.warning("admin notice not sent (DISCORD_BOT_TOKEN unset): %s", markdown)
-        return
-    use_api_base(settings.discord_api_url)
-    asyncio.run(_notify(settings, target, user, markdown))
-
-
-async def _notify(settings: Settings, target: ReplyTarget, user: str, markdown: str) -> None:
-    assert settings.discord_bot_token is not None
-    rest = DiscordRest(
-        settings.discord_bot_token.get_secret_value(), settings.discord_max_ratelimit_wait_seconds
-    )
-    chunks = split_message(markdown) or ["…"]
-    try:
-        await rest.open()
-        if target.application_id and target.interaction_token:
-            try:
-                for chunk in chunks:
-                    await rest.followup(target.application_id, target.interaction_token, chunk, True)
-                return
-            except HTTPException as exc:
-                log.info("admin follow-up failed (%s); sending a direct message", exc)
-        channel = await rest.dm_channel(user)
-        notice_id = f"{target.interaction_token}{markdown}"
-        for index, chunk in enumerate(chunks):
-            await rest.send(channel, chunk, message_nonce(notice_id, f"n{index}"))
-    finally:
-        await rest.close()

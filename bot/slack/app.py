@@ -3,8 +3,9 @@
 - Socket Mode when SLACK_APP_TOKEN is set: an outbound WebSocket, no public URL needed.
 - HTTP otherwise: `POST /slack/events` (events, slash commands) on `--port`, served by uvicorn
   with connections, request time, body size and dispatch threads bounded (bot/slack/http_server.py).
-  Bolt checks the signature and timestamp (401 otherwise) and answers `url_verification`
-  itself. `GET /health` answers 200 for load balancers.
+  The signature and timestamp are checked (401 otherwise), an event is acked at once and its
+  listener runs in a second process (bot/slack/intake_process.py); bolt answers
+  `url_verification` itself. `GET /health` answers 200 for load balancers.
 
 Every Web API client (the App's, and bolt's per-request copies) uses SLACK_API_URL and waits
 out 429s as Slack's Retry-After says.
@@ -13,16 +14,19 @@ out 429s as Slack's Retry-After says.
 from __future__ import annotations
 
 import logging
+import os
 import re
 import signal
 import threading
 from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
+from multiprocessing.connection import Connection
+from multiprocessing.synchronize import Event
 from types import FrameType
 from typing import Any
 
 from redis import Redis
-from slack_bolt import App, BoltResponse
+from slack_bolt import App, BoltRequest, BoltResponse
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
@@ -30,11 +34,13 @@ from bot.queue_notices import QueueNotices
 from bot.slack.assistant import SlackAssistant
 from bot.slack.feedback import ACTION_ID, REASON_CALLBACK_ID, SlackFeedback
 from bot.slack.handlers import SlackDeps, SlackHandlers
-from bot.slack.http_server import EVENTS_PATH, SlackHTTPServer
+from bot.slack.http_server import EVENTS_PATH, SlackHTTPServer, start_all_threads
+from bot.slack.intake_process import Headers, IntakeProcess, serve_inbox
 from bot.slack.sink import SlackSink, make_client
 from config.errors import ConfigError
 from config.settings import Settings
 from worker.jobs.question import Question
+from worker.tools.redact import get_redactor
 
 log = logging.getLogger("codebot.slack")
 
@@ -157,54 +163,103 @@ def queue_notices(settings: Settings, redis: Redis) -> QueueNotices:
     return QueueNotices(settings, lambda: redis, "slack", show)
 
 
-def serve(settings: Settings, port: int = 3000, host: str | None = None) -> int:
-    """Run the adapter until SIGTERM/SIGINT."""
+def _wired_app(settings: Settings, verify: bool) -> tuple[App, SlackDeps]:
+    """The bolt App with the wiring table, its deps, and what every delivery shares built now,
+    not by the first deliveries: the redactor costs ~0.5 s of CPU and each new listener thread a
+    turn of the GIL, which the acks of a burst need too (bench/RESULTS.md, "Slack ack")."""
     from worker.jobs.runtime import build_runtime
-    from worker.ops.redis_connection import connect, describe
+    from worker.ops.redis_connection import connect
 
-    _check(settings)
-    app = build_app(settings)
-    _verify_bot_token(app)
-    if settings.slack_app_token:
-        _verify_app_token(settings)
+    listeners = ThreadPoolExecutor(settings.slack_listener_threads, thread_name_prefix="slack-listener")
+    app = build_app(settings, executor=listeners)
+    if verify:
+        _verify_bot_token(app)
+        if settings.slack_app_token:
+            _verify_app_token(settings)
     deps = SlackDeps(settings=settings, redis=connect(settings), runtime=build_runtime(settings))
     register(app, deps)
-    queue_notices(settings, deps.redis).start()  # a daemon thread: ends with the process
+    get_redactor()
+    start_all_threads(listeners, settings.slack_listener_threads)
+    return app, deps
+
+
+def serve(settings: Settings, port: int = 3000, host: str | None = None) -> int:
+    """Run the adapter until SIGTERM/SIGINT."""
+    _check(settings)
+    app, deps = _wired_app(settings, verify=True)
     if settings.metrics_port is not None:
         from worker.jobs.queue import queue_depth
         from worker.ops.metrics import serve_metrics
 
         serve_metrics(deps.redis, settings.metrics_port, queue_depth, host=settings.metrics_host)
     if settings.slack_app_token:
-        from slack_bolt.adapter.socket_mode import SocketModeHandler
+        queue_notices(settings, deps.redis).start()  # a daemon thread: ends with the process
+        return _serve_socket_mode(app, settings)
+    return _serve_http(app, settings, port, host or settings.slack_http_host)
 
-        log.info("slack adapter: Socket Mode, queue on %s", describe(settings))
-        handler = SocketModeHandler(app, settings.slack_app_token.get_secret_value())
-        try:
-            handler.connect()
-        except SlackApiError as exc:
-            raise ConfigError(f"SLACK_APP_TOKEN: Slack refused it ({exc.response.get('error')})") from None
-        # SIGTERM as Ctrl-C (bolt's start() leaves it to kill the process): stop taking envelopes,
-        # and let the listeners of those already acked finish (the executor is joined at exit).
-        signal.signal(signal.SIGTERM, _interrupt)
-        try:
-            threading.Event().wait()
-        except KeyboardInterrupt:
-            log.info("slack adapter: stopping")
-        finally:
-            handler.close()
-        return 0
-    server = SlackHTTPServer(app, settings, host=host or settings.slack_http_host, port=port)
 
-    def stopped(signum: int, _frame: FrameType | None) -> None:
-        # uvicorn handles the signal (stop accepting, finish the requests in flight) and then
-        # raises it again for the handler it found: this one, so the process ends by returning
-        # and the listeners already acked finish (the executor is joined at exit).
-        log.info("slack adapter: signal %s, stopped", signum)
+def _serve_socket_mode(app: App, settings: Settings) -> int:
+    from slack_bolt.adapter.socket_mode import SocketModeHandler
 
-    signal.signal(signal.SIGTERM, stopped)
-    signal.signal(signal.SIGINT, stopped)
-    where = f"{host or settings.slack_http_host}:{server.port}"
-    log.info("slack adapter: HTTP on %s%s, queue on %s", where, EVENTS_PATH, describe(settings))
-    server.serve_forever()
+    from worker.ops.redis_connection import describe
+
+    assert settings.slack_app_token is not None
+    log.info("slack adapter: Socket Mode, queue on %s", describe(settings))
+    handler = SocketModeHandler(app, settings.slack_app_token.get_secret_value())
+    try:
+        handler.connect()
+    except SlackApiError as exc:
+        raise ConfigError(f"SLACK_APP_TOKEN: Slack refused it ({exc.response.get('error')})") from None
+    # SIGTERM as Ctrl-C (bolt's start() leaves it to kill the process): stop taking envelopes,
+    # and let the listeners of those already acked finish (the executor is joined at exit).
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        log.info("slack adapter: stopping")
+    finally:
+        handler.close()
     return 0
+
+
+def _serve_http(app: App, settings: Settings, port: int, host: str) -> int:
+    """uvicorn in this process, acking; the acked events' intake in another (its queue notices too)."""
+    from worker.ops.redis_connection import describe
+
+    intake = IntakeProcess(run_intake, settings, max_waiting=settings.slack_http_max_connections)
+    try:
+        server = SlackHTTPServer(app, settings, host=host, port=port, handoff=intake.put)
+
+        def stopped(signum: int, _frame: FrameType | None) -> None:
+            # uvicorn handles the signal (stop accepting, finish the requests in flight) and then
+            # raises it again for the handler it found: this one, so the process ends by returning,
+            # after the intake process dispatched what was acked (and its listeners finished).
+            log.info("slack adapter: signal %s, stopped", signum)
+
+        signal.signal(signal.SIGTERM, stopped)
+        signal.signal(signal.SIGINT, stopped)
+        log.info(
+            "slack adapter: HTTP on %s:%s%s, queue on %s", host, server.port, EVENTS_PATH, describe(settings)
+        )
+        server.serve_forever()
+    finally:
+        intake.stop()
+    return 0
+
+
+def run_intake(settings: Settings, inbox: Connection, ready: Event) -> None:
+    """The intake process of HTTP mode (bot/slack/intake_process.py): the same App and wiring
+    table, fed the deliveries the HTTP process acknowledged."""
+    from worker.ops.logs import configure_logging
+
+    configure_logging(settings)
+    os.nice(settings.slack_intake_niceness)  # when the CPU is short, the acks go first
+    app, deps = _wired_app(settings, verify=False)
+    queue_notices(settings, deps.redis).start()
+    ready.set()
+
+    def dispatch(body: str, headers: Headers) -> int:
+        return app.dispatch(BoltRequest(body=body, headers=dict(headers.items()))).status
+
+    serve_inbox(inbox, dispatch)
+    log.info("slack intake process: stopped")

@@ -1,7 +1,7 @@
 """The Slack adapter's listeners: decide what is a question, hand it to the intake, render.
 
-Bolt acks an Events API request before these run (process_before_response=False), so Slack
-gets its 200 in milliseconds whatever happens here; slash commands ack first thing.
+An event is acked before these run (HTTP mode: before bolt sees it, bot/slack/http_server.py),
+so Slack gets its 200 in milliseconds whatever happens here; slash commands ack first thing.
 
 Rules (docs/slack.md):
 - A question is a mention in a channel, any message in a DM, or a follow-up: a reply in a

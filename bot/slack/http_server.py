@@ -19,12 +19,25 @@ So this is a small ASGI app in the same shape, on uvicorn:
 - Size: a body over 1 MB is refused (413) before it is read; no Content-Length is a 411.
 - Signature: checked on the raw bytes before anything parses them; any request without a
   valid one is a 401, whatever its body, and logs no traceback.
-- Work: bolt's dispatch (signature check again, then ack; listeners run on their own executor)
+- Ack: an Events API delivery (`event_callback`), once its signature checks out, is answered
+  200 at once, here on the event loop, before bolt sees it. Bolt would ack it first thing
+  anyway (events are auto-acknowledged, the listener runs after), but only after its
+  middleware (the signature again, `auth.test` on the first request) and only once a dispatch
+  thread got the GIL from the listeners running the intake of earlier deliveries: 50x a bare
+  app's p99 under a burst (bench/RESULTS.md, "Slack ack"). In `codebot slack` the delivery then
+  goes to the intake process (bot/slack/intake_process.py: another process, so its intake holds
+  no GIL an ack needs); without one (the tests' in-process server), to bolt on the dispatch
+  threads here, at most `slack_http_max_connections` of them waiting. A full queue: dispatched
+  here and answered after, as every other request is (slash commands, interactivity and
+  `url_verification` answer in their response body).
+- Work: bolt's dispatch (signature check again, then its listeners on their own executor)
   runs on at most `slack_http_dispatch_threads` threads, never on the event loop.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
 import hmac
 import json
@@ -33,12 +46,11 @@ import re
 import socket
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from http import HTTPStatus
 from typing import Any
 
-import anyio
-import anyio.to_thread
 import uvicorn
 from slack_bolt import App, BoltRequest, BoltResponse
 
@@ -53,16 +65,30 @@ MAX_BODY_BYTES = 1_000_000  # Slack payloads are a few KB; anything bigger is no
 _DIGITS = re.compile(r"[0-9]{1,12}")  # a Content-Length, an X-Slack-Request-Timestamp
 SIGNATURE_MAX_AGE_SECONDS = 300  # Slack's own bound (and bolt's): an older request may be a replay
 Scope = dict[str, Any]
+# an acknowledged delivery (body, headers) to the intake process; False: its queue is full
+Handoff = Callable[[str, dict[str, list[str]]], bool]
 
 
 class SlackEventsApp:
     """ASGI: `POST /slack/events` -> bolt's `App.dispatch` on a bounded thread pool."""
 
-    def __init__(self, app: App, dispatch_threads: int, signing_secret: str = "") -> None:
+    def __init__(
+        self,
+        app: App,
+        dispatch_threads: int,
+        signing_secret: str = "",
+        max_waiting: int = 1000,
+        handoff: Handoff | None = None,
+    ) -> None:
         self.app = app
+        self.handoff = handoff  # to the intake process (bot/slack/intake_process.py), if any
         self.dispatch_threads = dispatch_threads
+        # Threads started once (start_all_threads) and kept: anyio's worker threads end after 10 s
+        # idle, and each new one is started on the event loop, between two acks.
+        self.pool = ThreadPoolExecutor(dispatch_threads, thread_name_prefix="slack-dispatch")
         self.signing_secret = signing_secret  # "" (Socket Mode): nothing to verify here
-        self._limiter: anyio.CapacityLimiter | None = None
+        self.max_waiting = max_waiting
+        self.waiting = 0  # acked deliveries whose dispatch has not returned yet
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if scope["type"] != "http":  # lifespan is off; nothing else is served
@@ -112,10 +138,33 @@ class SlackEventsApp:
             log.warning("slack http: a signed request bolt cannot read refused: %s", type(exc).__name__)
             await _refuse(send, 400)
             return
-        if self._limiter is None:
-            self._limiter = anyio.CapacityLimiter(self.dispatch_threads)
-        response = await anyio.to_thread.run_sync(self.app.dispatch, request, limiter=self._limiter)
-        await _send(send, response)
+        if request.body.get("type") == "event_callback":
+            if self.handoff is not None and self.handoff(body, headers):
+                await _send(send, BoltResponse(status=200, body=""))
+                return
+            if self.handoff is None and self.waiting < self.max_waiting:
+                await self._ack_then_dispatch(request, send)
+                return
+        await _send(send, await self._dispatch(request))
+
+    async def _dispatch(self, request: BoltRequest) -> BoltResponse:
+        return await asyncio.get_running_loop().run_in_executor(self.pool, self.app.dispatch, request)
+
+    async def _ack_then_dispatch(self, request: BoltRequest, send: Any) -> None:
+        """200 now, bolt after: the request stays in flight until its dispatch returned, so a
+        graceful shutdown still waits for it (uvicorn waits for its tasks)."""
+        self.waiting += 1
+        try:
+            await _send(send, BoltResponse(status=200, body=""))
+            response = await self._dispatch(request)
+        finally:
+            self.waiting -= 1
+        if response.status != 200:  # bolt refused it after all (auth.test failed…): Slack won't retry
+            event = request.body.get("event")
+            kind = event.get("type") if isinstance(event, dict) else None
+            log.warning(
+                "slack: an acknowledged %s event was dropped: bolt answered %s", kind, response.status
+            )
 
     def _signed(self, raw: bytes, stamp: str, signature: str) -> bool:
         """Slack's v0 signature over the raw bytes, made within the last five minutes."""
@@ -124,6 +173,17 @@ class SlackEventsApp:
         if abs(time.time() - int(stamp)) > SIGNATURE_MAX_AGE_SECONDS:
             return False
         return hmac.compare_digest(_signature(self.signing_secret, stamp, raw), signature)
+
+
+def start_all_threads(pool: ThreadPoolExecutor, count: int) -> None:
+    """Start the pool's `count` threads now: a pool starts one per task as work first arrives,
+    and `Thread.start()` waits until the new thread runs, i.e. gets the GIL, which a burst's
+    acks need too."""
+    ready = threading.Barrier(count + 1)
+    for _ in range(count):  # each blocks a thread until all are up, so each task gets a new one
+        pool.submit(ready.wait, 10)
+    with contextlib.suppress(threading.BrokenBarrierError):
+        ready.wait(10)
 
 
 def _signature(secret: str, stamp: str, raw: bytes) -> str:
@@ -172,19 +232,27 @@ def _values(values: Sequence[str] | str) -> Sequence[str]:
 class SlackHTTPServer:
     """The adapter's HTTP server: uvicorn on a socket bound at once (port 0: any free port)."""
 
-    def __init__(self, app: App, settings: Settings, host: str = "127.0.0.1", port: int = 3000) -> None:
+    def __init__(
+        self,
+        app: App,
+        settings: Settings,
+        host: str = "127.0.0.1",
+        port: int = 3000,
+        handoff: Handoff | None = None,
+    ) -> None:
         self.socket = socket.create_server((host, port), backlog=settings.slack_http_max_connections)
+        self.events = SlackEventsApp(
+            app,
+            settings.slack_http_dispatch_threads,
+            settings.slack_signing_secret.get_secret_value() if settings.slack_signing_secret else "",
+            max_waiting=settings.slack_http_max_connections,  # as many as it may hold connections
+            handoff=handoff,
+        )
+        start_all_threads(self.events.pool, settings.slack_http_dispatch_threads)
         # the time and connection bounds (bot/slack/http_bounds.py), on uvicorn's public hooks
         bounds = ConnectionBounds(settings.slack_http_request_seconds, settings.slack_http_max_connections)
         config = uvicorn.Config(
-            RequestBoundsMiddleware(
-                SlackEventsApp(
-                    app,
-                    settings.slack_http_dispatch_threads,
-                    settings.slack_signing_secret.get_secret_value() if settings.slack_signing_secret else "",
-                ),
-                bounds,
-            ),
+            RequestBoundsMiddleware(self.events, bounds),
             http=bounded_protocol(bounds),
             lifespan="off",
             timeout_keep_alive=max(1, round(settings.slack_http_idle_seconds)),
@@ -207,10 +275,12 @@ class SlackHTTPServer:
         try:
             self.server.run(sockets=[self.socket])
         finally:
+            self.events.pool.shutdown(wait=True)  # the dispatches uvicorn stopped waiting for
             self._stopped.set()
 
     def close(self) -> None:
         self.server.should_exit = True
         if self.server.started:
             self._stopped.wait(30)
+        self.events.pool.shutdown(wait=False)
         self.socket.close()

@@ -99,8 +99,10 @@ class SlackAPI:
         self._limits: dict[str | None, list[int]] = {}  # method (None: any) -> [count left, retry_after]
         self._failures: dict[str, list[Any]] = {}  # method -> [count left, error]
         self._outage: tuple[Outage, frozenset[str] | None, int] | None = None  # kind, methods, retry_after
-        self._hangs: list[tuple[str, float, str | None]] = []  # (method, seconds, text it contains)
+        # (method, seconds, text it contains, an event that ends the hold sooner)
+        self._hangs: list[tuple[str, float, str | None, threading.Event | None]] = []
         self.held: list[Call] = []  # calls hang() held, as they arrived
+        self.released: list[Call] = []  # held calls whose hold is over (then handled as usual)
         self.socket_url: str | None = None  # what apps.connections.open answers (Socket Mode)
         self.surfaces = Surfaces(self.messages, self._ts)  # streaming, Assistant, blocks, modals
         self._server = _Server(("127.0.0.1", 0), _Handler)
@@ -153,11 +155,17 @@ class SlackAPI:
                 None if kind is None else (kind, frozenset(methods) if methods else None, retry_after)
             )
 
-    def hang(self, method: str, seconds: float, containing: str | None = None) -> None:
+    def hang(
+        self,
+        method: str,
+        seconds: float,
+        containing: str | None = None,
+        until: threading.Event | None = None,
+    ) -> None:
         """Hold the next call of `method` (whose body contains `containing`: a text, a reaction
-        name) `seconds` before handling it as usual."""
+        name) `seconds` (or until `until` is set, if sooner) before handling it as usual."""
         with self._lock:
-            self._hangs.append((method, seconds, containing))
+            self._hangs.append((method, seconds, containing, until))
 
     def calls_to(self, method: str) -> list[Call]:
         with self._lock:
@@ -211,12 +219,17 @@ class SlackAPI:
         with self._lock:
             call = Call(method, body, headers)
             self.calls.append(call)
-            held = self._held(method, body)
+            held, until = self._held(method, body)
             if held:
                 self.held.append(call)
         if held:
-            time.sleep(held)
+            if until is None:
+                time.sleep(held)
+            else:
+                until.wait(held)
         with self._lock:
+            if held:
+                self.released.append(call)
             if self._outage is not None and method != "response_url":
                 kind, methods, retry_after = self._outage
                 if methods is None or method in methods:
@@ -243,12 +256,12 @@ class SlackAPI:
                 return 200, {"ok": False, "error": "invalid_auth"}, {}
             return 200, self._answer(method, body), {}
 
-    def _held(self, method: str, body: dict[str, Any]) -> float:
-        for index, (hung, seconds, containing) in enumerate(self._hangs):
+    def _held(self, method: str, body: dict[str, Any]) -> tuple[float, threading.Event | None]:
+        for index, (hung, seconds, containing, until) in enumerate(self._hangs):
             if hung == method and (containing is None or containing in json.dumps(body)):
                 del self._hangs[index]
-                return seconds
-        return 0.0
+                return seconds, until
+        return 0.0, None
 
     def _answer(self, method: str, body: dict[str, Any]) -> dict[str, Any]:
         if method == "auth.test":

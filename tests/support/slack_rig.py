@@ -102,6 +102,8 @@ class SlackRig:
         return status, answer
 
     def settle(self) -> None:
+        # an event is acked before bolt dispatches it: first every dispatch, then its listener
+        wait_until(lambda: self.server.events.waiting == 0)
         self.executor.wait_idle()
 
     def question_jobs(self) -> list[str]:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -375,7 +376,21 @@ class _LineIndex:
         return spans
 
 
-@functools.lru_cache(maxsize=1)
+_BUILDING = threading.Lock()
+
+
 def get_redactor() -> Redactor:
-    """The process-wide Redactor: compiling the rules costs more than most redactions."""
+    """The process-wide Redactor: compiling the rules costs more than most redactions.
+
+    Built once even when many threads ask first at once (a burst of Slack deliveries on the
+    listener pool): lru_cache alone lets each of them build its own, ~0.5 s of CPU apiece. Once
+    built, no lock is taken (a process forked while one was held would wait forever)."""
+    if _build_redactor.cache_info().currsize:
+        return _build_redactor()
+    with _BUILDING:
+        return _build_redactor()
+
+
+@functools.lru_cache(maxsize=1)
+def _build_redactor() -> Redactor:
     return Redactor()
