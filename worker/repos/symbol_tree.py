@@ -52,6 +52,10 @@ def walk(node: tree_sitter.Node) -> list[tree_sitter.Node]:
 
 def name_of(name_node: tree_sitter.Node, source: bytes) -> tuple[str, str | None]:
     """A definition's own name, and the qualifier written into it (`Cart::total`, `Shop.Orders`)."""
+    if name_node.type != "qualified_identifier":  # the common case, in short
+        text = text_of(name_node, source).lstrip(":")
+        if "." not in text and "::" not in text and "\\" not in text:
+            return text, None
     node = name_node
     while node.type == "qualified_identifier" and node.child_by_field_name("name") is not None:
         node = node.child_by_field_name("name")  # type: ignore[assignment]
