@@ -340,7 +340,9 @@ def _parse_source(key: str, source: bytes) -> FileSymbols:
     package = _go_package(root, source) if key == "go" else None
     captures = tree_sitter.QueryCursor(compiled.query).captures(root)
     if compiled.file_level is not None:  # patterns that start at the root: no deeper start to look for
-        captures.update(tree_sitter.QueryCursor(compiled.file_level).set_max_start_depth(0).captures(root))
+        top = tree_sitter.QueryCursor(compiled.file_level)
+        top.set_max_start_depth(0)
+        captures.update(top.captures(root))
     chosen = _definition_nodes(captures, compiled)
     result = FileSymbols(language=grammar.name, family=grammar.family)
     memo: dict[int, tuple[str | None, str]] = {}
