@@ -15,6 +15,7 @@ import gc
 import hashlib
 import importlib.metadata
 import re
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -243,6 +244,27 @@ def _query(key: str) -> _Compiled:
     )
 
 
+_THREAD = threading.local()
+
+
+def _cursors(key: str) -> tuple[tree_sitter.QueryCursor, tree_sitter.QueryCursor | None]:
+    """This thread's query cursors for a grammar (a cursor runs one query at a time; made once, it
+    keeps the room its states grew to)."""
+    cursors: dict[str, tuple[tree_sitter.QueryCursor, tree_sitter.QueryCursor | None]] | None
+    cursors = getattr(_THREAD, "cursors", None)
+    if cursors is None:
+        cursors = _THREAD.cursors = {}
+    found = cursors.get(key)
+    if found is None:
+        compiled = _query(key)
+        top = None
+        if compiled.file_level is not None:
+            top = tree_sitter.QueryCursor(compiled.file_level)
+            top.set_max_start_depth(0)
+        found = cursors[key] = (tree_sitter.QueryCursor(compiled.query), top)
+    return found
+
+
 def _container(
     node: tree_sitter.Node,
     grammar: Grammar,
@@ -338,10 +360,9 @@ def _parse_source(key: str, source: bytes) -> FileSymbols:
     compiled = _query(key)
     root = tree_sitter.Parser(grammar.language).parse(source).root_node
     package = _go_package(root, source) if key == "go" else None
-    captures = tree_sitter.QueryCursor(compiled.query).captures(root)
-    if compiled.file_level is not None:  # patterns that start at the root: no deeper start to look for
-        top = tree_sitter.QueryCursor(compiled.file_level)
-        top.set_max_start_depth(0)
+    whole, top = _cursors(key)
+    captures = whole.captures(root)
+    if top is not None:  # patterns that start at the root: no deeper start to look for
         captures.update(top.captures(root))
     chosen = _definition_nodes(captures, compiled)
     result = FileSymbols(language=grammar.name, family=grammar.family)
