@@ -14,8 +14,6 @@ import functools
 import gc
 import hashlib
 import importlib.metadata
-import re
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -38,9 +36,9 @@ import tree_sitter_swift
 import tree_sitter_typescript
 
 from worker.repos import symbol_queries as q
+from worker.repos.symbol_capture import CompiledQuery, capture, compile_query, definition_nodes
 from worker.repos.symbol_tree import (
     container_name,
-    definition_pairs,
     identifier_lines,
     name_of,
     text_of,
@@ -208,61 +206,10 @@ class FileSymbols:
     references: set[tuple[str, int]] = field(default_factory=set)  # (name, line), one per line
 
 
-@dataclass(frozen=True)
-class _Compiled:
-    query: tree_sitter.Query  # the definition patterns but the file-level ones, and the references
-    file_level: tree_sitter.Query | None  # the patterns anchored at the file's root node
-    kinds: list[str]  # of the definition patterns, in their order
-    pattern_of: dict[str, int]  # `name{i}` -> i
-    defining: list[str]  # i -> `def{i}`
-
-
 @functools.cache
-def _query(key: str) -> _Compiled:
-    """One pass over the whole tree per grammar: the definition patterns and the references (a
-    third faster than two passes). Pattern i captures `name{i}` and `def{i}`, so that
-    `QueryCursor.captures` (one list per capture name, no dict and no Python object per match: a
-    sixth faster) still says which pattern found a name. The patterns anchored at the root node
-    (`(program (lexical_declaration …))`) run apart, on the top levels of the tree only: kept
-    alive through the whole walk, they cost the big pass a tenth of a parse in bundled JavaScript."""
+def _query(key: str) -> CompiledQuery:
     grammar = GRAMMARS[key]
-    refs = grammar.references if "@ref" in grammar.references else f"[{grammar.references}] @ref"
-    numbered = [
-        re.sub(r"@(name|def)\b", rf"@\g<1>{index}", pattern)
-        for index, (_, pattern) in enumerate(grammar.definitions)
-    ]
-    root = f"({tree_sitter.Parser(grammar.language).parse(b'').root_node.type} "
-    file_level = [pattern for pattern in numbered if pattern.startswith(root)]
-    return _Compiled(
-        query=tree_sitter.Query(
-            grammar.language, "\n".join([*(p for p in numbered if not p.startswith(root)), refs])
-        ),
-        file_level=tree_sitter.Query(grammar.language, "\n".join(file_level)) if file_level else None,
-        kinds=[kind for kind, _ in grammar.definitions],
-        pattern_of={f"name{index}": index for index in range(len(numbered))},
-        defining=[f"def{index}" for index in range(len(numbered))],
-    )
-
-
-_THREAD = threading.local()
-
-
-def _cursors(key: str) -> tuple[tree_sitter.QueryCursor, tree_sitter.QueryCursor | None]:
-    """This thread's query cursors for a grammar (a cursor runs one query at a time; made once, it
-    keeps the room its states grew to)."""
-    cursors: dict[str, tuple[tree_sitter.QueryCursor, tree_sitter.QueryCursor | None]] | None
-    cursors = getattr(_THREAD, "cursors", None)
-    if cursors is None:
-        cursors = _THREAD.cursors = {}
-    found = cursors.get(key)
-    if found is None:
-        compiled = _query(key)
-        top = None
-        if compiled.file_level is not None:
-            top = tree_sitter.QueryCursor(compiled.file_level)
-            top.set_max_start_depth(0)
-        found = cursors[key] = (tree_sitter.QueryCursor(compiled.query), top)
-    return found
+    return compile_query(grammar.language, grammar.definitions, grammar.references)
 
 
 def _container(
@@ -341,30 +288,13 @@ def parse_source(key: str, source: bytes) -> FileSymbols:
             gc.enable()
 
 
-def _definition_nodes(
-    captures: dict[str, list[tree_sitter.Node]], compiled: _Compiled
-) -> dict[int, tuple[int, tree_sitter.Node, tree_sitter.Node]]:
-    """The definitions' (pattern, name node, defining node) by their name's first byte, in the
-    order of the file. When two patterns claim a name, the one listed first wins (the more
-    specific)."""
-    found = sorted((compiled.pattern_of[c], c) for c in captures if c in compiled.pattern_of)
-    chosen: dict[int, tuple[int, tree_sitter.Node, tree_sitter.Node]] = {}
-    for pattern, capture in found:
-        for name_node, def_node in definition_pairs(captures[capture], captures[compiled.defining[pattern]]):
-            chosen.setdefault(name_node.start_byte, (pattern, name_node, def_node))
-    return dict(sorted(chosen.items()))  # `captures` lists come in no particular order
-
-
 def _parse_source(key: str, source: bytes) -> FileSymbols:
     grammar = GRAMMARS[key]
     compiled = _query(key)
     root = tree_sitter.Parser(grammar.language).parse(source).root_node
     package = _go_package(root, source) if key == "go" else None
-    whole, top = _cursors(key)
-    captures = whole.captures(root)
-    if top is not None:  # patterns that start at the root: no deeper start to look for
-        captures.update(top.captures(root))
-    chosen = _definition_nodes(captures, compiled)
+    captures = capture(key, compiled, root)
+    chosen = definition_nodes(captures, compiled)
     result = FileSymbols(language=grammar.name, family=grammar.family)
     memo: dict[int, tuple[str | None, str]] = {}
     for pattern, name_node, def_node in chosen.values():
