@@ -4,6 +4,8 @@ and its sweeps over the captured nodes must get right."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 from worker.repos.symbol_grammars import FoundDefinition, parse_source
 
 
@@ -64,3 +66,17 @@ def test_names_outside_ascii_are_read_whole_on_their_lines() -> None:
     assert [(d.name, d.line) for d in symbols.definitions] == [("größe", 2), ("x", 5), ("café", 6)]
     assert ("größe", 5) in symbols.references
     assert not any(name == "Grüße" for name, _ in symbols.references)  # a comment is no reference
+
+
+def test_files_parsed_at_once_in_several_threads_get_the_symbols_of_a_lone_parse() -> None:
+    sources = [
+        ("java", "class Order {\n  int total() { return price(); }\n}\n" * (n + 1)) for n in range(4)
+    ] + [
+        ("javascript", "const rate = () => 2;\nexport const tax = rate() * 3;\n" * (n + 1)) for n in range(4)
+    ]
+    alone = [parse_source(key, text.encode()) for key, text in sources]
+
+    with ThreadPoolExecutor(max_workers=8) as pool:  # each thread keeps its own query cursors
+        together = list(pool.map(lambda job: parse_source(job[0], job[1].encode()), sources * 4))
+
+    assert together == alone * 4
