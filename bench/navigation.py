@@ -262,9 +262,9 @@ def count_definitions(mirrors: Mirrors, name: str) -> int:
         index.close()
 
 
-def language_row(corpus: Corpus, work: Path) -> str:
+def language_row(corpus: Corpus, work: Path, rounds: int) -> str:
     slug = re.sub(r"\W", "", corpus.source.language.lower().replace("+", "p").replace("#", "sharp"))
-    bare, ours = throughput(corpus)
+    bare, ours = throughput(corpus, rounds)
     mirrors, settings, _, _ = synced(work / slug, slug, {p: data for p, (_, data) in corpus.files.items()})
     checks = navigation_checks(corpus, mirrors, settings, slug)
     size = index_bytes(settings, mirrors, slug)
@@ -331,6 +331,12 @@ def main() -> None:
         help="git mirrors (DIR/owner+name/repo) of the sources from a public repository",
     )
     parser.add_argument("--sync-rounds", type=int, default=2, help="times each first sync is measured")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="parses of each file, bare and ours, the best counting (a busy machine: more)",
+    )
     parser.add_argument("--no-table", action="store_true", help="only the sync comparison")
     options = parser.parse_args()
     cache = options.cache or Path(tempfile.mkdtemp(prefix="codebot-bench-navigation-cache-"))
@@ -349,7 +355,7 @@ def main() -> None:
                   "class-like | function-like | call site in another file | ok |")  # fmt: skip
             print("|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|---|---|")
             for corpus in corpora:
-                print(language_row(corpus, work), flush=True)
+                print(language_row(corpus, work, options.rounds), flush=True)
         if options.sync_files:
             print()
             print("\n".join(sync_comparison(corpora, options.sync_files, work, options.sync_rounds)))
