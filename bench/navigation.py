@@ -1,9 +1,11 @@
 """Benchmark code navigation on real third-party code, one package per language.
 
     .venv/bin/python bench/navigation.py [--cache DIR] [--sync-files 10000] [--languages Go,Rust]
+                                         [--mirrors DIR]
 
 Fetches the packages of bench/navigation_sources.py (PyPI sdists, npm packages, Debian binary
-and source packages) into a cache folder, then per language:
+and source packages; Scala: a public repository at a pinned commit, from a git mirror given with
+--mirrors, else a small registry sample) into a cache folder, then per language:
 
   files, MB       the package's files of that language (what the index would parse)
   defs            definitions found, through the production path: a git repo of those files
@@ -42,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import tree_sitter
 
-from bench.navigation_sources import SOURCES, Source, fetch
+from bench.navigation_sources import SOURCES, Source, fetch_or_fallback
 from config.repos import load_whitelist
 from config.settings import Settings, load_settings
 from worker.repos.blob_worker import _parse as parse_units
@@ -260,9 +262,9 @@ def count_definitions(mirrors: Mirrors, name: str) -> int:
         index.close()
 
 
-def language_row(corpus: Corpus, work: Path) -> str:
+def language_row(corpus: Corpus, work: Path, rounds: int) -> str:
     slug = re.sub(r"\W", "", corpus.source.language.lower().replace("+", "p").replace("#", "sharp"))
-    bare, ours = throughput(corpus)
+    bare, ours = throughput(corpus, rounds)
     mirrors, settings, _, _ = synced(work / slug, slug, {p: data for p, (_, data) in corpus.files.items()})
     checks = navigation_checks(corpus, mirrors, settings, slug)
     size = index_bytes(settings, mirrors, slug)
@@ -270,7 +272,7 @@ def language_row(corpus: Corpus, work: Path) -> str:
     ok = "✓" if all(":" in c or c.startswith("n/a") for c in checks) else "✗"
     s = corpus.source
     return (
-        f"| {s.language} | {s.registry} {s.package} {s.version} | {len(corpus.files)} | {mb:.2f} | "
+        f"| {s.language} | {s.registry} {s.package} {s.version[:12]} | {len(corpus.files)} | {mb:.2f} | "
         f"{count_definitions(mirrors, slug):,} | {mb / ours:.1f} | {mb / bare:.1f} | {ours / bare:.2f} | "
         f"{size / 1e6:.2f} MB | {checks[0]} | {checks[1]} | {checks[2]} | {ok} |"
     )
@@ -323,21 +325,37 @@ def main() -> None:
         "--sync-files", type=int, default=10_000, help="files per repo in the sync comparison; 0: skip"
     )
     parser.add_argument("--languages", default="", help="comma-separated: only these languages")
+    parser.add_argument(
+        "--mirrors",
+        type=Path,
+        help="git mirrors (DIR/owner+name/repo) of the sources from a public repository",
+    )
     parser.add_argument("--sync-rounds", type=int, default=2, help="times each first sync is measured")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="parses of each file, bare and ours, the best counting (a busy machine: more)",
+    )
     parser.add_argument("--no-table", action="store_true", help="only the sync comparison")
     options = parser.parse_args()
     cache = options.cache or Path(tempfile.mkdtemp(prefix="codebot-bench-navigation-cache-"))
     work = Path(tempfile.mkdtemp(prefix="codebot-bench-navigation-"))
     wanted = {w.strip() for w in options.languages.split(",") if w.strip()}
     try:
-        corpora = [collect(s, fetch(s, cache)) for s in SOURCES if not wanted or s.language in wanted]
+        chosen = [
+            fetch_or_fallback(s, cache, options.mirrors)
+            for s in SOURCES
+            if not wanted or s.language in wanted
+        ]
+        corpora = [collect(source, folder) for source, folder in chosen]
         print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}\n")
         if not options.no_table:
             print("| language | package | files | MB | defs | ours MB/s | bare MB/s | ours/bare | index | "
                   "class-like | function-like | call site in another file | ok |")  # fmt: skip
             print("|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|---|---|")
             for corpus in corpora:
-                print(language_row(corpus, work), flush=True)
+                print(language_row(corpus, work, options.rounds), flush=True)
         if options.sync_files:
             print()
             print("\n".join(sync_comparison(corpora, options.sync_files, work, options.sync_rounds)))

@@ -3,10 +3,17 @@ project can reach (PyPI, npm, Debian), with their ordinary clients, into a cache
 
 One package per language (Kotlin and Swift share one npm package); versions are pinned so two
 runs read the same code. Nothing fetched is committed: the cache is a temp folder, or --cache.
+
+No registry reached here ships a Scala project's sources (Debian's source pool answers 404
+through this network, Maven is not reachable), so Scala's corpus is a public repository at a
+pinned commit, read from a local git mirror of it (`--mirrors DIR`: DIR/owner+name/repo, the
+layout of a mirror fetched from the forge). Without the mirror, Scala falls back to the Scala
+examples Pygments' sdist ships (a small sample).
 """
 
 from __future__ import annotations
 
+import io
 import shutil
 import subprocess
 import sys
@@ -38,11 +45,17 @@ SOURCES = [
     Source("Ruby", "deb", "ruby-thor", "", ("ruby",)),
     Source("PHP", "deb", "php-symfony-console", "", ("php",)),
     Source("Swift", "npm", "expo-modules-core", "2.1.1", ("swift",)),
-    # No registry reached here ships a Scala project's sources (Debian's source pool answers 404
-    # through this network): Pygments' Scala example files are the third-party Scala at hand.
-    Source("Scala", "pypi", "pygments", "2.18.0", ("scala",)),
+    Source("Scala", "git", "com-lihaoyi/fastparse", "385431ec271b411505a9458bf8f85d489a9b001b", ("scala",)),
     Source("Shell", "deb", "dracut-core", "", ("bash",)),
 ]
+
+
+# What a language falls back to when its source cannot be had here (a git mirror not present).
+FALLBACKS = {"Scala": Source("Scala", "pypi", "pygments", "2.18.0", ("scala",))}
+
+
+class Unavailable(RuntimeError):
+    """The source cannot be had on this machine (not an error of the bench)."""
 
 
 def _run(command: list[str], cwd: Path) -> None:
@@ -57,7 +70,22 @@ def _extract_all(archives: list[Path], into: Path) -> None:
             tar.extractall(into, filter="data")
 
 
-def _download(source: Source, folder: Path) -> None:
+def _extract_commit(source: Source, mirrors: Path | None, into: Path) -> None:
+    git_dir = (mirrors / source.package.replace("/", "+") / "repo") if mirrors else None
+    if git_dir is None or not git_dir.is_dir():
+        raise Unavailable(f"no git mirror of {source.package} (--mirrors DIR: DIR/owner+name/repo)")
+    into.mkdir(parents=True, exist_ok=True)
+    archive = subprocess.run(
+        ["git", "--git-dir", str(git_dir), "archive", "--format=tar", source.version],
+        capture_output=True, timeout=300,
+    )  # fmt: skip
+    if archive.returncode != 0:
+        raise Unavailable(f"{source.package}@{source.version[:12]}: {archive.stderr.decode()[-300:].strip()}")
+    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+        tar.extractall(into, filter="data")
+
+
+def _download(source: Source, folder: Path, mirrors: Path | None) -> None:
     downloads = folder / "downloads"
     downloads.mkdir(parents=True, exist_ok=True)
     if source.registry == "pypi":
@@ -69,6 +97,8 @@ def _download(source: Source, folder: Path) -> None:
         _run(["npm", "pack", "--silent", f"{source.package}@{source.version}", "--pack-destination",
               str(downloads)], folder)  # fmt: skip
         _extract_all(sorted(downloads.glob("*.tgz")), folder / "src")
+    elif source.registry == "git":
+        _extract_commit(source, mirrors, folder / "src")
     elif source.registry == "deb":
         _run(["apt-get", "download", "-qq", source.package], downloads)
         for deb in sorted(downloads.glob("*.deb")):
@@ -77,12 +107,26 @@ def _download(source: Source, folder: Path) -> None:
         raise ValueError(source.registry)
 
 
-def fetch(source: Source, cache: Path) -> Path:
-    """The folder holding the extracted package (fetched once per cache)."""
-    folder = cache / f"{source.registry}-{source.package}-{source.version or 'debian'}"
+def fetch(source: Source, cache: Path, mirrors: Path | None = None) -> Path:
+    """The folder holding the extracted package (fetched once per cache). Unavailable when a git
+    source has no mirror here."""
+    slug = source.package.replace("/", "+")
+    folder = cache / f"{source.registry}-{slug}-{source.version[:12] or 'debian'}"
     done = folder / ".done"
     if not done.exists():
         shutil.rmtree(folder, ignore_errors=True)
-        _download(source, folder)
+        _download(source, folder, mirrors)
         done.touch()
     return folder / "src"
+
+
+def fetch_or_fallback(source: Source, cache: Path, mirrors: Path | None) -> tuple[Source, Path]:
+    """The source and its folder; its fallback's when it cannot be had here."""
+    try:
+        return source, fetch(source, cache, mirrors)
+    except Unavailable as exc:
+        fallback = FALLBACKS.get(source.language)
+        if fallback is None:
+            raise
+        print(f"{source.language}: {exc}; using {fallback.registry} {fallback.package}", file=sys.stderr)
+        return fallback, fetch(fallback, cache, mirrors)

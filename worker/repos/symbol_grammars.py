@@ -16,7 +16,7 @@ import hashlib
 import importlib.metadata
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import tree_sitter
 import tree_sitter_bash
@@ -36,7 +36,14 @@ import tree_sitter_swift
 import tree_sitter_typescript
 
 from worker.repos import symbol_queries as q
-from worker.repos.symbol_tree import container_name, name_of, text_of, walk
+from worker.repos.symbol_capture import CompiledQuery, capture, compile_query, definition_nodes
+from worker.repos.symbol_tree import (
+    container_name,
+    identifier_lines,
+    name_of,
+    text_of,
+    walk,
+)
 
 _JS_REFS = (
     "(identifier) (property_identifier) (shorthand_property_identifier)"
@@ -183,8 +190,7 @@ GRAMMARS: dict[str, Grammar] = {
 LANGUAGE_OF_SUFFIX = {suffix: key for key, grammar in GRAMMARS.items() for suffix in grammar.suffixes}
 
 
-@dataclass(frozen=True)
-class FoundDefinition:
+class FoundDefinition(NamedTuple):  # a tuple: made thousands of times a file, several times faster
     name: str
     kind: str
     container: str | None
@@ -201,13 +207,9 @@ class FileSymbols:
 
 
 @functools.cache
-def _query(key: str) -> tuple[tree_sitter.Query, list[str]]:
-    """One query per grammar: the definition patterns, then the reference patterns (one pass over
-    the tree finds both, a third faster than two queries); the kinds of the definition patterns."""
+def _query(key: str) -> CompiledQuery:
     grammar = GRAMMARS[key]
-    refs = grammar.references if "@ref" in grammar.references else f"[{grammar.references}] @ref"
-    patterns = "\n".join([*(p for _, p in grammar.definitions), refs])
-    return tree_sitter.Query(grammar.language, patterns), [kind for kind, _ in grammar.definitions]
+    return compile_query(grammar.language, grammar.definitions, grammar.references)
 
 
 def _container(
@@ -219,7 +221,7 @@ def _container(
 ) -> tuple[str | None, str]:
     """The enclosing type or scope of a definition and which of the two it is ("type"/"scope").
     `memo` remembers the answer for every node walked through, so a file's walks stay linear."""
-    if node.type == "method_declaration" and grammar.name == "Go":
+    if grammar.name == "Go" and node.type == "method_declaration":
         receiver = node.child_by_field_name("receiver")
         types = [n for n in walk(receiver) if n.type == "type_identifier"] if receiver else []
         return (text_of(types[0], source) if types else None), "type"
@@ -232,11 +234,12 @@ def _container(
             result = known
             break
         walked.append(parent.id)
-        kind = grammar.containers.get(parent.type)
+        parent_type = parent.type
+        kind = grammar.containers.get(parent_type)
         if kind is not None and (name := container_name(parent, source)):
             result = (name, kind)
             break
-        if parent.type in _LOCAL_SCOPES:
+        if parent_type in _LOCAL_SCOPES:
             result = (None, "scope")  # a local definition: its scope is a function, not worth naming
             break
         parent = parent.parent
@@ -287,26 +290,17 @@ def parse_source(key: str, source: bytes) -> FileSymbols:
 
 def _parse_source(key: str, source: bytes) -> FileSymbols:
     grammar = GRAMMARS[key]
-    query, kinds = _query(key)
+    compiled = _query(key)
     root = tree_sitter.Parser(grammar.language).parse(source).root_node
     package = _go_package(root, source) if key == "go" else None
-    chosen: dict[int, tuple[int, tree_sitter.Node, tree_sitter.Node]] = {}
-    identifiers: list[tree_sitter.Node] = []
-    first_reference = len(kinds)
-    for pattern, captures in tree_sitter.QueryCursor(query).matches(root):
-        if pattern >= first_reference:
-            identifiers.append(captures["ref"][0])
-            continue
-        name_node, def_node = captures["name"][0], captures["def"][0]
-        earlier = chosen.get(name_node.start_byte)
-        if earlier is None or pattern < earlier[0]:  # the pattern listed first is the more specific
-            chosen[name_node.start_byte] = (pattern, name_node, def_node)
+    captures = capture(key, compiled, root)
+    chosen = definition_nodes(captures, compiled)
     result = FileSymbols(language=grammar.name, family=grammar.family)
     memo: dict[int, tuple[str | None, str]] = {}
     for pattern, name_node, def_node in chosen.values():
         name, qualifier = name_of(name_node, source)
         container, scope = _container(def_node, grammar, package, source, memo)
-        kind = kinds[pattern]
+        kind = compiled.kinds[pattern]
         if qualifier is not None and (kind not in ("namespace", "module") or container is None):
             container, scope = qualifier, ("type" if kind == "method" else scope)
         if kind == "function" and scope == "type":
@@ -317,21 +311,11 @@ def _parse_source(key: str, source: bytes) -> FileSymbols:
             kind = "constructor"
         line, end_line = def_node.start_point[0] + 1, def_node.end_point[0] + 1
         result.definitions.append(FoundDefinition(name, kind, container, line, end_line))
-    result.references = _references(identifiers, source, set(chosen))
+    result.references = identifier_lines(captures.get("ref", []), source, chosen.keys())
     clause = next((c for c in root.children if c.type == "package_clause"), None) if package else None
     if package and clause is not None:  # `package retry` names the package, it does not use it
         result.references.discard((package, clause.start_point.row + 1))
     return result
-
-
-def _references(nodes: list[tree_sitter.Node], source: bytes, defined: set[int]) -> set[tuple[str, int]]:
-    """(name, line) of every identifier but the definitions' own names. The hot loop of indexing:
-    bytes sliced from the source (Node.text is several times slower), each name decoded once."""
-    found = {
-        (source[n.start_byte : n.end_byte], n.start_point.row) for n in nodes if n.start_byte not in defined
-    }
-    names = {name: name.decode("utf-8", errors="replace") for name in {name for name, _ in found}}
-    return {(names[name], row + 1) for name, row in found}
 
 
 # The wheels the grammars come from: their versions, and our patterns, decide what a parse yields.

@@ -3,9 +3,13 @@ name, a node's text. Shared by every grammar (worker/repos/symbol_grammars.py)."
 
 from __future__ import annotations
 
+import operator
+from collections.abc import Collection, Iterator
+
 import tree_sitter
 
 _SEPARATORS = ("::", "\\")
+_FIRST_TWO = operator.itemgetter(0, 1)
 
 
 def text_of(node: tree_sitter.Node | None, source: bytes) -> str:
@@ -48,6 +52,10 @@ def walk(node: tree_sitter.Node) -> list[tree_sitter.Node]:
 
 def name_of(name_node: tree_sitter.Node, source: bytes) -> tuple[str, str | None]:
     """A definition's own name, and the qualifier written into it (`Cart::total`, `Shop.Orders`)."""
+    if name_node.type != "qualified_identifier":  # the common case, in short
+        text = text_of(name_node, source).lstrip(":")
+        if "." not in text and "::" not in text and "\\" not in text:
+            return text, None
     node = name_node
     while node.type == "qualified_identifier" and node.child_by_field_name("name") is not None:
         node = node.child_by_field_name("name")  # type: ignore[assignment]
@@ -60,3 +68,56 @@ def name_of(name_node: tree_sitter.Node, source: bytes) -> tuple[str, str | None
     if node is not name_node and qualifier:
         qualifier = qualifier.rsplit(".", 1)[-1]  # `ns::Cart::total` belongs to Cart
     return text, qualifier or None
+
+
+def definition_pairs(
+    names: list[tree_sitter.Node], defs: list[tree_sitter.Node]
+) -> Iterator[tuple[tree_sitter.Node, tree_sitter.Node]]:
+    """Each name a pattern captured with the node it defines: the innermost of `defs` (that
+    pattern's captures) around it. One sweep over both in the order of the file; Node.parent
+    would walk down from the root for every step up."""
+    if len(defs) == 1:
+        yield from ((name, defs[0]) for name in names)
+        return
+    ranked = sorted(((d.start_byte, -d.end_byte, d) for d in defs), key=_FIRST_TWO)
+    around: list[tuple[int, tree_sitter.Node]] = []  # (end, node): the defs open here, innermost last
+    at = 0
+    for start, end, name in sorted(((n.start_byte, n.end_byte, n) for n in names), key=_FIRST_TWO):
+        while at < len(ranked) and ranked[at][0] <= start:
+            _, minus_end, node = ranked[at]
+            while around and around[-1][0] < -minus_end:
+                around.pop()
+            around.append((-minus_end, node))
+            at += 1
+        while around and around[-1][0] < end:
+            around.pop()
+        if around and start < end:
+            yield name, around[-1][1]
+        elif (enclosing := _enclosing(name, defs)) is not None:  # an empty (missing) name: ask the tree
+            yield name, enclosing
+
+
+def _enclosing(node: tree_sitter.Node, defs: list[tree_sitter.Node]) -> tree_sitter.Node | None:
+    found: tree_sitter.Node | None = node
+    while found is not None and found not in defs:
+        found = found.parent
+    return found
+
+
+def identifier_lines(
+    nodes: list[tree_sitter.Node], source: bytes, skip: Collection[int]
+) -> set[tuple[str, int]]:
+    """(name, line) of each identifier node but those starting at a byte in `skip` (the
+    definitions' own names). The hot loop of indexing, one pass: names sliced from the source
+    (Node.text is several times slower); an ASCII file (most are) decoded once and sliced as text,
+    any other's names decoded once each."""
+    if source.isascii():
+        text = source.decode("ascii")
+        return {
+            (text[b : n.end_byte], n.start_point.row + 1) for n in nodes if (b := n.start_byte) not in skip
+        }
+    found = {
+        (source[b : n.end_byte], n.start_point.row + 1) for n in nodes if (b := n.start_byte) not in skip
+    }
+    names = {name: name.decode("utf-8", errors="replace") for name in {name for name, _ in found}}
+    return {(names[name], line) for name, line in found}
