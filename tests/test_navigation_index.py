@@ -78,5 +78,6 @@ def test_the_index_of_a_replaced_snapshot_is_removed_with_it(tmp_path: Path) -> 
     second = mirrors.current("app")
     assert first is not None and second is not None and second.sha != first.sha
     names = sorted(p.name for p in (mirrors.root / "app" / "manifests").iterdir())
-    assert names == [f"{second.sha}.paths", f"{second.sha}.sqlite"]  # the path manifest goes too
+    # the path manifest and the build record go too
+    assert names == [f"{second.sha}.build", f"{second.sha}.paths", f"{second.sha}.sqlite"]
     assert "function refund (Python), lines 1-2" in ask_definition(mirrors, "refund")

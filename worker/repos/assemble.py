@@ -46,14 +46,8 @@ from worker.repos.placeholders import TEXT
 from worker.repos.snapshot import LANGUAGES_BY_SUFFIX, README_NAMES, SNAPSHOT_FORMAT, SnapshotMeta
 from worker.repos.snapshot_plan import Plan, SnapshotRefused, check_caps, hide_secret_links, make_plan
 from worker.repos.symbol_grammars import GRAMMARS, grammar_of
-from worker.repos.symbols import (
-    INDEX_SUFFIX,
-    IndexedFile,
-    SkippedFile,
-    indexable_files,
-    update_index,
-    write_index,
-)
+from worker.repos.symbol_index_write import update_index, write_index
+from worker.repos.symbols import INDEX_SUFFIX, IndexedFile, SkippedFile, indexable_files
 from worker.repos.tree_listing import TreeEntry, changed_tree, list_tree, read_small_blobs
 from worker.repos.visible import shown_name
 

@@ -56,7 +56,8 @@ from worker.repos.materialize import MoveFrom
 from worker.repos.mirror_git import GitError, Progress, history_depth, run_mirror_git, scrub
 from worker.repos.mirror_lineage import MirrorGit
 from worker.repos.snapshot import SNAPSHOT_FORMAT, Snapshot, meta_format, read_meta, write_meta
-from worker.repos.symbols import index_path, index_pending, prune_indexes
+from worker.repos.symbol_index_write import index_pending
+from worker.repos.symbols import index_path, prune_indexes
 
 log = logging.getLogger(__name__)
 
