@@ -71,6 +71,10 @@ def build_corpus(repo: Path, copies: int = 1) -> int:
         shutil.copytree(stdlib, base / "stdlib", symlinks=True, ignore=ignore)
         shutil.copytree(site, base / "site-packages", symlinks=True, ignore=ignore)
     git(repo, "init", "-q", "-b", "main")
+    # As GitHub, GitLab and Bitbucket do: a windowed mirror's lineage.git fetches commits and
+    # trees only (--filter=blob:none); plain git refuses filters unless told, and then sends
+    # every blob (a second copy of the history: docs/repositories.md, "Disk").
+    git(repo, "config", "uploadpack.allowFilter", "true")
     git(repo, "add", "-A", "--force")
     git(repo, "commit", "-q", "-m", "corpus")
     return int(
