@@ -235,8 +235,9 @@ class ThreadedWorker(CodebotWorker):
         if first is not None and (time.time() - first.timestamp()) < DUPLICATE_SIGNAL_SECONDS:
             super().request_force_stop(signum, frame)  # logs that it is the same request again
             return
-        with self._lock:
-            left = list(self._in_flight)
+        # No lock here: a signal handler runs on top of the main thread, which may hold _lock
+        # (a non-reentrant Lock) itself; list() of a dict is one step under the GIL.
+        left = list(self._in_flight)
         log.warning(
             "worker %s: cold shutdown; %d questions left to the reaper: %s", self.name, len(left), left
         )
