@@ -151,8 +151,10 @@ class ThreadedWorker(CodebotWorker):
         """Busy (naming one question in flight) or idle, for `rq info`; the caller holds the lock.
         Only a display: a Redis failure here must not cost a question its seat or its thread."""
         try:
-            super().set_state(WorkerStatus.BUSY if current else WorkerStatus.IDLE)
-            self.set_current_job_id(current)
+            with self.connection.pipeline() as pipe:  # one round trip before the question's thread starts
+                super().set_state(WorkerStatus.BUSY if current else WorkerStatus.IDLE, pipeline=pipe)
+                self.set_current_job_id(current, pipeline=pipe)
+                pipe.execute()
         except RedisError as exc:
             log.warning("worker %s: could not record its state (%s)", self.name, exc)
 
