@@ -60,6 +60,7 @@ from worker.agent.request_shape import RequestShaping
 from worker.agent.wire import (
     Attempt,
     CutStream,
+    DrainedStream,
     EmptyStream,
     ModelTurn,
     ToolCall,
@@ -282,8 +283,9 @@ class ModelClient(RequestShaping):
                         options=options,
                         stream=True,
                         # chunks as the JSON the server sent: the SDK's pydantic construction of
-                        # every chunk was a twentieth of the worker's busy time at c=64 (py-spy)
-                        stream_cls=openai.Stream[object],
+                        # every chunk was a twentieth of the worker's busy time at c=64 (py-spy);
+                        # read to the end, so the connection is reused (wire.py)
+                        stream_cls=DrainedStream,
                     )
                     turn = self._read_stream(TimedStream(stream, timing))
                 else:

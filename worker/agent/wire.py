@@ -21,11 +21,13 @@ import random
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx2
 import openai
+from openai._streaming import ServerSentEvent  # the type of the SDK's `Stream._iter_events`
 
 from config.settings import Settings
 
@@ -167,6 +169,24 @@ def _on_response(response: httpx2.Response) -> None:
     attempt: Attempt | None = getattr(_ACTIVE, "attempt", None)
     if attempt is not None:
         attempt.register(response)
+
+
+class DrainedStream(openai.Stream[object]):
+    """The SDK's stream of chunks (as the server's JSON), read to the end of the body.
+
+    The SDK stops reading at `[DONE]` and closes the response with the body's last chunk
+    unread, so the connection is dropped instead of going back to the pool: every streamed
+    model call opened a new connection (a new TLS handshake on a hosted API). Reading the
+    little that follows `[DONE]` first lets the next call reuse it. A server that keeps
+    sending after `[DONE]` is cut by the attempt's watchdog like any slow reply."""
+
+    def _iter_events(self) -> Iterator[ServerSentEvent]:
+        events = super()._iter_events()
+        for event in events:
+            if event.data.startswith("[DONE]"):
+                for _rest in events:
+                    pass
+            yield event
 
 
 def install_watchdog(client: openai.OpenAI) -> None:
