@@ -107,7 +107,7 @@ class Settings(BaseSettings):
     model: str = "gpt-5-mini"  # the chat model
     # The first model turn must call a tool. An endpoint that refuses "required" (llama.cpp
     # servers, older vLLM, some OpenRouter routes) is detected and sent "auto" instead
-    # (worker/agent/model.py); false sends "auto" from the start.
+    # (worker/agent/request_shape.py); false sends "auto" from the start.
     tool_choice_required: bool = True
     # Ask for streamed replies (text as it is written); an endpoint that refuses is detected
     # and asked without streaming from then on.

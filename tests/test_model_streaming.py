@@ -129,3 +129,23 @@ def test_a_failing_observer_never_fails_the_question(rig: Rig) -> None:
 
     rig.model.enqueue(tool_calls(("list_repos", {})), text("One repo."))
     assert run_agent(rig, Broken()).text == "One repo."
+
+
+def test_every_streamed_model_call_of_a_question_reuses_one_connection(rig: Rig) -> None:
+    """A stream read only to `[DONE]` left its connection unusable: every model call paid a new
+    connection (a TLS handshake on a hosted API)."""
+    rig.model.enqueue(  # a first question: the server is discovered (GETs, a connection of their own)
+        tool_calls(("search", {"pattern": "MAX_ATTEMPTS", "repo": "payments"})),
+        text("Five [payments:payments/retry.py#L3]."),
+    )
+    run_agent(rig, Recorder())
+    before = rig.model.connections_opened
+    rig.model.enqueue(
+        tool_calls(("search", {"pattern": "MAX_ATTEMPTS", "repo": "payments"})),
+        tool_calls(("read_file", {"repo": "payments", "path": "payments/retry.py"})),
+        text("It retries five times [payments:payments/retry.py#L3]."),
+    )
+    result = run_agent(rig, Recorder())
+    assert result.outcome == "answered" and len(rig.model.requests) == 5
+    assert all(r["stream"] for r in rig.model.requests)
+    assert rig.model.connections_opened - before == 1  # three streamed calls, one connection

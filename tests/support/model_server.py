@@ -405,6 +405,7 @@ class ScriptedModel:
             self._handler = default
         self._counters: dict[str, itertools.count[int]] = {}
         self._connections: set[socket.socket] = set()
+        self.connections_opened = 0  # TCP connections clients opened (keep-alive reuses one)
         self._closed = threading.Event()
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
@@ -516,6 +517,7 @@ class ScriptedModel:
         with self._lock:
             if add:
                 self._connections.add(conn)
+                self.connections_opened += 1
             else:
                 self._connections.discard(conn)
 

@@ -185,6 +185,8 @@ class EndpointMemory:
                 return old
             return new if old <= 0 else old * (1 - SPEED_WEIGHT) + new * SPEED_WEIGHT
 
+        if not (prompt_tps and prompt_tps > 0) and not (generation_tps and generation_tps > 0):
+            return  # nothing measured (a short or instant reply): nothing to write
         self.facts.prompt_tps = blend(self.facts.prompt_tps, prompt_tps)
         self.facts.generation_tps = blend(self.facts.generation_tps, generation_tps)
         self._save(

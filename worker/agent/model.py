@@ -1,7 +1,9 @@
 """One model turn against any OpenAI-compatible endpoint: shaped, streamed, bounded, and retried.
 
 `ModelClient.complete()` sends one chat completion request and returns the assembled turn
-(text and tool calls). What it takes care of, so the agent loop does not have to:
+(text and tool calls). What it takes care of, so the agent loop does not have to (the
+request's shape and the capability fallback's choice live in worker/agent/request_shape.py,
+the server's fit in worker/agent/model_fit.py):
 
 - **Request shape.** Assistant tool-call turns are sent with `content: ""` (strict servers
   reject `null`), or without content, or with null, whichever the endpoint accepts. The
@@ -35,6 +37,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 import time
@@ -43,52 +46,31 @@ from typing import Any
 
 import httpx2
 import openai
+from openai.types.chat import ChatCompletion
 
 from config.settings import Settings
 from worker.agent import model_errors
-from worker.agent.context import (
-    DEFAULT_CHARS_PER_TOKEN,
-    ContextTooSmall,
-    Window,
-    fit,
-    fit_tools,
-    fold_tool_history,
-    measured_ratio,
-    request_chars,
-)
-from worker.agent.endpoint_memory import (
-    ABSENT_CONTENT,
-    EMPTY_CONTENT,
-    PARALLEL_TOOL_CALLS,
-    STREAM,
-    STREAM_OPTIONS,
-    TOOL_CHOICE_AUTO,
-    TOOL_CHOICE_NONE,
-    TOOL_CHOICE_REQUIRED,
-    TOOLS,
-    EndpointMemory,
-)
+from worker.agent.context import DEFAULT_CHARS_PER_TOKEN, measured_ratio
+from worker.agent.endpoint_memory import STREAM, TOOL_CHOICE_AUTO, TOOLS, EndpointMemory
 from worker.agent.events import AgentEvents, NoEvents
-from worker.agent.model_errors import ModelFailure, classify, context_overflow_of, failure, refusal_of
-from worker.agent.model_fit import MIN_ATTEMPT_SECONDS, ServerFit, Shaped
-from worker.agent.pacing import (
-    TimedStream,
-    Timing,
-    timings_of_body,
-)
+from worker.agent.model_errors import ModelFailure, classify, context_overflow_of, failure
+from worker.agent.model_fit import MIN_ATTEMPT_SECONDS, Shaped
+from worker.agent.pacing import TimedStream, Timing, timings_of_body
+from worker.agent.request_shape import RequestShaping
 from worker.agent.wire import (
     Attempt,
     CutStream,
+    DrainedStream,
     EmptyStream,
     ModelTurn,
     ToolCall,
     add_fragment,
     calls_from,
+    fields,
     install_watchdog,
     make_openai_client,
     turn_from_json,
 )
-from worker.tools import CONTRACT_TOOLS
 
 __all__ = ["ModelClient", "ModelTurn", "ToolCall", "make_openai_client", "retry_wait_seconds"]
 
@@ -96,14 +78,12 @@ log = logging.getLogger("codebot.model")
 
 CONNECT_TIMEOUT_SECONDS = 5.0
 MAX_FALLBACKS_PER_CALL = 6  # refused fields dropped within one call (there are fewer features)
-# Tried, in this order, when a refusal names no field and the feature was never seen to work.
-SUSPECTS = (TOOL_CHOICE_REQUIRED, PARALLEL_TOOL_CALLS, TOOL_CHOICE_NONE)
 
 
 # --- the client --------------------------------------------------------------------------------------
 
 
-class ModelClient(ServerFit):
+class ModelClient(RequestShaping):
     def __init__(
         self,
         settings: Settings,
@@ -126,20 +106,6 @@ class ModelClient(ServerFit):
         self.completion_tokens = 0
         self._last_timing: Timing | None = None  # the last answered attempt's, for the speeds
         self._attempt_timing: Timing | None = None  # the last attempt's, answered or not
-
-    # --- the context window ------------------------------------------------------------------------
-    def window(self) -> Window:
-        tokens = self.settings.model_context_tokens
-        if not tokens:
-            self._discover_once()
-            known = self.memory.context()
-            tokens = known[0] if known else 0
-        return Window(
-            tokens=tokens,
-            reserve_tokens=min(self.settings.model_answer_reserve_tokens, tokens // 4),
-            chars_per_token=self.chars_per_token,
-            max_chars=self.settings.context_budget_chars,
-        )
 
     # --- one call ------------------------------------------------------------------------------------
     def complete(
@@ -280,111 +246,6 @@ class ModelClient(ServerFit):
             extra=self.log_extra,
         )
 
-    def _fallback(self, exc: Exception, features: set[str], suspected: set[str]) -> str | None:
-        """The optional feature to leave out after this error, if any (remembered when named)."""
-        refusal = refusal_of(exc)
-        if refusal is None:
-            return None
-        for name in refusal.named:
-            if name == "tool_choice":
-                feature = next(
-                    (f for f in (TOOL_CHOICE_REQUIRED, TOOL_CHOICE_AUTO, TOOL_CHOICE_NONE) if f in features),
-                    None,
-                )
-            elif name == "content":
-                feature = next((f for f in (EMPTY_CONTENT, ABSENT_CONTENT) if f in features), None)
-            else:
-                feature = name if name in features else None
-            if feature is not None:
-                self.memory.refuse(feature, refusal.text)
-                return feature
-        for feature in SUSPECTS:
-            if feature in features and feature not in suspected and not self.memory.confirmed(feature):
-                log.info(
-                    "model endpoint error naming no field; trying without %s", feature, extra=self.log_extra
-                )
-                suspected.add(feature)
-                return feature
-        return None
-
-    # --- shaping -----------------------------------------------------------------------------------------
-    def _refused(self, feature: str, suspected: set[str]) -> bool:
-        return self.memory.refuses(feature) or feature in suspected
-
-    def _shape(
-        self,
-        messages: list[dict[str, Any]],
-        question_at: int,
-        tools: list[dict[str, Any]] | None,
-        tool_choice: str | None,
-        suspected: set[str],
-    ) -> Shaped:
-        features: set[str] = set()
-        fold = False
-        choice = tool_choice
-        if choice == "required" and self._refused(TOOL_CHOICE_REQUIRED, suspected):
-            choice = "auto"
-        if choice == "auto" and self._refused(TOOL_CHOICE_AUTO, suspected):
-            choice = None
-        if choice == "none" and self._refused(TOOL_CHOICE_NONE, suspected):
-            fold, choice, tools = True, None, None
-        window = self.window()
-        tools = fit_tools(tools, messages, question_at, window.budget_chars, keep=len(CONTRACT_TOOLS))
-        try:
-            fitted = fit(messages, tools, window.budget_chars, question_at)
-        except ContextTooSmall as exc:
-            tokens = f"{window.tokens:,}" if window.tokens else "configured"
-            raise self._with_tokens(failure("context", str(exc), tokens=tokens)) from None
-        wire = fold_tool_history(fitted) if fold else self._content_styled(fitted, features, suspected)
-        kwargs: dict[str, Any] = {"model": self.settings.model, "messages": wire}
-        if tools:
-            kwargs["tools"] = tools
-            if choice:
-                kwargs["tool_choice"] = choice
-                features.add(
-                    {"required": TOOL_CHOICE_REQUIRED, "auto": TOOL_CHOICE_AUTO}.get(choice, TOOL_CHOICE_NONE)
-                )
-            if self.settings.max_tool_calls_per_turn == 1 and not self._refused(
-                PARALLEL_TOOL_CALLS, suspected
-            ):
-                kwargs["parallel_tool_calls"] = False
-                features.add(PARALLEL_TOOL_CALLS)
-        if self.settings.model_stream and not self.memory.refuses(STREAM):
-            kwargs["stream"] = True
-            features.add(STREAM)
-            if not self.memory.refuses(STREAM_OPTIONS):
-                kwargs["stream_options"] = {"include_usage": True}
-                features.add(STREAM_OPTIONS)
-        cap = self._reply_cap(window)
-        if cap:
-            features.add(self._max_tokens_field())
-        tool_chars = request_chars([], tools) if tools else 0
-        return Shaped(kwargs, features, request_chars(wire, kwargs.get("tools")), cap, tool_chars)
-
-    def _content_styled(
-        self, messages: list[dict[str, Any]], features: set[str], suspected: set[str]
-    ) -> list[dict[str, Any]]:
-        """Assistant tool-call turns without text, in the form the endpoint accepts."""
-        style = EMPTY_CONTENT
-        if self._refused(EMPTY_CONTENT, suspected):
-            style = ABSENT_CONTENT if not self._refused(ABSENT_CONTENT, suspected) else "null"
-        out: list[dict[str, Any]] = []
-        for message in messages:
-            if (
-                message.get("role") == "assistant"
-                and message.get("tool_calls")
-                and not message.get("content")
-            ):
-                message = {k: v for k, v in message.items() if k != "content"}
-                if style == EMPTY_CONTENT:
-                    message["content"] = ""
-                elif style == "null":
-                    message["content"] = None
-                if style != "null":
-                    features.add(style)
-            out.append(message)
-        return out
-
     # --- sending and reading -------------------------------------------------------------------------------
     def _send(self, shaped: Shaped, seconds: float, attempt_number: int) -> ModelTurn:
         timeout = httpx2.Timeout(seconds, connect=min(CONNECT_TIMEOUT_SECONDS, seconds))
@@ -400,18 +261,38 @@ class ModelClient(ServerFit):
             shaped.sent_chars,
             extra=self.log_extra,
         )
+        streamed = bool(shaped.kwargs.get("stream"))
+        # The body as JSON bytes, given to the real client's `post` as `content`: the same
+        # request `chat.completions.create` sends, without its transformation of every message
+        # against the SDK's TypedDicts (typing introspection of the whole history, ~5 ms a call,
+        # the largest cost of a question beyond its tools). Auth, headers, timeouts, the
+        # response hook and the SDK's error mapping are the client's own, as with `create`.
+        content = json.dumps(shaped.kwargs, ensure_ascii=False, separators=(",", ":")).encode()
+        options: openai.RequestOptions = {
+            "timeout": timeout,
+            "headers": headers,
+            "security": {"bearer_auth": True},
+        }
         with Attempt(seconds) as attempt:
             try:
-                if shaped.kwargs.get("stream"):
-                    stream = self.client.chat.completions.create(
-                        **shaped.kwargs, timeout=timeout, extra_headers=headers
+                if streamed:
+                    stream = self.client.post(
+                        "/chat/completions",
+                        cast_to=ChatCompletion,
+                        content=content,
+                        options=options,
+                        stream=True,
+                        # chunks as the JSON the server sent: the SDK's pydantic construction of
+                        # every chunk was a twentieth of the worker's busy time at c=64 (py-spy);
+                        # read to the end, so the connection is reused (wire.py)
+                        stream_cls=DrainedStream,
                     )
                     turn = self._read_stream(TimedStream(stream, timing))
                 else:
-                    raw = self.client.chat.completions.with_raw_response.create(
-                        **shaped.kwargs, timeout=timeout, extra_headers=headers
+                    raw = self.client.post(
+                        "/chat/completions", cast_to=httpx2.Response, content=content, options=options
                     )
-                    body = raw.http_response.read()
+                    body = raw.read()
                     timing.timings = timings_of_body(body)
                     turn = turn_from_json(body)
                     if turn.content:
@@ -454,25 +335,31 @@ class ModelClient(ServerFit):
         text: list[str] = []
         slots: dict[int, dict[str, str]] = {}
         finish: str | None = None
-        usage: Any = None
-        for chunk in stream:
-            usage = getattr(chunk, "usage", None) or usage
-            for choice in getattr(chunk, "choices", None) or []:  # the usage chunk has none
-                if (getattr(choice, "index", 0) or 0) != 0:
+        usage: dict[str, Any] = {}
+        for chunk in stream:  # JSON as sent (Stream[object]): no model object built per chunk
+            data = fields(chunk)
+            usage = fields(data.get("usage")) or usage
+            choices = data.get("choices")
+            for choice in choices if isinstance(choices, list) else []:  # the usage chunk has none
+                choice = fields(choice)
+                if (choice.get("index", 0) or 0) != 0:
                     continue
-                delta = getattr(choice, "delta", None)
-                if delta is not None and isinstance(getattr(delta, "content", None), str) and delta.content:
-                    text.append(delta.content)
-                    self.events.text(delta.content)
-                for fragment in (getattr(delta, "tool_calls", None) or []) if delta is not None else []:
+                delta = fields(choice.get("delta"))
+                content = delta.get("content")
+                if isinstance(content, str) and content:
+                    text.append(content)
+                    self.events.text(content)
+                calls = delta.get("tool_calls")
+                for fragment in calls if isinstance(calls, list) else []:
                     add_fragment(slots, fragment)
-                finish = getattr(choice, "finish_reason", None) or finish
+                reason = choice.get("finish_reason")
+                finish = reason if isinstance(reason, str) and reason else finish
         if not text and not slots and finish is None:
             raise EmptyStream()
         turn = ModelTurn(content="".join(text), tool_calls=calls_from(slots), finish_reason=finish)
-        if usage is not None:
-            turn.prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
-            turn.completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
+        if usage:
+            turn.prompt_tokens = int(usage.get("prompt_tokens") or 0)
+            turn.completion_tokens = int(usage.get("completion_tokens") or 0)
         if finish is None:
             # Every server ends a whole reply with a finish reason; a stream that ends without
             # one (`[DONE]` or not) was cut: a gateway or connection closing half-way.

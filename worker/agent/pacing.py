@@ -107,16 +107,19 @@ class TimedStream:
         self.response = stream.response
 
     def __iter__(self) -> Iterator[Any]:
-        for chunk in self._stream:
-            if any(
-                getattr(getattr(choice, "delta", None), "content", None)
-                or getattr(getattr(choice, "delta", None), "tool_calls", None)
-                for choice in getattr(chunk, "choices", None) or []
-            ):
+        for chunk in self._stream:  # the JSON of each chunk, as the server sent it
+            data = chunk if isinstance(chunk, dict) else {}
+            choices = data.get("choices")
+            if isinstance(choices, list) and any(_has_delta(choice) for choice in choices):
                 self._timing.deltas += 1
                 if self._timing.first_delta is None:
                     self._timing.first_delta = time.monotonic()
-            timings = getattr(chunk, "timings", None)
+            timings = data.get("timings")
             if isinstance(timings, dict):
                 self._timing.timings = timings
             yield chunk
+
+
+def _has_delta(choice: object) -> bool:
+    delta = choice.get("delta") if isinstance(choice, dict) else None
+    return isinstance(delta, dict) and bool(delta.get("content") or delta.get("tool_calls"))

@@ -6,21 +6,28 @@
 - `Attempt` bounds one attempt's total time: when it is up, the socket its reply comes on is
   shut down, which wakes a read blocked on a server trickling a byte every few seconds (the
   SDK's timeouts are per read). It sees the socket through an httpx response hook
-  (`install_watchdog`), so proxies and the SDK's own transport stay as they are.
+  (`install_watchdog`), so proxies and the SDK's own transport stay as they are. One
+  `Watchdog` thread per process fires every attempt whose time is up.
 """
 
 from __future__ import annotations
 
 import contextlib
+import heapq
+import itertools
 import json
+import os
 import random
 import socket
 import threading
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx2
 import openai
+from openai._streaming import ServerSentEvent  # the type of the SDK's `Stream._iter_events`
 
 from config.settings import Settings
 
@@ -69,18 +76,19 @@ class Attempt:
         self.seconds = seconds
         self.fired = False
         self.replied = False  # the reply's headers arrived
+        self.ended = False  # the attempt is over: its deadline no longer matters
         self._sockets: list[socket.socket] = []
         self._lock = threading.Lock()
-        self._timer = threading.Timer(seconds, self._fire)
-        self._timer.daemon = True
 
     def __enter__(self) -> Attempt:
         _ACTIVE.attempt = self
-        self._timer.start()
+        _WATCHDOG.watch(self, time.monotonic() + self.seconds)
         return self
 
     def __exit__(self, *_exc: object) -> None:
-        self._timer.cancel()
+        with self._lock:
+            self.ended = True  # the watchdog drops it when its deadline comes up; no wake-up needed
+            self._sockets = []  # closed by the pool or by us; not kept until the deadline
         _ACTIVE.attempt = None
 
     def register(self, response: httpx2.Response) -> None:
@@ -93,8 +101,10 @@ class Attempt:
                 if self.fired:
                     _shut(sock)
 
-    def _fire(self) -> None:
+    def fire(self) -> None:
         with self._lock:
+            if self.ended:
+                return  # it finished just in time
             self.fired = True
         self.drop_connection()
 
@@ -103,6 +113,50 @@ class Attempt:
         with self._lock:
             for sock in self._sockets:
                 _shut(sock)
+
+
+class Watchdog:
+    """One thread per process firing every attempt whose time is up. A timer thread per
+    attempt cost a thread start and a cancel per model call: with 64 questions in flight in one
+    process, those handoffs were a sixth of the worker's busy time (py-spy, bench/agent.py)."""
+
+    def __init__(self) -> None:
+        self._sequence = itertools.count()
+        self._reset()
+
+    def _reset(self) -> None:
+        """A forked child starts afresh: the parent's thread is not there, its lock may be held."""
+        self._due: list[tuple[float, int, Attempt]] = []  # a heap: (deadline, sequence, attempt)
+        self._wake = threading.Condition(threading.Lock())
+        self._thread: threading.Thread | None = None
+
+    def watch(self, attempt: Attempt, deadline: float) -> None:
+        with self._wake:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="codebot-model-watchdog", daemon=True)
+                self._thread.start()
+            heapq.heappush(self._due, (deadline, next(self._sequence), attempt))
+            if self._due[0][2] is attempt:
+                self._wake.notify()  # sooner than what the thread sleeps until
+
+    def _run(self) -> None:
+        while True:
+            with self._wake:
+                while self._due and self._due[0][2].ended:
+                    heapq.heappop(self._due)  # finished in time: nothing to do
+                if not self._due:
+                    self._wake.wait()
+                    continue
+                left = self._due[0][0] - time.monotonic()
+                if left > 0:
+                    self._wake.wait(left)
+                    continue
+                attempt = heapq.heappop(self._due)[2]
+            attempt.fire()  # outside the lock: shutting a socket may take a moment
+
+
+_WATCHDOG = Watchdog()
+os.register_at_fork(after_in_child=_WATCHDOG._reset)
 
 
 def _shut(sock: socket.socket) -> None:
@@ -115,6 +169,24 @@ def _on_response(response: httpx2.Response) -> None:
     attempt: Attempt | None = getattr(_ACTIVE, "attempt", None)
     if attempt is not None:
         attempt.register(response)
+
+
+class DrainedStream(openai.Stream[object]):
+    """The SDK's stream of chunks (as the server's JSON), read to the end of the body.
+
+    The SDK stops reading at `[DONE]` and closes the response with the body's last chunk
+    unread, so the connection is dropped instead of going back to the pool: every streamed
+    model call opened a new connection (a new TLS handshake on a hosted API). Reading the
+    little that follows `[DONE]` first lets the next call reuse it. A server that keeps
+    sending after `[DONE]` is cut by the attempt's watchdog like any slow reply."""
+
+    def _iter_events(self) -> Iterator[ServerSentEvent]:
+        events = super()._iter_events()
+        for event in events:
+            if event.data.startswith("[DONE]"):
+                for _rest in events:
+                    pass
+            yield event
 
 
 def install_watchdog(client: openai.OpenAI) -> None:
@@ -138,21 +210,26 @@ def make_openai_client(settings: Settings) -> openai.OpenAI:
     return client
 
 
-def add_fragment(slots: dict[int, dict[str, str]], fragment: Any) -> None:
+def fields(value: object) -> dict[str, Any]:
+    """A JSON object's fields; none when it is anything else (a server may send any JSON)."""
+    return value if isinstance(value, dict) else {}
+
+
+def add_fragment(slots: dict[int, dict[str, str]], fragment: object) -> None:
     """Tool calls stream as fragments by index: the id and name come first, arguments in pieces."""
-    index = getattr(fragment, "index", None)
+    data = fields(fragment)
+    index = data.get("index")
     index = index if isinstance(index, int) else len(slots)
     slot = slots.setdefault(index, {"id": "", "name": "", "arguments": ""})
-    if getattr(fragment, "id", None):
-        slot["id"] = str(fragment.id)
-    function = getattr(fragment, "function", None)
-    if function is not None:
-        name = getattr(function, "name", None)
-        if name and not slot["name"]:
-            slot["name"] = str(name)
-        arguments = getattr(function, "arguments", None)
-        if arguments:
-            slot["arguments"] += str(arguments)
+    if data.get("id"):
+        slot["id"] = str(data["id"])
+    function = fields(data.get("function"))
+    name = function.get("name")
+    if name and not slot["name"]:
+        slot["name"] = str(name)
+    arguments = function.get("arguments")
+    if arguments:
+        slot["arguments"] += str(arguments)
 
 
 def calls_from(slots: dict[int, dict[str, str]]) -> list[ToolCall]:

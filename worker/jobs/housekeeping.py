@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+import time
 from collections.abc import Callable
 from types import FrameType
 
@@ -38,6 +39,7 @@ from worker.ops.redis_connection import RedisUnavailable, connect
 from worker.repos.refresh import catch_up, run_due_refreshes
 
 log = logging.getLogger("codebot.housekeeping")
+STOP_POLL_SECONDS = 0.2  # the main thread notices a stop request within this
 
 
 def reaper_pass(redis: Redis, runtime: Runtime) -> None:
@@ -81,9 +83,36 @@ def _every(
         stop.wait(seconds)
 
 
-def _connect_until_stopped(runtime: Runtime, stop: threading.Event) -> Redis | None:
+class StopRequest:
+    """SIGTERM/SIGINT to the housekeeper, seen by its main thread, passed on to the pass threads.
+
+    The signal handler only flips a flag. A Python signal handler runs on top of whatever the
+    main thread was doing, and that was mostly `threading.Event.wait`, holding the Event's
+    non-reentrant lock: a handler calling `Event.set()` there (or inside a first handler's
+    `Event.set()`, when systemd's SIGTERM and the one `codebot worker` forwards land together)
+    waited for that lock forever, and the worker never exited. The main thread sets the Event
+    itself, outside any handler."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self.event = threading.Event()  # what the pass threads wait on
+
+    def on_signal(self, _signum: int, _frame: FrameType | None) -> None:
+        self.requested = True  # nothing else: no lock may be taken here
+
+    def wait(self, seconds: float) -> bool:
+        """Sleeps up to `seconds` (main thread only); True once a stop was requested."""
+        deadline = time.monotonic() + seconds
+        while not self.requested and (left := deadline - time.monotonic()) > 0:
+            time.sleep(min(STOP_POLL_SECONDS, left))  # a signal ends the nap early
+        if self.requested:
+            self.event.set()
+        return self.requested
+
+
+def _connect_until_stopped(runtime: Runtime, stop: StopRequest) -> Redis | None:
     """Redis restarting just as the worker starts must not leave this machine without a reaper."""
-    while not stop.is_set():
+    while not stop.requested:
         try:
             # the worker started the embedded Redis; after `codebot redis stop`, wait, do not restart it
             return connect(runtime.settings, start_embedded=False)
@@ -97,13 +126,9 @@ def run_housekeeper(runtime: Runtime) -> None:
     """The housekeeper process's main: runs until SIGTERM/SIGINT or its parent's death."""
     die_with_parent(signal.SIGTERM)
     runtime_module.install(runtime)
-    stop = threading.Event()
-
-    def on_signal(_signum: int, _frame: FrameType | None) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    stop = StopRequest()
+    signal.signal(signal.SIGTERM, stop.on_signal)
+    signal.signal(signal.SIGINT, stop.on_signal)
     settings = runtime.settings
     redis = _connect_until_stopped(runtime, stop)
     if redis is None:
@@ -116,7 +141,7 @@ def run_housekeeper(runtime: Runtime) -> None:
     ]
     threads = [
         threading.Thread(
-            target=_every, args=(seconds, task, redis, runtime, stop), name=task.__name__, daemon=True
+            target=_every, args=(seconds, task, redis, runtime, stop.event), name=task.__name__, daemon=True
         )
         for seconds, task in passes
     ]

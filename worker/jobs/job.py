@@ -9,6 +9,7 @@ then posted; a platform that refuses it gets it again later from the outbox
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -29,7 +30,7 @@ from worker.agent.loop import Agent, ModelFailure
 from worker.agent.model import make_openai_client
 from worker.jobs import feedback, outbox
 from worker.jobs import runtime as runtime_module
-from worker.jobs.live import LiveEvents, LiveView, live_view
+from worker.jobs.live import ANSWERED_CHECK_SECONDS, LiveEvents, LiveView, live_view
 from worker.jobs.outbox import Final, make_sink
 from worker.jobs.outcomes import (
     DeliveryState,
@@ -293,16 +294,22 @@ class QuestionRun:
 
     def _progress(self, sink: ReplySink) -> Callable[[str], None]:
         """sink.progress, silent once the question is answered: a run whose worker was taken for
-        dead (a missed heartbeat) must not overwrite the answer its retry posted. A progress line
-        echoes the model's arguments (a search pattern), so it is redacted like everything shown."""
+        dead (a missed heartbeat) must not overwrite the answer its retry posted. Checked as the
+        live view checks (worker/jobs/live.py): at most once per ANSWERED_CHECK_SECONDS, not a
+        Redis round trip per tool call. A progress line echoes the model's arguments (a search
+        pattern), so it is redacted like everything shown."""
+        checked_at = float("-inf")
+        answered = False
 
         def report(text: str) -> None:
-            try:
-                if was_answered(self.redis, self.question.id):
-                    return
-            except RedisError:
-                pass
-            sink.progress(get_redactor().redact(text))
+            nonlocal checked_at, answered
+            now = time.monotonic()
+            if not answered and now - checked_at >= ANSWERED_CHECK_SECONDS:
+                checked_at = now
+                with contextlib.suppress(RedisError):  # Redis down: the line is shown
+                    answered = was_answered(self.redis, self.question.id)
+            if not answered:
+                sink.progress(get_redactor().redact(text))
 
         return report
 

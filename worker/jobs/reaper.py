@@ -201,7 +201,9 @@ class CodebotWorker(Worker):
             super().heartbeat(timeout, pipeline=pipeline)
             return
         try:
-            super().heartbeat(timeout)
+            with self.connection.pipeline() as pipe:  # one round trip, not one per field
+                super().heartbeat(timeout, pipeline=pipe)
+                pipe.execute()
         except REDIS_TROUBLE as exc:  # RQ beats right after taking a job: do not drop the job for it
             log.warning("worker %s: heartbeat missed (%s)", self.name, exc)
 

@@ -113,8 +113,10 @@ class ConsoleSink:
 
     def _emit(self, kind: str, **fields: object) -> None:
         payload = {"kind": kind, "data": json.dumps(fields)}
-        self.redis.xadd(self.key, payload)
-        self.redis.expire(self.key, CONSOLE_STREAM_TTL_SECONDS)
+        pipe = self.redis.pipeline(transaction=False)  # one round trip for the event and its expiry
+        pipe.xadd(self.key, payload)
+        pipe.expire(self.key, CONSOLE_STREAM_TTL_SECONDS)
+        pipe.execute()
 
     def _courtesy(self, kind: str, **fields: object) -> None:
         try:

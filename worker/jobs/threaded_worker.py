@@ -151,8 +151,10 @@ class ThreadedWorker(CodebotWorker):
         """Busy (naming one question in flight) or idle, for `rq info`; the caller holds the lock.
         Only a display: a Redis failure here must not cost a question its seat or its thread."""
         try:
-            super().set_state(WorkerStatus.BUSY if current else WorkerStatus.IDLE)
-            self.set_current_job_id(current)
+            with self.connection.pipeline() as pipe:  # one round trip before the question's thread starts
+                super().set_state(WorkerStatus.BUSY if current else WorkerStatus.IDLE, pipeline=pipe)
+                self.set_current_job_id(current, pipeline=pipe)
+                pipe.execute()
         except RedisError as exc:
             log.warning("worker %s: could not record its state (%s)", self.name, exc)
 
@@ -235,8 +237,9 @@ class ThreadedWorker(CodebotWorker):
         if first is not None and (time.time() - first.timestamp()) < DUPLICATE_SIGNAL_SECONDS:
             super().request_force_stop(signum, frame)  # logs that it is the same request again
             return
-        with self._lock:
-            left = list(self._in_flight)
+        # No lock here: a signal handler runs on top of the main thread, which may hold _lock
+        # (a non-reentrant Lock) itself; list() of a dict is one step under the GIL.
+        left = list(self._in_flight)
         log.warning(
             "worker %s: cold shutdown; %d questions left to the reaper: %s", self.name, len(left), left
         )
