@@ -15,6 +15,7 @@ from tests.support.git_remote import GitRemote, git, make_mirrors, mirrors_for
 from worker.repos import assemble, blob_pool, lineage, materialize
 from worker.repos import mirrors as mirrors_module
 from worker.repos.build_record import record_path
+from worker.repos.cleanup import BackgroundCleaner
 from worker.repos.deferred_index import finish_index
 from worker.repos.mirrors import Mirrors
 from worker.repos.snapshot import Snapshot
@@ -291,3 +292,50 @@ def test_a_first_sync_serves_before_its_code_is_parsed_and_the_index_says_so_unt
             mirrors, snapshots, "find_definition", symbol="helper"
         )
         assert "still being built" not in call(mirrors, snapshots, "repo_overview", repo="app")
+
+
+def test_a_refresh_while_a_question_reads_takes_the_spare_apart_and_leaves_the_read_snapshot_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    files = {f"pkg{d}/m{i}.py": f"X{i} = {d}\n" for d in range(4) for i in range(10)}
+    remote = GitRemote.create(tmp_path / "origin", files=files)
+    plain = mirrors_for(tmp_path / "host", remote)
+    cleaner = BackgroundCleaner()
+    mirrors = Mirrors(plain.settings, plain.whitelist, cleaner)  # as a worker runs them
+    assert mirrors.sync("app").ok
+    cleaner.wait()  # the spare of the served snapshot is linked in the background
+    linked: list[str] = []
+    link = materialize._link
+    monkeypatch.setattr(materialize, "_link", lambda source, to: linked.append(to) or link(source, to))
+
+    with mirrors.lease(["app"]) as snapshots:
+        old = snapshots["app"]
+        remote.commit({"pkg2/m5.py": "X5 = 'changed'\n"})
+        assert mirrors.sync("app").ok
+        assert len(linked) == 1  # the changed file; the other 39 came from the spare
+        assert sorted(p.name for p in old.root.iterdir()) == ["pkg0", "pkg1", "pkg2", "pkg3"]
+        assert (old.root / "pkg2/m5.py").read_text() == "X5 = 2\n" and len(list(old.root.rglob("*.py"))) == 40
+
+    cleaner.wait()
+    assert served(mirrors) == fresh_build(tmp_path, remote)
+    current = mirrors.current("app")
+    assert current is not None
+    spares = sorted(
+        p.name for p in (mirrors.root / "app" / "snapshots").iterdir() if p.name.startswith(".spare-")
+    )
+    assert spares == [f".spare-{current.sha}", f".spare-{current.sha}.blobs"]  # the old one's is gone
+    leftovers = [
+        p.name
+        for p in (mirrors.root / "app" / "snapshots").iterdir()
+        if p.name.startswith((".trash", ".taking"))
+    ]
+    assert leftovers == []
+
+
+def test_a_sync_from_the_command_line_keeps_no_spare(tmp_path: Path) -> None:
+    remote = GitRemote.create(tmp_path / "origin", files=FILES)
+    mirrors = mirrors_for(tmp_path / "host", remote)  # runs its cleanups at once, as `codebot repos sync`
+
+    assert mirrors.sync("app").ok
+
+    assert not [p for p in (mirrors.root / "app" / "snapshots").iterdir() if p.name.startswith(".spare-")]

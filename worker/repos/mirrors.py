@@ -48,7 +48,7 @@ from config.settings import Settings
 from worker.repos.assemble import SnapshotRefused, build_snapshot
 from worker.repos.blobstore import BlobStore
 from worker.repos.build_record import record_path
-from worker.repos.cleanup import Cleanup, run_now
+from worker.repos.cleanup import BackgroundCleaner, Cleanup, run_now
 from worker.repos.deferred_index import PARSE_LATER_OVER, finish_index
 from worker.repos.disk import DiskFull
 from worker.repos.locks import LockTimeout, SnapshotFolder, TakeApart, exclusive_lock, is_sha
@@ -56,6 +56,7 @@ from worker.repos.materialize import MoveFrom
 from worker.repos.mirror_git import GitError, Progress, history_depth, run_mirror_git, scrub
 from worker.repos.mirror_lineage import MirrorGit
 from worker.repos.snapshot import SNAPSHOT_FORMAT, Snapshot, meta_format, read_meta, write_meta
+from worker.repos.spare import Previous, build_spare, discard_stale_spares
 from worker.repos.symbol_index_write import index_pending
 from worker.repos.symbols import index_path, prune_indexes
 
@@ -162,6 +163,7 @@ class Mirrors:
                 state["history_depth"] = depth
                 self._write_state(paths, {**state, "last_error": None, "last_ok_at": time.time()})
                 self._collect(paths)
+                self._keep_a_spare(paths, sha)
                 git.maintain()
                 report("done" if changed else "up to date", 1.0)
                 return SyncResult(name, True, sha, changed, None, waited)
@@ -268,7 +270,7 @@ class Mirrors:
         complete = paths.snapshots.is_complete(sha) and self._servable(paths, sha)
         if self._current_sha(paths) == sha and complete:
             return False
-        taken: TakeApart | None = None
+        taken: Previous | None = None
         if not complete:
             report("making snapshot", _SNAPSHOT_START)
             taken = self._build(spec, paths, sha, branch, report, secret)
@@ -284,7 +286,7 @@ class Mirrors:
 
     def _build(
         self, spec: RepoSpec, paths: _Paths, sha: str, branch: str, report: Progress, secret: dict[str, str]
-    ) -> TakeApart | None:
+    ) -> Previous | None:
         """Assemble the commit from processed blobs in a temp dir, record its metadata, then
         rename it into place. Reuses the served snapshot's build record, and takes its unchanged
         folders when no question reads it: then returns it, to be retired once this one serves."""
@@ -296,7 +298,7 @@ class Mirrors:
         previous, taken, move = None, None, None
         if current is not None and current != sha and self._servable(paths, current):
             previous = record_path(index_path(folder.files(current)))  # reuse what its build decided
-            taken = TakeApart(folder, current)
+            taken = Previous(folder, current, TakeApart(folder, current))
             move = MoveFrom(taken.claim, taken.release)
         try:
             final = folder.files(sha)
@@ -343,6 +345,14 @@ class Mirrors:
             return
         if removed:
             self.cleaner(lambda: self._empty_trash_and_collect(paths))
+
+    def _keep_a_spare(self, paths: _Paths, sha: str) -> None:
+        """Discard outdated spares, and have a long-lived process's background cleaner link one
+        of the served snapshot for the next refresh (worker/repos/spare.py)."""
+        if discard_stale_spares(paths.snapshots, sha):
+            self.cleaner(lambda: self._empty_trash_and_collect(paths))
+        if isinstance(self.cleaner, BackgroundCleaner):
+            self.cleaner(lambda: build_spare(paths.snapshots, sha))
 
     def _empty_trash_and_collect(self, paths: _Paths) -> None:
         released = paths.snapshots.empty_trash()
