@@ -12,7 +12,7 @@ import pytest
 from rq.job import Job
 
 from tests.support.e2e import Rig, build_rig
-from tests.support.model_server import Reply, error, tool_calls
+from tests.support.model_server import Reply, error, hang_up, text, tool_calls
 from worker.jobs.admin import status_report
 from worker.jobs.question import reference_id
 from worker.ops.accounting import usage_of_day
@@ -77,3 +77,24 @@ def test_a_failed_question_is_accounted_for_the_hops_and_tool_calls_it_really_ma
     line = next(r for r in caplog.records if r.getMessage() == "question failed")
     assert (getattr(line, "hops", 0), getattr(line, "tool_calls", 0)) == (2, 2)
     assert usage_of_day(rig.redis).tokens == outcome["prompt_tokens"] + outcome["completion_tokens"] > 0
+
+
+def test_a_connection_closed_without_a_response_is_sent_once_more_even_with_retries_off(rig: Rig) -> None:
+    assert rig.runtime.settings.model_max_retries == 0
+    rig.model.enqueue(hang_up(), tool_calls(("list_repos", {})), text("payments is here."))
+
+    _, events = rig.ask("which repos?")
+
+    kind, _fields = rig.final(events)
+    assert kind != "failed"
+    assert len(rig.model.requests) == 3  # the hang-up, the same turn again, then the answer
+
+
+def test_a_second_hang_up_in_one_call_is_a_failure_that_says_the_endpoint_was_unreachable(rig: Rig) -> None:
+    rig.model.set_handler(lambda _body: hang_up())
+
+    _, events = rig.ask("which repos?")
+
+    kind, fields = rig.final(events)
+    assert kind == "failed" and len(rig.model.requests) == 2  # once more, never in a loop
+    assert "model endpoint" in fields["text"] and "Error" not in fields["text"]

@@ -41,7 +41,7 @@ class Reply:
     ``error`` and ``raw`` bodies are sent as they are.
     """
 
-    kind: Literal["completion", "error", "raw"]
+    kind: Literal["completion", "error", "raw", "hang_up"]
     status: int = 200
     content: str | None = None
     calls: tuple[tuple[str, str], ...] = ()  # (function name, arguments JSON string)
@@ -109,6 +109,12 @@ def error(
 def raw(body: str, status: int = 200, content_type: str = "application/json") -> Reply:
     """A verbatim body (malformed JSON, HTML error pages, wrong shapes...)."""
     return Reply(kind="raw", status=status, body=body, content_type=content_type)
+
+
+def hang_up() -> Reply:
+    """The connection closed with no response at all: what a client sees when it sends on a
+    pooled keep-alive connection the server had just dropped."""
+    return Reply(kind="hang_up")
 
 
 def slow(delay: float, then: Reply) -> Reply:

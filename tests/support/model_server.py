@@ -60,6 +60,7 @@ from tests.support.model_replies import (
     completion,
     cut_stream,
     error,
+    hang_up,
     ignores_tools,
     last_user_text,
     made_up_repos,
@@ -83,6 +84,7 @@ __all__ = [
     "answers_after_reading",
     "cut_stream",
     "error",
+    "hang_up",
     "ignores_tools",
     "last_user_text",
     "made_up_repos",
@@ -349,6 +351,9 @@ class _RequestHandler(BaseHTTPRequestHandler):
         if reply.delay > 0 and model._closed.wait(reply.delay):
             self.close_connection = True
             return  # closing: drop the request unanswered
+        if reply.kind == "hang_up":
+            self.close_connection = True
+            return
         if reply.kind == "completion" and body.get("stream"):
             self._send_stream(model._stream_events(body, reply), reply)
         elif reply.kind == "completion":

@@ -123,7 +123,7 @@ class ModelClient(RequestShaping):
         attempt = 0
         suspected: set[str] = set()  # dropped on suspicion in this call; refused if that works
         fallbacks = 0
-        context_retried = empty_retried = False
+        context_retried = empty_retried = hung_up = False
         self._discover_once()
         if tools and self.memory.ignores(TOOLS):
             # the model would never see them: no code can be read, and no time is spent finding out
@@ -162,6 +162,9 @@ class ModelClient(RequestShaping):
             except (openai.OpenAIError, httpx2.HTTPError, ValueError) as exc:
                 # The model's failures only (an SDK error, a body we could not parse): anything
                 # else is a bug of ours and propagates, for the job to log as a crash.
+                if not hung_up and _hung_up(exc):
+                    hung_up = True  # most likely a pooled connection the server had dropped
+                    continue
                 overflow = context_overflow_of(exc)
                 if overflow is not None and not context_retried:
                     context_retried = True
@@ -365,6 +368,14 @@ class ModelClient(RequestShaping):
             # one (`[DONE]` or not) was cut: a gateway or connection closing half-way.
             raise CutStream(turn)
         return turn
+
+
+def _hung_up(exc: Exception) -> bool:
+    """The server closed the connection without a byte of response: sent once more, on a fresh
+    connection, even with model_max_retries 0. A keep-alive connection a server (or a proxy)
+    dropped while it sat in the pool fails just so, and the request then never reached it."""
+    cause = exc.__cause__ if isinstance(exc, openai.APIConnectionError) else exc
+    return isinstance(cause, httpx2.RemoteProtocolError) and "without sending a response" in str(cause)
 
 
 def retry_wait_seconds(exc: Exception, attempt: int) -> float | None:
