@@ -44,7 +44,15 @@ from worker.repos.manifest import FILE, LINK, MANIFEST_SUFFIX, ManifestEntry, wr
 from worker.repos.materialize import MoveFrom, materialize
 from worker.repos.placeholders import TEXT
 from worker.repos.snapshot import LANGUAGES_BY_SUFFIX, README_NAMES, SNAPSHOT_FORMAT, SnapshotMeta
-from worker.repos.snapshot_plan import Plan, SnapshotRefused, check_caps, hide_secret_links, make_plan
+from worker.repos.snapshot_plan import (
+    Plan,
+    SnapshotRefused,
+    check_caps,
+    hide_secret_links,
+    make_plan,
+    parse_pairs,
+    stored_sizes,
+)
 from worker.repos.symbol_grammars import GRAMMARS, grammar_of
 from worker.repos.symbol_index_write import update_index, write_index
 from worker.repos.symbols import INDEX_SUFFIX, IndexedFile, SkippedFile, indexable_files
@@ -211,7 +219,7 @@ def _index_rows(
 class _Listing:
     entries: list[TreeEntry]
     record: BuildRecord | None  # the previous build's, when it applies
-    changed: set[str] | None  # paths changed since that build's commit (None: no record)
+    changed: set[str]  # paths changed since that build's commit (empty without a record)
     added: set[str]
 
 
@@ -228,13 +236,13 @@ def _listing(settings: Settings, git_dir: Path, sha: str, previous: Path | None,
             log.warning(
                 "listing the changes since %s failed (%s); listing the whole commit", record.commit, exc
             )
-    return _Listing(list_tree(git_dir, sha, timeout), None, None, set())
+    return _Listing(list_tree(git_dir, sha, timeout), None, set(), set())
 
 
 def _link_targets(git_dir: Path, plan: Plan, listing: _Listing, timeout: float) -> dict[str, str]:
     """Each kept link's target: the record's for links that did not change, else read from git."""
-    old = listing.record.targets if listing.record is not None and listing.changed is not None else {}
-    changed = listing.changed or set()
+    old = listing.record.targets if listing.record is not None else {}
+    changed = listing.changed
     unknown = [e for e in plan.links if e.path in changed or e.path not in old]
     read = read_small_blobs(git_dir, sorted({e.sha for e in unknown}), timeout)
     targets = {e.path: old[e.path] for e in plan.links if e.path not in changed and e.path in old}
@@ -279,9 +287,11 @@ def build_snapshot(
             raise OSError(f"listing the secret files in the history failed: {exc}") from None
     record = listing.record
     plan = make_plan(listing.entries, settings, secret, record.by_name if record else None, listing.changed)
+    # Every path whose entry differs from the previous snapshot's: changed in git, or withheld,
+    # kept as a link or written differently by the previous build.
     targets = _link_targets(git_dir, plan, listing, settings.git_timeout_seconds)
     hide_secret_links(plan, targets, settings)
-    sizes = {e.sha: e.size for e in plan.files if 0 < e.size <= settings.blob_max_bytes}
+    sizes = stored_sizes(plan, settings)
     with store.in_use():
         db = store.connect()
         try:
@@ -303,17 +313,18 @@ def build_snapshot(
                 blob_list.write_text("\n".join(store.linked_names(sorted(sizes))))
             withheld = frozenset(e.path for e, _ in plan.withheld)
             links = frozenset(e.path for e in plan.links)
-            if move is not None and record is not None and listing.changed is not None:
-                move.changed = {*listing.changed, *(withheld ^ record.withheld), *record.failed}
-                move.changed |= links ^ record.links
+            dirty = set(listing.changed)
+            if record is not None:
+                dirty |= (withheld ^ record.withheld) | (links ^ record.links) | record.failed
+            if move is not None and record is not None:
+                move.changed = dirty
                 failed = materialize(root, plan, targets, store, settings, move)
             else:
                 failed = materialize(root, plan, targets, store, settings)
-            touched = (listing.changed or set()) | (withheld ^ record.withheld if record else set())
-            listed = _indexable(root, settings, record if not listing.added else None, touched)
+            listed = _indexable(root, settings, record if not listing.added else None, dirty)
             base = None
             if record is not None and previous is not None and listed is record.indexable and not failed:
-                base = (previous.with_suffix(INDEX_SUFFIX), touched | (links ^ record.links))
+                base = (previous.with_suffix(INDEX_SUFFIX), dirty)
             write_snapshot_index(listed, plan, failed, units, index, store, settings, pending, base)
             write_manifest(index.with_suffix(MANIFEST_SUFFIX), _manifest_entries(plan, failed))
         finally:
@@ -350,11 +361,7 @@ def _process(
     missing = [sha for sha in sizes if sha not in infos]
     needed = sum(sizes[s] for s in missing) + _PER_FILE_BYTES * entries
     check_room(store.root, needed, settings.disk_reserve_bytes, f"make the snapshot of {name}")
-    wanted = {
-        (e.sha, g)
-        for e in plan.files
-        if e.sha in sizes and e.size <= settings.symbols_max_file_bytes and (g := grammar_of(e.path))
-    }
+    wanted = parse_pairs(plan, sizes, settings)
     known_units = {pair: record.units[pair] for pair in wanted if pair in record.units} if record else {}
     parsed = {**known_units, **store.units(db, wanted - set(known_units))}
     grammars: dict[str, set[str]] = {}

@@ -22,8 +22,7 @@ from worker.repos.blobstore import BlobInfo, BlobStore
 from worker.repos.build_record import load_record, record_key, record_path, save_record
 from worker.repos.placeholders import TEXT
 from worker.repos.snapshot import SNAPSHOT_FORMAT
-from worker.repos.snapshot_plan import Plan
-from worker.repos.symbol_grammars import grammar_of
+from worker.repos.snapshot_plan import Plan, parse_pairs, stored_sizes
 from worker.repos.tree_listing import GITLINK, SYMLINK
 
 log = logging.getLogger(__name__)
@@ -48,13 +47,9 @@ def finish_index(settings: Settings, git_dir: Path, index: Path, report: Progres
             and e.path not in record.withheld
         ]
     )
-    sizes = {e.sha: e.size for e in plan.files if 0 < e.size <= settings.blob_max_bytes}
+    sizes = stored_sizes(plan, settings)
     infos = {sha: BlobInfo(*info) for sha, info in record.infos.items()}
-    wanted = {
-        (e.sha, g)
-        for e in plan.files
-        if e.sha in sizes and e.size <= settings.symbols_max_file_bytes and (g := grammar_of(e.path))
-    }
+    wanted = parse_pairs(plan, sizes, settings)
     with store.in_use():
         db = store.connect()
         try:

@@ -148,10 +148,9 @@ class Mirrors:
                         git.prune("a non-fast-forward (force push) of the branch")
                     secret = git.secret_blobs(sha, branch, report, rewritten)
                     changed = self._serve(spec, paths, sha, branch, report, secret)
-                    if index_pending(index_path(paths.snapshots.files(sha))):
-                        finish_index(
-                            self.settings, paths.mirror, index_path(paths.snapshots.files(sha)), report
-                        )
+                    index = index_path(paths.snapshots.files(sha))
+                    if index_pending(index):  # a first sync's code, parsed once it serves
+                        finish_index(self.settings, paths.mirror, index, report)
                 except (GitError, OSError, ValueError, SnapshotRefused, DiskFull) as exc:
                     error = scrub(str(exc), spec)
                     log.warning("sync of %s failed: %s", name, error)

@@ -14,13 +14,14 @@ verdict is looked up afresh for every path.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 from config.settings import Settings
 from worker.repos.build_record import HIDDEN, SKIPPED
 from worker.repos.disk import human_bytes
 from worker.repos.lineage import reason_of
+from worker.repos.symbol_grammars import grammar_of
 from worker.repos.tree_listing import GITLINK, SYMLINK, TreeEntry
 from worker.repos.visible import is_git_dir, secret_path, shown_name
 
@@ -61,17 +62,14 @@ def make_plan(
     settings: Settings,
     secret: Mapping[str, str],
     decided: Mapping[str, str] | None = None,
-    changed: set[str] | None = None,
+    changed: Collection[str] = (),
 ) -> Plan:
-    """`decided`, `changed`: the previous build's by-name decisions (its paths not in `decided`
-    were shown), reused for every path not in `changed`; None: decide every path here."""
+    """`decided`: the previous build's by-name decisions (its paths not in `decided` were
+    shown), reused for every path not in `changed`; None: decide every path here."""
     plan = Plan()
     for entry in entries:
         path = entry.path
-        if decided is None or changed is None or path in changed:
-            hidden = by_name(path, settings)
-        else:
-            hidden = decided.get(path)
+        hidden = by_name(path, settings) if decided is None or path in changed else decided.get(path)
         if hidden is not None:
             plan.by_name[path] = hidden
         if hidden == SKIPPED:
@@ -88,6 +86,20 @@ def make_plan(
         else:
             plan.files.append(entry)
     return plan
+
+
+def stored_sizes(plan: Plan, settings: Settings) -> dict[str, int]:
+    """The blobs of the plan's files that the store keeps (not empty, not over blob_max_bytes)."""
+    return {e.sha: e.size for e in plan.files if 0 < e.size <= settings.blob_max_bytes}
+
+
+def parse_pairs(plan: Plan, sizes: dict[str, int], settings: Settings) -> set[tuple[str, str]]:
+    """The (blob, grammar) pairs the symbol index of the plan's files needs parsed."""
+    return {
+        (e.sha, g)
+        for e in plan.files
+        if e.sha in sizes and e.size <= settings.symbols_max_file_bytes and (g := grammar_of(e.path))
+    }
 
 
 def check_caps(entries: list[TreeEntry], settings: Settings, name: str) -> None:

@@ -60,6 +60,8 @@ def build_spare(folder: SnapshotFolder, sha: str) -> None:
 
 
 def _link_tree(source: str, destination: str) -> None:
+    """Hardlinks only, unlike a build (materialize._link copies when a link is impossible): a
+    spare that would copy content is not worth its disk, and without one a refresh links anew."""
     links: list[tuple[str, str]] = []
     for folder, dirs, files in os.walk(source):
         target = destination + folder[len(source) :]
