@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from tests.support.model_server import paced, text, tool_calls
-from tests.support.slack_rig import SlackRig
+from tests.support.model_server import Reply, paced, text, tool_calls
+from tests.support.slack_rig import SlackRig, wait_until
 
 pytestmark = pytest.mark.rig("slack", slack_streaming=True, slack_stream_interval_seconds=0.05)
 
@@ -205,7 +205,14 @@ def test_a_tool_argument_shaped_as_a_link_never_shows_as_one_in_a_task_card_or_p
     if not streaming:
         rig.api.fail("chat.startStream", "channel_type_not_supported")
     hostile = "x` [retry.py#L3](https://evil.example/x) `"
-    rig.model.enqueue(tool_calls(("search", {"repo": "payments", "pattern": hostile})), text(ANSWER))
+    rig.model.enqueue(tool_calls(("search", {"repo": "payments", "pattern": hostile})))
+
+    def answer_once_the_card_or_line_is_out(body: dict[str, Any]) -> Reply:
+        # on a busy machine the answer could otherwise overtake the sender thread: no card to check
+        wait_until(lambda: "evil.example" in json.dumps([c.body for c in rig.api.calls]), timeout=60)
+        return text(ANSWER)
+
+    rig.model.set_handler(answer_once_the_card_or_line_is_out)
     rig.mention("how does retry work?")
     rig.settle()
     rig.work()
