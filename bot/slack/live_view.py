@@ -9,18 +9,18 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
 from bot import texts
 from bot.slack.format import safe_markdown
 from bot.slack.sink import SLACK_FAILURES, STREAM_OVER_ERRORS, is_transient, stop_stream
+from config.settings import Settings
 from worker.agent.live_text import LiveText
+from worker.jobs.question import ReplyTarget
 from worker.jobs.sink import Answer
-
-if TYPE_CHECKING:
-    from bot.slack.stream import SlackStreamSink
 
 log = logging.getLogger("codebot.slack.stream")
 
@@ -29,6 +29,24 @@ TITLE_MAX_CHARS = 150
 STATUS_THINKING = "is thinking…"
 STATUS_READING = "is reading the code…"
 STATUS_REFRESH_SECONDS = 90.0  # Slack clears a status after 2 minutes without a message
+
+
+class StreamingSink(Protocol):
+    """What a view needs of its sink (bot/slack/stream.py `SlackStreamSink`)."""
+
+    client: WebClient
+    settings: Settings
+    target: ReplyTarget
+    asker: str
+
+    @property
+    def thread(self) -> str | None: ...
+
+    def progress(self, text: str) -> None: ...
+
+    def claim_stream(self, ts: str) -> bool: ...
+
+    def remember_refusal(self, error: str) -> bool: ...
 
 
 @dataclass
@@ -43,7 +61,7 @@ class SlackLiveView:
     """worker.jobs.live.LiveView on a Slack chat stream; one sender thread per question does
     every call (also the fallback's progress lines), so nothing here is called concurrently."""
 
-    def __init__(self, sink: SlackStreamSink, text: LiveText) -> None:
+    def __init__(self, sink: StreamingSink, text: LiveText) -> None:
         self.sink = sink
         self.client = sink.client
         self.text = text

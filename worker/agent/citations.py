@@ -17,7 +17,8 @@ import unicodedata
 from dataclasses import dataclass
 
 from worker.agent.links import commit_url, file_url
-from worker.repos.git_read import GitReadError, object_reader
+from worker.repos.git_objects import object_reader
+from worker.repos.git_read import GitReadError
 from worker.repos.history import read_commit
 from worker.repos.snapshot import Snapshot
 from worker.repos.visible import secret_path

@@ -12,7 +12,8 @@ import codecs
 import re
 from dataclasses import dataclass, field
 
-from worker.repos.git_read import GitReadError, ObjectReader
+from worker.repos.git_objects import ObjectReader
+from worker.repos.git_read import GitReadError
 
 ZERO_SHA = "0" * 40
 SYMLINK, GITLINK = "120000", "160000"

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from config.settings import Settings
 from worker.repos.blob_process import process_blob
-from worker.repos.git_read import GitObject, ObjectReader
+from worker.repos.git_objects import GitObject, ObjectReader
 from worker.repos.history import ZERO_SHA
 from worker.repos.lineage import reason_of, secret_blobs
 from worker.repos.placeholders import OVERSIZED, TEXT, WITHHELD

@@ -41,7 +41,8 @@ from pathlib import Path
 from config.settings import Settings
 from worker.repos.blob_process import process_blob
 from worker.repos.blobstore import generation
-from worker.repos.git_read import GitProcess, GitReadError, ObjectReader, read_env
+from worker.repos.git_objects import ObjectReader
+from worker.repos.git_read import GitProcess, GitReadError, read_env
 from worker.repos.placeholders import WITHHELD
 from worker.repos.redaction import get_redactor
 from worker.repos.visible import secret_path

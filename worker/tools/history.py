@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from worker.repos.diff_parse import diff_args, parse_diff
-from worker.repos.git_read import GitReadError, ObjectReader, run_git, shallow_edge
+from worker.repos.git_objects import ObjectReader
+from worker.repos.git_read import GitReadError, run_git, shallow_edge
 from worker.repos.history import Commit, blame_args, parse_blame
 from worker.repos.snapshot import Snapshot
 from worker.repos.visible import shown_name

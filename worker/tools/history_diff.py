@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from worker.repos.diff_parse import Hunk, ParsedDiff, Section
-from worker.repos.git_read import ObjectReader
+from worker.repos.git_objects import ObjectReader
 from worker.repos.history import GITLINK, SYMLINK, ZERO_SHA, RawEntry
 from worker.repos.history_content import Version, link_target, processed_versions
 from worker.repos.placeholders import BINARY, OVERSIZED, TEXT, WITHHELD

@@ -18,7 +18,8 @@ from typing import Any
 
 import re2
 
-from worker.repos.git_read import GitProcess, GitReadError, ObjectReader
+from worker.repos.git_objects import ObjectReader
+from worker.repos.git_read import GitProcess, GitReadError
 from worker.repos.history import GITLINK, LOG_FORMAT, SYMLINK, LogParser, LogRecord
 from worker.repos.history_content import processed_versions
 from worker.repos.placeholders import OVERSIZED, TEXT

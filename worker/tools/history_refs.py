@@ -18,7 +18,8 @@ import re
 import time
 from pathlib import Path
 
-from worker.repos.git_read import GitReadError, ObjectReader, object_reader, run_git, shallow_edge
+from worker.repos.git_objects import ObjectReader, object_reader
+from worker.repos.git_read import GitReadError, run_git, shallow_edge
 from worker.repos.history import Commit, read_commit
 from worker.repos.mirror_git import history_depth
 from worker.repos.snapshot import Snapshot
