@@ -148,11 +148,13 @@ def store_tables(db: sqlite3.Connection) -> str:
 
 
 def folder_size(path: Path, seen: set[tuple[int, int]] | None = None) -> int:
-    """Bytes on disk under `path`, each file once however many hardlinks (as `du` counts)."""
+    """Bytes on disk under `path`, each file once however many hardlinks, directories included
+    (as `du` counts: a snapshot's own cost is mostly its directories)."""
     seen = set() if seen is None else seen
     total = 0
-    for folder, _, names in os.walk(path):
-        for name in names:
+    for folder, dirs, names in os.walk(path):
+        links = [d for d in dirs if os.path.islink(os.path.join(folder, d))]  # not walked into
+        for name in [os.curdir, *names, *links]:
             stat = os.lstat(Path(folder) / name)
             if (stat.st_dev, stat.st_ino) not in seen:
                 seen.add((stat.st_dev, stat.st_ino))
