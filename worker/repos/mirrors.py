@@ -361,8 +361,9 @@ class Mirrors:
         """Remove unleased old snapshots; the caller holds the refresh lock."""
         for leftover in paths.root.glob(".current-*"):
             leftover.unlink(missing_ok=True)  # a swap that died half-way
-        removed = paths.snapshots.remove_unleased(keep=self._current_sha(paths))
-        prune_indexes(paths.root)  # the symbol indexes of snapshots just removed
+        current = self._current_sha(paths)
+        removed = paths.snapshots.remove_unleased(keep=current)
+        prune_indexes(paths.root, current)  # the indexes of snapshots just removed, old build records
         if removed:
             log.info("removed %d old snapshot(s) of %s", len(removed), paths.root.name)
         return removed

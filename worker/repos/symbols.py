@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from config.settings import Settings
+from worker.repos.build_record import RECORD_SUFFIX
 from worker.repos.ref_lines import count_lines, unpack_lines
 from worker.repos.ripgrep import find_ripgrep
 from worker.repos.symbol_grammars import GRAMMARS, LANGUAGE_OF_SUFFIX
@@ -104,12 +105,14 @@ def index_path(snapshot_root: Path) -> Path:
     return snapshot_root.parent.parent / INDEX_FOLDER / f"{snapshot_root.name}{INDEX_SUFFIX}"
 
 
-def prune_indexes(repo_root: Path) -> list[str]:
-    """Delete the indexes (and dead builds' temp files) of snapshots that no longer exist, and
-    the per-snapshot indexes of the layout before the blob store.
+def prune_indexes(repo_root: Path, current: str | None = None) -> list[str]:
+    """Delete the indexes (and dead builds' temp files) of snapshots that no longer exist, the
+    build records of all but the `current` one, and the per-snapshot indexes of the layout before
+    the blob store.
 
     The mirrors call it after GC, under the repo's refresh lock; a snapshot that still exists
-    may be leased, so its index is kept."""
+    may be leased, so its index is kept. Its build record is not: only the current snapshot's
+    is the base of the next build (worker/repos/build_record.py)."""
     shutil.rmtree(repo_root / LEGACY_INDEX_FOLDER, ignore_errors=True)
     removed: list[str] = []
     folder = repo_root / INDEX_FOLDER
@@ -117,7 +120,8 @@ def prune_indexes(repo_root: Path) -> list[str]:
         return removed
     for entry in folder.iterdir():
         sha = entry.name.split(".", 1)[0]
-        if not (repo_root / "snapshots" / sha).is_dir():
+        superseded = current is not None and sha != current and entry.name == f"{sha}{RECORD_SUFFIX}"
+        if superseded or not (repo_root / "snapshots" / sha).is_dir():
             entry.unlink(missing_ok=True)
             removed.append(entry.name)
     return removed

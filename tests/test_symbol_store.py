@@ -11,7 +11,7 @@ from tests.support.git_remote import GitRemote, mirrors_for, mirrors_of
 from worker.repos.blobstore import BlobStore
 from worker.repos.mirrors import Mirrors
 from worker.repos.ref_lines import count_lines, pack_lines, unpack_lines
-from worker.repos.symbols import index_path, open_index
+from worker.repos.symbols import Reference, index_path, open_index
 from worker.tools import build_registry, make_context
 
 # Lines far apart (one-, two- and three-byte gaps once packed) and a file of tests, listed last.
@@ -160,3 +160,31 @@ def test_a_snapshot_indexed_before_the_store_format_changed_still_answers_refere
     finally:
         index.close()
     assert ([(r.path, r.line) for r in found], total) == (expected(USES)[:5], 45)
+
+
+def test_a_snapshot_a_question_still_reads_keeps_its_index_but_not_its_build_record(tmp_path: Path) -> None:
+    remote, mirrors = synced(tmp_path, USES)
+    first = mirrors.current("app")
+    assert first is not None
+    manifests = mirrors.root / "app" / "manifests"
+
+    with mirrors.lease(["app"]) as snapshots:
+        remote.commit({"src/a.py": source([7])})
+        assert mirrors.sync("app").ok
+        second = mirrors.current("app")
+        assert second is not None and second.sha != first.sha
+        # Only the served snapshot's record is the base of the next build: the old one's is gone.
+        assert sorted(p.name for p in manifests.iterdir() if p.name.startswith(first.sha)) == [
+            f"{first.sha}.paths",
+            f"{first.sha}.sqlite",
+        ]
+        assert (manifests / f"{second.sha}.build").is_file()
+        index = open_index(snapshots["app"].root)  # the question's snapshot still answers
+        try:
+            assert index.references("tick", 3)[0][0] == Reference("tick", "src/a.py", 2)
+        finally:
+            index.close()
+
+    remote.commit({"src/b/c.py": source([5])})
+    assert mirrors.sync("app").ok  # from the second snapshot's record
+    assert references(mirrors, "tick", 2) == ([("src/a.py", 7), ("src/b/c.py", 5)], 45 - 4 + 1 - 3 + 1)
