@@ -31,7 +31,7 @@ store.sqlite (WAL; written by builds, read by questions):
                                                 and file, not per line
 
 Format 2 (STORE_FORMAT) packed the references and dropped the second name index and the
-rowids: the database is about a third of format 1's (bench/RESULTS.md, "disk").
+rowids: the database is less than half of format 1's (bench/RESULTS.md, "Disk ÷ .git").
 
 A snapshot's own index (worker/repos/symbols.py) maps its paths to units, so a refresh after a
 two-file commit parses two files and reuses every other file's rows.
