@@ -19,16 +19,12 @@ rules, and the old generation is deleted once no snapshot links into it.
 store.sqlite (WAL; written by builds, read by questions):
 
     blobs(sha, kind, reason, lines)             one row per processed blob
-    units(id, blob, grammar, language, family, status)
-                                                one blob parsed with one grammar (symbols)
-    defs(unit, seq, name, kind, container, line, end_line)
-                                                a unit's definitions, kept together (by unit);
-                                                one name index, without case: an exact
-                                                lookup goes through it and keeps the exact name
+    units(id, blob, grammar, language, family, status)   a blob parsed with a grammar
+    defs(unit, seq, name, kind, container, line, end_line)   kept together by unit; one name
+                                                index, without case (exact lookups filter it)
     names(name, id)                             each used name once, numbered (meta: next_name_id)
-    refs(name_id, unit, lines)                  the lines a name is used on in a unit, packed
-                                                (worker/repos/ref_lines.py): one row per name
-                                                and file, not per line
+    refs(name_id, unit, lines)                  one row per name and unit, its lines packed
+                                                (worker/repos/ref_lines.py)
 
 Format 2 (STORE_FORMAT) packed the references and dropped the second name index and the
 rowids: the database is less than half of format 1's (bench/RESULTS.md, "Disk ÷ .git").
@@ -184,25 +180,29 @@ class BlobStore:
     def record_parsed(self, db: sqlite3.Connection, sha: str, units: dict[str, Any]) -> None:
         """Store a blob's symbols: per grammar, its definitions and {name: packed lines} of its
         references (worker/repos/ref_lines.py), as the blob processor sends them."""
-        with _write_transaction(db):
-            for grammar, (language, family, definitions, references) in units.items():
-                db.execute("DELETE FROM units WHERE blob = ? AND grammar = ?", (sha, grammar))
-                unit = db.execute(
-                    "INSERT INTO units (blob, grammar, language, family, status) VALUES (?, ?, ?, ?, 'ok')",
-                    (sha, grammar, language, family),
-                ).lastrowid
-                db.executemany(
-                    "INSERT INTO defs VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    [
-                        (unit, seq, name, kind, container, line, end)
-                        for seq, (name, kind, container, line, end) in enumerate(definitions)
-                    ],
-                )
-                ids = self._name_ids(db, set(references))
-                db.executemany(
-                    "INSERT INTO refs VALUES (?, ?, ?)",
-                    [(ids[name], unit, lines) for name, lines in references.items()],
-                )
+        try:
+            with _write_transaction(db):
+                for grammar, (language, family, definitions, references) in units.items():
+                    db.execute("DELETE FROM units WHERE blob = ? AND grammar = ?", (sha, grammar))
+                    unit = db.execute(
+                        "INSERT INTO units (blob, grammar, language, family, status) VALUES (?, ?, ?, ?, 'ok')",
+                        (sha, grammar, language, family),
+                    ).lastrowid
+                    db.executemany(
+                        "INSERT INTO defs VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        [
+                            (unit, seq, name, kind, container, line, end)
+                            for seq, (name, kind, container, line, end) in enumerate(definitions)
+                        ],
+                    )
+                    ids = self._name_ids(db, set(references))
+                    db.executemany(
+                        "INSERT INTO refs VALUES (?, ?, ?)",
+                        [(ids[name], unit, lines) for name, lines in references.items()],
+                    )
+        except sqlite3.Error:
+            self._names.clear()  # numbers given in a transaction that may be rolled back
+            raise
 
     def record_unparsed(self, db: sqlite3.Connection, sha: str, grammars: Iterable[str], reason: str) -> None:
         """Grammars that failed on a blob: no symbols, and no second try in this generation."""
