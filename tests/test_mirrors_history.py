@@ -108,3 +108,18 @@ def test_a_new_commit_moves_the_window_and_tags_inside_it_come_along(tmp_path: P
     git_dir = str(tmp_path / "data/repos/app/mirror.git")
     assert result.ok and result.sha == tip and commits_in(tmp_path) == 3
     assert git("--git-dir", git_dir, "tag").split() == ["v-new"]  # v-old is older than the window
+
+
+def test_a_repo_with_a_mailmap_and_more_history_than_the_window_syncs(tmp_path: Path) -> None:
+    # The history before the window is read from a copy without file contents, where git would
+    # otherwise go and fetch the .mailmap (rq/rq: every sync failed)
+    remote = GitRemote.create(tmp_path / "origin", branch="master")  # what that copy's HEAD names
+    for number in range(5):
+        remote.commit({".mailmap": f"Real Name <real@example.com> <old{number}@example.com>\n"})
+    entry = {"name": "app", "url": str(remote.bare), "branch": "master"}
+
+    result = make_mirrors(tmp_path, [entry], history_depth=2).sync("app")
+
+    assert result.ok, result.error
+    snapshot = make_mirrors(tmp_path, [entry]).current("app")
+    assert snapshot is not None and (snapshot.root / ".mailmap").read_text().startswith("Real Name")
