@@ -39,7 +39,6 @@ REPOS = (
     "pallets/flask",
     "spf13/cobra",
     "slackapi/python-slack-sdk",
-    "tree-sitter/tree-sitter",
     "gitleaks/gitleaks",
     "com-lihaoyi/fastparse",
 )
