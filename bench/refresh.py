@@ -44,6 +44,7 @@ from worker.repos.blob_process import process_blob
 from worker.repos.blobstore import BlobStore
 from worker.repos.cleanup import BackgroundCleaner
 from worker.repos.mirrors import Mirrors
+from worker.repos.ref_lines import count_lines
 from worker.repos.symbol_grammars import parse_source
 from worker.repos.symbols import index_path
 from worker.tools.redact import get_redactor
@@ -135,12 +136,25 @@ def snapshot_cost(root: Path) -> tuple[int, int]:
     return own + _blocks(root), linked
 
 
+def store_tables(db: sqlite3.Connection) -> str:
+    """The store database's tables and indexes by size ("refs 12.4 MB, …"), when sqlite has dbstat."""
+    try:
+        rows = db.execute(
+            "SELECT name, sum(pgsize) FROM dbstat GROUP BY name HAVING sum(pgsize) > 100000 ORDER BY 2 DESC"
+        ).fetchall()
+    except sqlite3.Error:
+        return "(this sqlite has no dbstat)"
+    return ", ".join(f"{name} {size / 1e6:.1f} MB" for name, size in rows)
+
+
 def folder_size(path: Path, seen: set[tuple[int, int]] | None = None) -> int:
-    """Bytes on disk under `path`, each file once however many hardlinks (as `du` counts)."""
+    """Bytes on disk under `path`, each file once however many hardlinks, directories included
+    (as `du` counts: a snapshot's own cost is mostly its directories)."""
     seen = set() if seen is None else seen
     total = 0
-    for folder, _, names in os.walk(path):
-        for name in names:
+    for folder, dirs, names in os.walk(path):
+        links = [d for d in dirs if os.path.islink(os.path.join(folder, d))]  # not walked into
+        for name in [os.curdir, *names, *links]:
             stat = os.lstat(Path(folder) / name)
             if (stat.st_dev, stat.st_ino) not in seen:
                 seen.add((stat.st_dev, stat.st_ino))
@@ -227,6 +241,8 @@ def main() -> None:
                 t: db.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
                 for t in ("blobs", "units", "defs", "refs")
             }
+            counts["lines"] = sum(count_lines(lines) for (lines,) in db.execute("SELECT lines FROM refs"))
+            tables = store_tables(db)
         objects, store_db = (
             folder_size(store.objects),
             folder_size(store.folder) - folder_size(store.objects),
@@ -234,6 +250,18 @@ def main() -> None:
         seen: set[tuple[int, int]] = set()  # a snapshot's files are the store's objects: count them once
         repo_disk = folder_size(store.folder, seen) + folder_size(
             settings.data_dir / "repos" / "corpus", seen
+        )
+        repo_folder = settings.data_dir / "repos" / "corpus"
+        mirror = folder_size(repo_folder / "mirror.git") + folder_size(repo_folder / "lineage.git")
+        kept = sorted(
+            "a spare" if p.name.startswith(".spare-") else p.name[:7]
+            for p in (repo_folder / "snapshots").iterdir()
+            if p.is_dir()
+        )
+        store_inodes: set[tuple[int, int]] = set()  # what a snapshot links is the store's: not its own
+        folder_size(store.objects, store_inodes)
+        snapshots = folder_size(repo_folder / "snapshots", store_inodes) + folder_size(
+            repo_folder / "manifests"
         )
         checkout = folder_size(work / "floor") - folder_size(work / "floor" / ".git")
         dot_git = folder_size(work / "floor" / ".git")
@@ -264,11 +292,18 @@ def main() -> None:
             f"| one more snapshot: directories and placeholders ({linked:,} files hardlinked) | {own / 1e6:.1f} MB |"
         )
         print(f"| one more snapshot: its index (path -> parsed unit) | {manifest / 1e6:.2f} MB |")
+        print(f"| the bare mirror (mirror.git and lineage.git) | {mirror / 1e6:.0f} MB |")
+        print(
+            f"| the snapshots kept now ({', '.join(kept)}): folders, indexes, build records, path lists "
+            f"| {snapshots / 1e6:.0f} MB |"
+        )
         print(f"| the store's objects (redacted text, shared) | {objects / 1e6:.0f} MB |")
         print(
             f"| the store's database ({counts['blobs']:,} blobs, {counts['units']:,} parsed, "
-            f"{counts['defs']:,} definitions, {counts['refs']:,} references) | {store_db / 1e6:.0f} MB |"
+            f"{counts['defs']:,} definitions, {counts['lines']:,} references in {counts['refs']:,} rows) "
+            f"| {store_db / 1e6:.0f} MB |"
         )
+        print(f"| ↳ by table and index: {tables} | |")
         if not options.no_worst:
             print("\n| adversarial blob | bytes | seconds (redact + classify + parse) |\n|---|---:|---:|")
             rows = worst_blobs()

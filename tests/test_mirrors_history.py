@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.support.git_remote import GitRemote, git, make_mirrors
+from worker.repos.cleanup import BackgroundCleaner
 from worker.repos.mirrors import Mirrors
 
 
@@ -108,3 +109,51 @@ def test_a_new_commit_moves_the_window_and_tags_inside_it_come_along(tmp_path: P
     git_dir = str(tmp_path / "data/repos/app/mirror.git")
     assert result.ok and result.sha == tip and commits_in(tmp_path) == 3
     assert git("--git-dir", git_dir, "tag").split() == ["v-new"]  # v-old is older than the window
+
+
+def test_a_repo_with_a_mailmap_and_more_history_than_the_window_syncs(tmp_path: Path) -> None:
+    # The history before the window is read from a copy without file contents, where git would
+    # otherwise go and fetch the .mailmap (rq/rq: every sync failed)
+    remote = GitRemote.create(tmp_path / "origin", branch="master")  # what that copy's HEAD names
+    for number in range(5):
+        remote.commit({".mailmap": f"Real Name <real@example.com> <old{number}@example.com>\n"})
+    entry = {"name": "app", "url": str(remote.bare), "branch": "master"}
+
+    result = make_mirrors(tmp_path, [entry], history_depth=2).sync("app")
+
+    assert result.ok, result.error
+    snapshot = make_mirrors(tmp_path, [entry]).current("app")
+    assert snapshot is not None and (snapshot.root / ".mailmap").read_text().startswith("Real Name")
+
+
+def packs_of(root: Path) -> list[Path]:
+    return sorted((root / "data/repos/app/mirror.git/objects/pack").glob("*.pack"))
+
+
+def test_a_windowed_mirror_is_repacked_once_in_the_background_after_its_first_sync(tmp_path: Path) -> None:
+    remote = remote_with(tmp_path, 6)
+    background = mirrors(tmp_path, remote, history_depth=3)
+    background.cleaner = cleaner = BackgroundCleaner()  # as a worker runs it
+
+    assert background.sync("app").ok
+    cleaner.wait()
+    (repacked,) = packs_of(tmp_path)  # the fetch's pack, deltas recomputed into one
+    assert (tmp_path / "data/repos/app/mirror.git/codebot-window-repacked").exists()
+    remote.commit({"src/app.py": "print('new')\n"})
+    assert background.sync("app").ok
+    cleaner.wait()
+
+    assert packs_of(tmp_path) == [repacked]  # not repacked again: the new commit's few objects stay loose
+    assert commits_in(tmp_path) == 3
+    snapshot = background.current("app")
+    assert snapshot is not None and (snapshot.root / "src/app.py").read_text() == "print('new')\n"
+
+
+def test_a_mirror_with_its_whole_history_is_left_as_fetched(tmp_path: Path) -> None:
+    remote = remote_with(tmp_path, 3)
+    whole = mirrors(tmp_path, remote, history_depth=10)
+
+    assert whole.sync("app").ok
+
+    assert not (tmp_path / "data/repos/app/mirror.git/shallow").exists()
+    assert not (tmp_path / "data/repos/app/mirror.git/codebot-window-repacked").exists()

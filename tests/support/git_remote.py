@@ -50,6 +50,8 @@ class GitRemote:
         root.mkdir(parents=True, exist_ok=True)
         remote = cls(root / "work", root / "remote.git", branch)
         git("init", "--bare", "--quiet", f"--initial-branch={branch}", str(remote.bare))
+        # As GitHub and GitLab serve: a windowed mirror's lineage.git is then blobless, as in production
+        git("--git-dir", str(remote.bare), "config", "uploadpack.allowFilter", "true")
         make_repo(
             remote.work, files or {"README.md": "# demo\n", "src/app.py": "print('v1')\n"}, branch=branch
         )

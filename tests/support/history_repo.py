@@ -165,6 +165,10 @@ def build_history_repo(root: Path) -> HistoryRepo:
     )
     repo.shas["merge"] = repo.git("rev-parse", "HEAD")
     subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(repo.bare)], check=True)
+    # As GitHub and GitLab serve: a windowed mirror's lineage.git is then blobless, as in production
+    subprocess.run(
+        ["git", "--git-dir", str(repo.bare), "config", "uploadpack.allowFilter", "true"], check=True
+    )
     repo.git("push", "-q", "--tags", str(repo.bare), "main")
     return repo
 

@@ -93,14 +93,17 @@ class _CatFile:
         return data
 
 
-def _parse(data: bytes, grammars: list[str]) -> dict[str, tuple[str, str, list[Any], list[Any]]]:
+def _parse(data: bytes, grammars: list[str]) -> dict[str, tuple[str, str, list[Any], dict[str, bytes]]]:
+    from worker.repos.ref_lines import group_references
     from worker.repos.symbol_grammars import parse_source
 
     units = {}
     for grammar in grammars:
         symbols = parse_source(grammar, data)
         definitions = [(d.name, d.kind, d.container, d.line, d.end_line) for d in symbols.definitions]
-        units[grammar] = (symbols.language, symbols.family, definitions, list(symbols.references))
+        # Packed here, in the pool's processes: the store's writer only inserts the rows.
+        references = group_references(symbols.references)
+        units[grammar] = (symbols.language, symbols.family, definitions, references)
     return units
 
 

@@ -19,10 +19,15 @@ rules, and the old generation is deleted once no snapshot links into it.
 store.sqlite (WAL; written by builds, read by questions):
 
     blobs(sha, kind, reason, lines)             one row per processed blob
-    units(id, blob, grammar, language, family, status)
-                                                one blob parsed with one grammar (symbols)
-    defs(unit, name, kind, container, line, end_line)
-    names(id, name); refs(name_id, unit, line)  every identifier use, by interned name
+    units(id, blob, grammar, language, family, status)   a blob parsed with a grammar
+    defs(unit, seq, name, kind, container, line, end_line)   kept together by unit; one name
+                                                index, without case (exact lookups filter it)
+    names(name, id)                             each used name once, numbered (meta: next_name_id)
+    refs(name_id, unit, lines)                  one row per name and unit, its lines packed
+                                                (worker/repos/ref_lines.py)
+
+Format 2 (STORE_FORMAT) packed the references and dropped the second name index and the
+rowids: the database is less than half of format 1's (bench/RESULTS.md, "Disk ÷ .git").
 
 A snapshot's own index (worker/repos/symbols.py) maps its paths to units, so a refresh after a
 two-file commit parses two files and reuses every other file's rows.
@@ -50,7 +55,9 @@ from worker.repos.redaction import ENGINE_REVISION, get_redactor
 
 log = logging.getLogger(__name__)
 
-STORE_FORMAT = "1"  # bump when processing changes in a way the fingerprint below cannot see
+# Bump when processing or the schema changes in a way the fingerprint below cannot see. 2: the
+# references packed per (name, unit), one name index for definitions, names stored once.
+STORE_FORMAT = "2"
 BLOBS_FOLDER = "blobs"
 _PACKAGES = ("detect-secrets", "google-re2")  # and the parsers: symbol_grammars.fingerprint()
 _BATCH = 500
@@ -60,14 +67,13 @@ CREATE TABLE IF NOT EXISTS blobs (sha TEXT PRIMARY KEY, kind TEXT NOT NULL, reas
 CREATE TABLE IF NOT EXISTS units (id INTEGER PRIMARY KEY AUTOINCREMENT, blob TEXT NOT NULL,
                                   grammar TEXT NOT NULL, language TEXT NOT NULL, family TEXT NOT NULL,
                                   status TEXT NOT NULL, UNIQUE (blob, grammar));
-CREATE TABLE IF NOT EXISTS defs (unit INTEGER NOT NULL, name TEXT NOT NULL, kind TEXT NOT NULL,
-                                 container TEXT, line INTEGER NOT NULL, end_line INTEGER NOT NULL);
-CREATE INDEX IF NOT EXISTS defs_by_name ON defs (name);
-CREATE INDEX IF NOT EXISTS defs_by_name_nocase ON defs (name COLLATE NOCASE);
-CREATE INDEX IF NOT EXISTS defs_by_unit ON defs (unit);
-CREATE TABLE IF NOT EXISTS names (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);
-CREATE TABLE IF NOT EXISTS refs (name_id INTEGER NOT NULL, unit INTEGER NOT NULL, line INTEGER NOT NULL,
-                                 PRIMARY KEY (name_id, unit, line)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS defs (unit INTEGER NOT NULL, seq INTEGER NOT NULL, name TEXT NOT NULL,
+                                 kind TEXT NOT NULL, container TEXT, line INTEGER NOT NULL,
+                                 end_line INTEGER NOT NULL, PRIMARY KEY (unit, seq)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS defs_by_name ON defs (name COLLATE NOCASE);
+CREATE TABLE IF NOT EXISTS names (name TEXT PRIMARY KEY, id INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS refs (name_id INTEGER NOT NULL, unit INTEGER NOT NULL, lines BLOB NOT NULL,
+                                 PRIMARY KEY (name_id, unit)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
@@ -172,24 +178,31 @@ class BlobStore:
         self.record_stored(db, sha, WITHHELD, reason, 0)
 
     def record_parsed(self, db: sqlite3.Connection, sha: str, units: dict[str, Any]) -> None:
-        for grammar, (language, family, definitions, references) in units.items():
-            db.execute("DELETE FROM units WHERE blob = ? AND grammar = ?", (sha, grammar))
-            unit = db.execute(
-                "INSERT INTO units (blob, grammar, language, family, status) VALUES (?, ?, ?, ?, 'ok')",
-                (sha, grammar, language, family),
-            ).lastrowid
-            db.executemany(
-                "INSERT INTO defs VALUES (?, ?, ?, ?, ?, ?)",
-                [
-                    (unit, name, kind, container, line, end)
-                    for name, kind, container, line, end in definitions
-                ],
-            )
-            ids = self._name_ids(db, {name for name, _ in references})
-            db.executemany(
-                "INSERT OR IGNORE INTO refs VALUES (?, ?, ?)",
-                [(ids[name], unit, line) for name, line in references],
-            )
+        """Store a blob's symbols: per grammar, its definitions and {name: packed lines} of its
+        references (worker/repos/ref_lines.py), as the blob processor sends them."""
+        try:
+            with _write_transaction(db):
+                for grammar, (language, family, definitions, references) in units.items():
+                    db.execute("DELETE FROM units WHERE blob = ? AND grammar = ?", (sha, grammar))
+                    unit = db.execute(
+                        "INSERT INTO units (blob, grammar, language, family, status) VALUES (?, ?, ?, ?, 'ok')",
+                        (sha, grammar, language, family),
+                    ).lastrowid
+                    db.executemany(
+                        "INSERT INTO defs VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        [
+                            (unit, seq, name, kind, container, line, end)
+                            for seq, (name, kind, container, line, end) in enumerate(definitions)
+                        ],
+                    )
+                    ids = self._name_ids(db, set(references))
+                    db.executemany(
+                        "INSERT INTO refs VALUES (?, ?, ?)",
+                        [(ids[name], unit, lines) for name, lines in references.items()],
+                    )
+        except sqlite3.Error:
+            self._names.clear()  # numbers given in a transaction that may be rolled back
+            raise
 
     def record_unparsed(self, db: sqlite3.Connection, sha: str, grammars: Iterable[str], reason: str) -> None:
         """Grammars that failed on a blob: no symbols, and no second try in this generation."""
@@ -202,14 +215,23 @@ class BlobStore:
             )
 
     def _name_ids(self, db: sqlite3.Connection, names: set[str]) -> dict[str, int]:
+        """The interned id of each name, new ones numbered from a counter in `meta` (names are
+        keyed by their text, stored once; the caller holds the write lock, so no other build
+        takes the same numbers)."""
         missing = [name for name in names if name not in self._names]
-        if missing:
-            db.executemany("INSERT OR IGNORE INTO names (name) VALUES (?)", [(n,) for n in missing])
-            for chunk in _chunks(missing, _BATCH):
-                rows = db.execute(
-                    f"SELECT name, id FROM names WHERE name IN ({','.join('?' * len(chunk))})", chunk
-                ).fetchall()
-                self._names.update(rows)
+        for chunk in _chunks(missing, _BATCH):
+            rows = db.execute(
+                f"SELECT name, id FROM names WHERE name IN ({','.join('?' * len(chunk))})", chunk
+            ).fetchall()
+            self._names.update(rows)
+        new = [name for name in missing if name not in self._names]
+        if new:
+            row = db.execute("SELECT value FROM meta WHERE key = 'next_name_id'").fetchone()
+            first = int(row[0]) if row else 1
+            numbered = list(zip(new, range(first, first + len(new)), strict=True))
+            db.executemany("INSERT INTO names VALUES (?, ?)", numbered)
+            db.execute("INSERT OR REPLACE INTO meta VALUES ('next_name_id', ?)", (str(first + len(new)),))
+            self._names.update(numbered)
         return {name: self._names[name] for name in names}
 
     # --- garbage collection ----------------------------------------------------------------
@@ -360,6 +382,21 @@ def _any_linked(objects: Path) -> bool:
                 if entry.stat(follow_symlinks=False).st_nlink > 1:
                     return True
     return False
+
+
+@contextlib.contextmanager
+def _write_transaction(db: sqlite3.Connection) -> Iterator[None]:
+    """The caller's transaction (builds write in IMMEDIATE ones, many blobs each), or one of its own."""
+    if db.in_transaction:
+        yield
+        return
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
 
 
 def _chunks(items: list[Any], size: int) -> Iterator[list[Any]]:

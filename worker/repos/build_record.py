@@ -1,7 +1,8 @@
 """What a snapshot build decided, kept beside the snapshot so that the next build reuses it.
 
 A refresh after a two-file commit must not redo per file what the last build did (issue 22:
-refresh cost ∝ change). `manifests/<sha>.build` (pruned with the snapshot's index and manifest)
+refresh cost ∝ change). `manifests/<sha>.build` (kept for the served snapshot only: an older one
+still leased by a question keeps its index and path manifest, not its record)
 records the tree listing, which paths were hidden by name, the links' targets, what the store
 said of each blob and which parsed unit each (blob, grammar) has, and the paths `search` sees.
 The next build of the same repo takes the listing from it plus `git diff-tree` and asks git,

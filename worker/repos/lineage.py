@@ -135,7 +135,8 @@ def scan(
         names = {sha for sha, why in known.items() if why == NAME} if incremental else set()
         edges = _read_edges(git_dir) if incremental else []
         revs = [tip, f"^{old_tip}"] if incremental else [tip]
-        args = ["log", "--raw", "--no-abbrev", *detect, "-m", "-z", "--format=%x1e", *revs]
+        # --no-mailmap: git log would read the tip's .mailmap, a blob a blobless copy lacks
+        args = ["log", "--no-mailmap", "--raw", "--no-abbrev", *detect, "-m", "-z", "--format=%x1e", *revs]
         with GitProcess(git_dir, args, timeout, 1 << 40) as proc:
             edges += _entries(proc.chunks(), names, settings)
             proc.finish()
@@ -275,8 +276,8 @@ def _window(
     wanted = [commit for commit in commits if commit not in edge]
     todo = [commit for commit in wanted if commit not in kept]
     if todo:
-        args = ["log", "--raw", "--no-abbrev", *detect, "-m", "-z", "--format=%x1e%H", "--no-walk=unsorted",
-                "--stdin"]  # fmt: skip
+        args = ["log", "--no-mailmap", "--raw", "--no-abbrev", *detect, "-m", "-z", "--format=%x1e%H",
+                "--no-walk=unsorted", "--stdin"]  # fmt: skip
         found = _entries_by_commit(git_dir, args, "".join(f"{c}\n" for c in todo), timeout, settings)
         kept.update({commit: found.get(commit, (set(), [])) for commit in todo})
     window = {commit: kept[commit] for commit in wanted}

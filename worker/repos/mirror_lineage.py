@@ -22,6 +22,8 @@ from worker.repos.mirror_git import REMOTE, GitError, Progress, history_depth, r
 
 log = logging.getLogger(__name__)
 
+WINDOW_REPACKED = "codebot-window-repacked"  # in mirror.git: its window's deltas were recomputed
+
 
 class MirrorGit:
     """git on one repo's mirror (`mirror.git`) and its blobless copy (`lineage.git`)."""
@@ -82,6 +84,23 @@ class MirrorGit:
                 f"{self.spec.display_url} has no default branch (empty?): set branch in the repos file"
             )
         return match.group(1)
+
+    def window_needs_repack(self) -> bool:
+        """Whether this is a windowed mirror whose deltas were never recomputed. A shallow fetch
+        sends every object whose delta base lies before the edge whole: pallets/flask's last
+        1,000 of 5,531 commits arrived as 11.9 MiB, about its whole history's 12.1 MiB, and are
+        7.3 MiB once repacked. Later fetches add small packs with deltas against what is here."""
+        return (self.mirror / "shallow").exists() and not (self.mirror / WINDOW_REPACKED).exists()
+
+    def repack_window(self) -> None:
+        """Recompute the deltas of a windowed mirror, once (`window_needs_repack`); the caller
+        holds the repo's refresh lock. A reader's cat-file restarts when the packs change."""
+        try:
+            self._git(self.mirror, ["-c", "gc.autoDetach=false", "repack", "-a", "-d", "-f", "-q"])
+        except GitError as exc:
+            log.warning("repacking the mirror of %s failed: %s", self.spec.name, exc)
+            return
+        (self.mirror / WINDOW_REPACKED).touch()
 
     def maintain(self) -> None:
         """Repack the mirror now and then, in the foreground so that it stays under our lock."""

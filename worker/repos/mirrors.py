@@ -29,7 +29,6 @@ moves `current`, so GC never races a swap.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import shutil
@@ -40,8 +39,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from config.repos import RepoSpec, Whitelist
 from config.settings import Settings
@@ -51,10 +49,11 @@ from worker.repos.build_record import record_path
 from worker.repos.cleanup import BackgroundCleaner, Cleanup, run_now
 from worker.repos.deferred_index import PARSE_LATER_OVER, finish_index
 from worker.repos.disk import DiskFull
-from worker.repos.locks import LockTimeout, SnapshotFolder, TakeApart, exclusive_lock, is_sha
+from worker.repos.locks import LockTimeout, TakeApart, exclusive_lock
 from worker.repos.materialize import MoveFrom
 from worker.repos.mirror_git import GitError, Progress, history_depth, run_mirror_git, scrub
 from worker.repos.mirror_lineage import MirrorGit
+from worker.repos.mirror_state import UNKNOWN, RepoPaths, current_sha, read_state, shorter_than, write_state
 from worker.repos.snapshot import SNAPSHOT_FORMAT, Snapshot, meta_format, read_meta, write_meta
 from worker.repos.spare import Previous, build_spare, discard_stale_spares
 from worker.repos.symbol_index_write import index_pending
@@ -62,15 +61,8 @@ from worker.repos.symbols import index_path, prune_indexes
 
 log = logging.getLogger(__name__)
 
+_REPACK_LOCK_WAIT_SECONDS = 30.0  # a background repack waits this long for the repo's refresh lock
 _SNAPSHOT_START = 0.85  # of the progress bar; the fetch's phases (worker/repos/mirror_git.py) take the rest
-_UNKNOWN = "unknown"  # state.json of a mirror made before history_depth was recorded
-
-
-def _shorter(depth: int | None, before: object) -> bool:
-    """Whether `depth` keeps less history than the depth recorded at the last good sync."""
-    if before == _UNKNOWN or depth is None:
-        return False
-    return before is None or (isinstance(before, int) and depth < before)
 
 
 class UnknownRepoError(ValueError):
@@ -100,16 +92,6 @@ class RepoStatus:
     display_url: str
 
 
-class _Paths:
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.mirror = root / "mirror.git"
-        self.snapshots = SnapshotFolder(root / "snapshots")
-        self.current = root / "current"
-        self.state = root / "state.json"
-        self.refresh_lock = root / "refresh.lock"
-
-
 class Mirrors:
     def __init__(
         self, settings: Settings, whitelist: Whitelist, cleaner: Callable[[Cleanup], None] = run_now
@@ -127,7 +109,7 @@ class Mirrors:
 
     def sync(self, name: str, progress: Progress | None = None) -> SyncResult:
         """Clone or fetch `name` and serve its newest commit; git failures never raise."""
-        spec, paths = self._spec(name), _Paths(self.root / name)
+        spec, paths = self._spec(name), RepoPaths(self.root / name)
         paths.snapshots.path.mkdir(parents=True, exist_ok=True)
         report = progress or (lambda message, fraction: None)
         wait_seconds = self.settings.sync_lock_wait_seconds
@@ -135,7 +117,7 @@ class Mirrors:
             with exclusive_lock(
                 paths.refresh_lock, wait_seconds, on_wait=lambda: report("waiting for another refresh", None)
             ) as waited:
-                state = self._read_state(paths)
+                state = read_state(paths)
                 state["last_attempt_at"] = time.time()
                 try:
                     git = MirrorGit(spec, paths.root, self.root, self.settings)
@@ -154,26 +136,28 @@ class Mirrors:
                 except (GitError, OSError, ValueError, SnapshotRefused, DiskFull) as exc:
                     error = scrub(str(exc), spec)
                     log.warning("sync of %s failed: %s", name, error)
-                    self._write_state(paths, {**state, "last_error": error})
-                    return SyncResult(name, False, self._current_sha(paths), False, error, waited)
+                    write_state(paths, {**state, "last_error": error})
+                    return SyncResult(name, False, current_sha(paths), False, error, waited)
                 depth = history_depth(spec, self.settings)
-                if _shorter(depth, state.get("history_depth", _UNKNOWN)):
+                if shorter_than(depth, state.get("history_depth", UNKNOWN)):
                     git.prune("a shorter history_depth")
                 state["history_depth"] = depth
-                self._write_state(paths, {**state, "last_error": None, "last_ok_at": time.time()})
+                write_state(paths, {**state, "last_error": None, "last_ok_at": time.time()})
                 self._collect(paths)
                 self._keep_a_spare(paths, sha)
                 git.maintain()
+                if git.window_needs_repack():
+                    self._repack_window(paths, git)
                 report("done" if changed else "up to date", 1.0)
                 return SyncResult(name, True, sha, changed, None, waited)
         except LockTimeout:
             error = f"another refresh of {name} is still running after {wait_seconds:g} s; gave up waiting"
-            return SyncResult(name, False, self._current_sha(paths), False, error, True)
+            return SyncResult(name, False, current_sha(paths), False, error, True)
 
     def current(self, name: str) -> Snapshot | None:
         """The snapshot served now, unleased: for listings, not for reading its files."""
-        spec, paths = self._spec(name), _Paths(self.root / name)
-        sha = self._current_sha(paths)
+        spec, paths = self._spec(name), RepoPaths(self.root / name)
+        sha = current_sha(paths)
         if sha is None or not self._servable(paths, sha):
             return None
         try:
@@ -187,8 +171,8 @@ class Mirrors:
         with ExitStack() as held:
             snapshots: dict[str, Snapshot] = {}
             for name in dict.fromkeys(names):
-                spec, paths = self._spec(name), _Paths(self.root / name)
-                leased = paths.snapshots.lease(partial(self._current_sha, paths))
+                spec, paths = self._spec(name), RepoPaths(self.root / name)
+                leased = paths.snapshots.lease(partial(current_sha, paths))
                 if leased is None:
                     continue  # never synced (or being built for the first time)
                 fd, sha = leased
@@ -209,7 +193,7 @@ class Mirrors:
     def status_of(self, name: str) -> RepoStatus:
         spec = self._spec(name)
         snap = self.current(name)
-        state = self._read_state(_Paths(self.root / name))
+        state = read_state(RepoPaths(self.root / name))
         return RepoStatus(
             name=name,
             branch=snap.branch if snap else state.get("branch") or spec.branch,
@@ -225,7 +209,7 @@ class Mirrors:
     def gc(self, name: str) -> list[str]:
         """Remove the snapshots of `name` that are neither current nor leased; their shas."""
         self._spec(name)
-        paths = _Paths(self.root / name)
+        paths = RepoPaths(self.root / name)
         if not paths.snapshots.path.is_dir():
             return []
         try:
@@ -242,7 +226,7 @@ class Mirrors:
     def _git(
         self,
         spec: RepoSpec,
-        paths: _Paths,
+        paths: RepoPaths,
         args: list[str],
         report: Progress | None = None,
         stdout: IO[bytes] | None = None,
@@ -256,18 +240,24 @@ class Mirrors:
 
     # --- snapshots -------------------------------------------------------------------------
 
-    def _servable(self, paths: _Paths, sha: str) -> bool:
+    def _servable(self, paths: RepoPaths, sha: str) -> bool:
         """A complete snapshot made from processed blobs (an older raw one is never served)."""
         return (
             paths.snapshots.files(sha).is_dir() and meta_format(paths.snapshots.meta(sha)) == SNAPSHOT_FORMAT
         )
 
     def _serve(
-        self, spec: RepoSpec, paths: _Paths, sha: str, branch: str, report: Progress, secret: dict[str, str]
+        self,
+        spec: RepoSpec,
+        paths: RepoPaths,
+        sha: str,
+        branch: str,
+        report: Progress,
+        secret: dict[str, str],
     ) -> bool:
         """Make `sha` the current snapshot, building it if needed; True if `current` moved."""
         complete = paths.snapshots.is_complete(sha) and self._servable(paths, sha)
-        if self._current_sha(paths) == sha and complete:
+        if current_sha(paths) == sha and complete:
             return False
         taken: Previous | None = None
         if not complete:
@@ -284,7 +274,13 @@ class Mirrors:
         return True
 
     def _build(
-        self, spec: RepoSpec, paths: _Paths, sha: str, branch: str, report: Progress, secret: dict[str, str]
+        self,
+        spec: RepoSpec,
+        paths: RepoPaths,
+        sha: str,
+        branch: str,
+        report: Progress,
+        secret: dict[str, str],
     ) -> Previous | None:
         """Assemble the commit from processed blobs in a temp dir, record its metadata, then
         rename it into place. Reuses the served snapshot's build record, and takes its unchanged
@@ -293,7 +289,7 @@ class Mirrors:
         tmp = folder.path / f".tmp-{sha}-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
-        current = self._current_sha(paths)
+        current = current_sha(paths)
         previous, taken, move = None, None, None
         if current is not None and current != sha and self._servable(paths, current):
             previous = record_path(index_path(folder.files(current)))  # reuse what its build decided
@@ -335,7 +331,7 @@ class Mirrors:
             shutil.rmtree(tmp, ignore_errors=True)
         return taken
 
-    def _collect(self, paths: _Paths) -> None:
+    def _collect(self, paths: RepoPaths) -> None:
         """GC after a sync; failing to delete is logged, never turned into a failed sync."""
         try:
             removed = self._gc_locked(paths)
@@ -345,7 +341,7 @@ class Mirrors:
         if removed:
             self.cleaner(lambda: self._empty_trash_and_collect(paths))
 
-    def _keep_a_spare(self, paths: _Paths, sha: str) -> None:
+    def _keep_a_spare(self, paths: RepoPaths, sha: str) -> None:
         """Discard outdated spares, and have a long-lived process's background cleaner link one
         of the served snapshot for the next refresh (worker/repos/spare.py)."""
         if discard_stale_spares(paths.snapshots, sha):
@@ -353,16 +349,35 @@ class Mirrors:
         if isinstance(self.cleaner, BackgroundCleaner):
             self.cleaner(lambda: build_spare(paths.snapshots, sha))
 
-    def _empty_trash_and_collect(self, paths: _Paths) -> None:
+    def _repack_window(self, paths: RepoPaths, git: MirrorGit) -> None:
+        """A windowed mirror's deltas recomputed once, off the sync's path: in a long-lived
+        process's background cleaner once the sync that queued it let the repo go (a sync still
+        holding it after that leaves it to the next); at once, under the caller's lock, for a
+        one-off sync (`codebot repos sync`)."""
+        if not isinstance(self.cleaner, BackgroundCleaner):
+            git.repack_window()
+            return
+
+        def repack() -> None:
+            try:
+                with exclusive_lock(paths.refresh_lock, _REPACK_LOCK_WAIT_SECONDS):  # the sync's end
+                    git.repack_window()
+            except LockTimeout:
+                pass
+
+        self.cleaner(repack)
+
+    def _empty_trash_and_collect(self, paths: RepoPaths) -> None:
         released = paths.snapshots.empty_trash()
         self._collect_blobs(released)
 
-    def _gc_locked(self, paths: _Paths) -> list[str]:
+    def _gc_locked(self, paths: RepoPaths) -> list[str]:
         """Remove unleased old snapshots; the caller holds the refresh lock."""
         for leftover in paths.root.glob(".current-*"):
             leftover.unlink(missing_ok=True)  # a swap that died half-way
-        removed = paths.snapshots.remove_unleased(keep=self._current_sha(paths))
-        prune_indexes(paths.root)  # the symbol indexes of snapshots just removed
+        current = current_sha(paths)
+        removed = paths.snapshots.remove_unleased(keep=current)
+        prune_indexes(paths.root, current)  # the indexes of snapshots just removed, old build records
         if removed:
             log.info("removed %d old snapshot(s) of %s", len(removed), paths.root.name)
         return removed
@@ -387,25 +402,3 @@ class Mirrors:
             known = ", ".join(self.whitelist.names()) or "none"
             raise UnknownRepoError(f"unknown repo {name!r} — known repos: {known}")
         return spec
-
-    @staticmethod
-    def _current_sha(paths: _Paths) -> str | None:
-        try:
-            sha = Path(os.readlink(paths.current)).name
-        except OSError:
-            return None
-        return sha if is_sha(sha) else None
-
-    @staticmethod
-    def _read_state(paths: _Paths) -> dict[str, Any]:
-        try:
-            state = json.loads(paths.state.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return {}
-        return state if isinstance(state, dict) else {}
-
-    @staticmethod
-    def _write_state(paths: _Paths, state: dict[str, Any]) -> None:
-        tmp = paths.state.with_name(f".state-{os.getpid()}-{threading.get_ident()}.tmp")
-        tmp.write_text(json.dumps(state), encoding="utf-8")
-        os.replace(tmp, paths.state)

@@ -37,6 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from config.settings import Settings
+from worker.repos.build_record import RECORD_SUFFIX
+from worker.repos.ref_lines import count_lines, unpack_lines
 from worker.repos.ripgrep import find_ripgrep
 from worker.repos.symbol_grammars import GRAMMARS, LANGUAGE_OF_SUFFIX
 
@@ -103,12 +105,14 @@ def index_path(snapshot_root: Path) -> Path:
     return snapshot_root.parent.parent / INDEX_FOLDER / f"{snapshot_root.name}{INDEX_SUFFIX}"
 
 
-def prune_indexes(repo_root: Path) -> list[str]:
-    """Delete the indexes (and dead builds' temp files) of snapshots that no longer exist, and
-    the per-snapshot indexes of the layout before the blob store.
+def prune_indexes(repo_root: Path, current: str | None = None) -> list[str]:
+    """Delete the indexes (and dead builds' temp files) of snapshots that no longer exist, the
+    build records of all but the `current` one, and the per-snapshot indexes of the layout before
+    the blob store.
 
     The mirrors call it after GC, under the repo's refresh lock; a snapshot that still exists
-    may be leased, so its index is kept."""
+    may be leased, so its index is kept. Its build record is not: only the current snapshot's
+    is the base of the next build (worker/repos/build_record.py)."""
     shutil.rmtree(repo_root / LEGACY_INDEX_FOLDER, ignore_errors=True)
     removed: list[str] = []
     folder = repo_root / INDEX_FOLDER
@@ -116,7 +120,8 @@ def prune_indexes(repo_root: Path) -> list[str]:
         return removed
     for entry in folder.iterdir():
         sha = entry.name.split(".", 1)[0]
-        if not (repo_root / "snapshots" / sha).is_dir():
+        superseded = current is not None and sha != current and entry.name == f"{sha}{RECORD_SUFFIX}"
+        if superseded or not (repo_root / "snapshots" / sha).is_dir():
             entry.unlink(missing_ok=True)
             removed.append(entry.name)
     return removed
@@ -163,6 +168,9 @@ class SymbolIndex:
                 raise sqlite3.DatabaseError(f"index format {meta.get('format')!r}, not {INDEX_FORMAT}")
             store = (path.parent / meta["store"]).resolve()
             self.db.execute("ATTACH DATABASE ? AS s", (f"{store.as_uri()}?mode=ro",))
+            # A store of format 1 (one row per referenced line) serves the snapshots made before
+            # an upgrade until their repo syncs again (worker/repos/blobstore.py, STORE_FORMAT).
+            self.packed_refs = any(row[1] == "lines" for row in self.db.execute("PRAGMA s.table_info(refs)"))
         except BaseException:
             self.db.close()
             raise
@@ -181,8 +189,10 @@ class SymbolIndex:
         files = int(self.meta.get("files", 0))
         return IndexInfo(
             files=files,
+            # Files first (CROSS JOIN keeps the order): each file's definitions are together in
+            # the store, while the name index the planner would rather scan is in name order.
             definitions=self.db.execute(
-                "SELECT count(*) FROM s.defs d JOIN files f ON f.unit = d.unit"
+                "SELECT count(*) FROM files f CROSS JOIN s.defs d ON d.unit = f.unit"
             ).fetchone()[0],
             references=0,
             partial=self.meta.get("partial") == "1",
@@ -208,12 +218,14 @@ class SymbolIndex:
         return sorted(rows, key=lambda f: f.path)[:limit]
 
     def definitions(self, name: str, container: str | None = None, nocase: bool = False) -> list[Definition]:
-        collate = " COLLATE NOCASE" if nocase else ""
+        # The store has one name index, case-insensitive: an exact lookup finds the names equal
+        # but for case through it, then keeps the exact one.
+        exact = "" if nocase else " AND d.name = ?"
         query = (
             "SELECT d.name, d.kind, d.container, f.path, d.line, d.end_line, f.language "
-            f"FROM s.defs d JOIN files f ON f.unit = d.unit WHERE d.name = ?{collate}"
+            f"FROM s.defs d JOIN files f ON f.unit = d.unit WHERE d.name = ? COLLATE NOCASE{exact}"
         )
-        args: list[str] = [name]
+        args: list[str] = [name] if nocase else [name, name]
         if container is not None:  # `Orders.Order` is in the namespace `Shop.Orders` too
             escaped = container.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
             query += " AND (d.container = ? COLLATE NOCASE OR d.container LIKE ? ESCAPE '\\')"
@@ -225,27 +237,46 @@ class SymbolIndex:
         """(the first `limit` references, code before tests, how many there are in all).
 
         Only files of the language families that define `name` count: a Go package named
-        `retry` is not a use of a Python function `retry`."""
+        `retry` is not a use of a Python function `retry`. The store packs the lines of a name
+        in one file into one row (worker/repos/ref_lines.py): rows come in file order, and are
+        unpacked only until `limit` lines are taken; the rest are counted, not unpacked."""
         where = (
             "FROM s.refs r JOIN files f ON f.unit = r.unit "
             "WHERE r.name_id = (SELECT id FROM s.names WHERE name = ?) AND f.family IN "
-            "(SELECT g.family FROM s.defs d JOIN files g ON g.unit = d.unit WHERE d.name = ?)"
+            "(SELECT g.family FROM s.defs d JOIN files g ON g.unit = d.unit "
+            "WHERE d.name = ? COLLATE NOCASE AND d.name = ?)"
         )
-        total = self.db.execute(f"SELECT count(*) {where}", (name, name)).fetchone()[0]
+        if not self.packed_refs:
+            total = self.db.execute(f"SELECT count(*) {where}", (name, name, name)).fetchone()[0]
+            listed = self.db.execute(
+                f"SELECT ?, f.path, r.line {where} ORDER BY f.is_test, f.path, r.line LIMIT ?",
+                (name, name, name, name, limit),
+            )
+            return [Reference(*row) for row in listed], total
         rows = self.db.execute(
-            f"SELECT ?, f.path, r.line {where} ORDER BY f.is_test, f.path, r.line LIMIT ?",
-            (name, name, name, limit),
-        ).fetchall()
-        return [Reference(*row) for row in rows], total
+            f"SELECT f.path, r.lines {where} ORDER BY f.is_test, f.path", (name, name, name)
+        )
+        found: list[Reference] = []
+        total = 0
+        for path, packed in rows:
+            total += count_lines(packed)
+            if len(found) < limit:
+                found += [Reference(name, path, line) for line in unpack_lines(packed)[: limit - len(found)]]
+        return found, total
 
     def names_like(self, fragment: str, limit: int = 2000) -> list[str]:
-        """Defined names containing `fragment` or sharing its first letters, for "did you mean"."""
+        """Defined names containing `fragment` or sharing its first letters, for "did you mean";
+        past `limit`, the first ones by code point (the store's name index ignores case, so
+        only then are they sorted)."""
         escaped = fragment.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-        rows = self.db.execute(
+        query = (
             "SELECT DISTINCT d.name FROM s.defs d JOIN files f ON f.unit = d.unit "
-            "WHERE d.name LIKE ? ESCAPE '\\' OR d.name LIKE ? ESCAPE '\\' LIMIT ?",
-            (f"%{escaped}%", f"{escaped[:2]}%", limit),
-        ).fetchall()
+            "WHERE d.name LIKE ? ESCAPE '\\' OR d.name LIKE ? ESCAPE '\\'"
+        )
+        args = (f"%{escaped}%", f"{escaped[:2]}%")
+        rows = self.db.execute(f"{query} LIMIT ?", (*args, limit + 1)).fetchall()
+        if len(rows) > limit:
+            rows = self.db.execute(f"{query} ORDER BY d.name LIMIT ?", (*args, limit)).fetchall()
         return [row[0] for row in rows]
 
     def top_level(self, path_prefix: str, kinds: tuple[str, ...]) -> list[tuple[str, str, int, int]]:
