@@ -228,6 +228,13 @@ class QuestionRun:
             outcome.status,
             extra=fields,
         )
+        if outcome.status == "failed":
+            count(
+                self.redis, "codebot_failures_total", reason="crash" if outcome.reason == "crash" else "model"
+            )
+        # the metrics, the console's record and the usage in one round trip: a worker with one
+        # seat takes its next question only once this one has ended
+        pipe = self.redis.pipeline()
         observe_question(
             self.redis,
             question.target.platform,
@@ -235,19 +242,19 @@ class QuestionRun:
             outcome.seconds,
             outcome.tools,
             (prompt, completion),
+            into=pipe,
         )
-        if outcome.status == "failed":
-            count(
-                self.redis, "codebot_failures_total", reason="crash" if outcome.reason == "crash" else "model"
-            )
         if outcome.status != "already_answered":  # a retry that found the answer stored adds nothing
-            record_question(self.redis, settings, question, outcome.as_record())
+            record_question(self.redis, settings, question, outcome.as_record(), into=pipe)
         if prompt or completion:
             user_key = f"{question.target.platform}:{question.asker}"
-            try:
-                record_usage(self.redis, settings, user_key, prompt, completion)
-            except RedisError:
-                log.warning("could not record usage", extra={"job_id": question.id})
+            record_usage(self.redis, settings, user_key, prompt, completion, into=pipe)
+        try:
+            pipe.execute()
+        except RedisError:  # only counts are lost: the answer was delivered (or is in the outbox)
+            log.warning(
+                "could not record the question's metrics, record and usage", extra={"job_id": question.id}
+            )
         return outcome
 
     def _record_model_failure(self, exc: ModelFailure) -> None:

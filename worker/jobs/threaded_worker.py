@@ -99,6 +99,7 @@ class ThreadedWorker(CodebotWorker):
         self._beater: threading.Thread | None = None
         self._waiting_for_work = False
         self._is_seat = False
+        self._idle_shown = False  # _show_state has just written "idle" (see set_state)
 
     # --- the main thread: take a job when a seat is free, hand it to a thread -----------------
 
@@ -155,6 +156,7 @@ class ThreadedWorker(CodebotWorker):
                 super().set_state(WorkerStatus.BUSY if current else WorkerStatus.IDLE, pipeline=pipe)
                 self.set_current_job_id(current, pipeline=pipe)
                 pipe.execute()
+            self._idle_shown = current is None
         except RedisError as exc:
             log.warning("worker %s: could not record its state (%s)", self.name, exc)
 
@@ -184,6 +186,11 @@ class ThreadedWorker(CodebotWorker):
     def set_state(self, state: str, pipeline: Any = None) -> None:
         if self._is_seat or (state == WorkerStatus.IDLE and self._in_flight):
             return  # the worker is busy while any seat is: the main object says so
+        if state == WorkerStatus.IDLE and pipeline is None and self._idle_shown:
+            # RQ's loop says idle before each dequeue; the last question to end has just said
+            # so (a round trip between a seat coming free and the next question). Once only.
+            self._idle_shown = False
+            return
         super().set_state(state, pipeline=pipeline)
 
     def set_current_job_id(self, job_id: str | None = None, pipeline: Any = None) -> None:
