@@ -46,7 +46,7 @@ from worker.jobs.question_log import record_question
 from worker.jobs.queue import was_answered
 from worker.jobs.runtime import Runtime
 from worker.jobs.sink import Answer, DeliveryFailed, ReplySink
-from worker.jobs.threaded_worker import StopJobRequested
+from worker.jobs.threaded_worker import StopJobRequested, free_seat
 from worker.jobs.threads import record_turn
 from worker.ops.accounting import BUDGET_SPENT_MESSAGE, budget_spent, record_usage
 from worker.ops.claims import new_token
@@ -195,6 +195,7 @@ class QuestionRun:
 
     def _finish(self, outcome: QuestionOutcome, started: float) -> QuestionOutcome:
         """Log, count and account one question: the same facts everywhere, never its code."""
+        free_seat()  # delivered or in the outbox: a threaded worker's seat takes the next question
         question = self.question
         settings = self.runtime.settings
         outcome.seconds = round(time.monotonic() - started, 3)

@@ -22,6 +22,11 @@ queue and its semantics:
   second signal (not the first one delivered twice) is a cold shutdown: the process exits at
   once and its questions are left to the reaper, as a killed process's are.
 
+A seat comes free as soon as its question's final message is delivered (or stored for the
+outbox to deliver): RQ's bookkeeping of that job (its registries and result, the question's
+metrics) ends in the job's thread while the seat takes the next question, so `rq info` may
+briefly show one started job more than there are seats.
+
 What is the same for every question (the redactor, the model client, the tool registry, the
 HTTP stack) lives in this one process and is built once (`warm_up`), never per question.
 """
@@ -70,6 +75,33 @@ class _InFlight:
     queue: Queue
     started: float
     thread: int = 0
+
+
+class _Once:
+    """Frees a seat exactly once, whoever asks first: the question once it is delivered, or the
+    end of its thread."""
+
+    def __init__(self, release: Callable[[], object]) -> None:
+        self._release: Callable[[], object] | None = release
+        self._lock = threading.Lock()
+
+    def __call__(self) -> None:
+        with self._lock:
+            release, self._release = self._release, None
+        if release is not None:
+            release()
+
+
+_this_seat = threading.local()  # the seat of the question this thread answers, if any
+
+
+def free_seat() -> None:
+    """The question answered in this thread has its final message delivered (or stored for the
+    outbox): its seat may take the next question while RQ's bookkeeping of this one (registries,
+    result, metrics) ends in this thread. A no-op outside a ThreadedWorker's question."""
+    release = getattr(_this_seat, "release", None)
+    if release is not None:
+        release()
 
 
 def raise_in_thread(thread_id: int, exception: type[BaseException]) -> bool:
@@ -171,15 +203,17 @@ class ThreadedWorker(CodebotWorker):
 
     def _answer(self, flight: _InFlight) -> None:
         flight.thread = threading.get_ident()  # also set by the starter: whichever comes first
+        release = _this_seat.release = _Once(self._free_seats.release)
         try:
             flight.seat.perform_job(flight.job, flight.queue)
         except BaseException:  # perform_job records every failure of the job itself; not this
             log.exception("worker %s: job %s ended outside RQ's handling", self.name, flight.job.id)
         finally:
+            _this_seat.release = None
             with self._lock:
                 self._in_flight.pop(flight.job.id, None)
                 self._show_state(next(iter(self._in_flight), None))
-            self._free_seats.release()
+            release()
 
     # --- per seat: RQ's bookkeeping, without touching the other seats' state ------------------
 
