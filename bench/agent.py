@@ -16,6 +16,7 @@ same run:
    N questions are in flight, ÷ N: PSS per in-flight question. Goal ≤ 10 MiB at N = 32.
 
 Run: .venv/bin/python bench/agent.py [--questions 200] [--concurrency 8 32 64] [--pool threads|fork]
+(`--concurrency` with no values: the overhead only, for quick iterations)
 """
 
 from __future__ import annotations
@@ -265,7 +266,9 @@ def throughput(
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--questions", type=int, default=200)
-    parser.add_argument("--concurrency", type=int, nargs="+", default=[8, 32, 64])
+    parser.add_argument(
+        "--concurrency", type=int, nargs="*", default=[8, 32, 64], help="none: skip the throughput runs"
+    )
     parser.add_argument("--overhead-runs", type=int, default=10)
     parser.add_argument("--pool", choices=["threads", "fork"], default="threads")
     parser.add_argument("--processes", type=int, default=1, help="with --pool threads")
@@ -287,6 +290,8 @@ def main() -> None:
             print(
                 f"| {median:.3f} s | {p90:.3f} s | {floor:.3f} s | {median / floor:.2f} | ≤ 1.5 |", flush=True
             )
+        if not args.concurrency:
+            return
         print("\n### Throughput (1 s per model turn, 3 turns per question)\n")
         print(
             "| concurrency | answered | seconds | per minute | ideal | ratio | CPU s per question "

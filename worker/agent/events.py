@@ -6,7 +6,9 @@ in this order for each model turn:
     thinking()                                  a model turn starts (a request is on its way)
     text(delta) ...                             the model's prose as it streams in, raw
     tool_started(call_id, name, arguments, description)   one per tool call it made, in order,
-    tool_finished(call_id, ok, failure)                   each right after its tool returned
+                                                          once all of the turn's calls are running
+    tool_finished(call_id, ok, failure)                   one per call, in the same order, as each
+                                                          result is taken back
 
 then `thinking()` again for the next turn. What it promises a sink (e.g. a Slack or Discord
 stream built on it):

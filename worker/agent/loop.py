@@ -2,10 +2,11 @@
 
 Budgets keep a question bounded whatever the model does: a hop limit after which the model
 must answer from what it has, budget notes appended to tool results as the limit nears, a
-per-question deadline that bounds every model call and every tool call (checked between the
-calls of one turn; a search stops at it), a cap on the tool calls of one turn (the extras get
-an error result the model can read), and a context budget (worker/agent/context.py). Every
-tool call gets exactly one tool reply.
+per-question deadline that bounds every model call and every tool call (a turn that begins
+with too little time left runs none of its calls; a search stops at it), a cap on the tool calls
+of one turn (the extras get an error result the model can read), and a context budget
+(worker/agent/context.py). Every tool call gets exactly one tool reply. The calls of one turn
+run at the same time, their results kept in the model's order (worker/agent/tool_round.py).
 
 An answer comes from code the run read: at least one successful tool call on the repos in
 scope (`AgentResult.read_code`; every tool reads only those). A text reply before any code was read gets the tool requirement once
@@ -38,8 +39,9 @@ from worker.agent.model import ModelClient, ModelTurn, ToolCall, retry_wait_seco
 from worker.agent.model_errors import ModelFailure, failure
 from worker.agent.progress_lines import describe_call, failed_line, preview_arguments, sure_failure
 from worker.agent.prompt import build_system_prompt
+from worker.agent.tool_round import ToolRound
 from worker.tools.context import ToolContext
-from worker.tools.registry import ToolRegistry
+from worker.tools.registry import ToolOutcome, ToolRegistry
 
 __all__ = ["Agent", "AgentResult", "ModelFailure", "describe_call", "evidence_summary", "retry_wait_seconds"]
 
@@ -59,6 +61,17 @@ SKIPPED_OVER_CAP = "Error: not run: at most {cap} tool calls run per turn. Call 
 SKIPPED_AT_DEADLINE = "Error: not run: the time for this question is up. Answer from what you have."
 MIN_CALL_SECONDS = 2.0  # below this much time left, a model call or a tool call is not worth starting
 FAILURES_KEPT = 3  # why calls failed, for the asker's reply
+
+
+@dataclass(frozen=True)
+class _Started:
+    """A tool call on its way: its slot in the round, and what is shown of it."""
+
+    slot: int
+    preview: dict[str, Any]
+    description: str
+    why: str  # why it is sure to fail ("" if it is not)
+    line: str  # its progress line
 
 
 @dataclass
@@ -196,37 +209,59 @@ class Agent:
         deadline: float,
         messages: list[dict[str, Any]],
     ) -> bool:
-        """Run one turn's calls in order, each answered; False when the deadline stopped them."""
-        in_time = True
+        """Run one turn's calls at the same time (worker/agent/tool_round.py), each answered, the
+        results in the model's order; False when the deadline stopped them."""
         cap = self.settings.max_tool_calls_per_turn
+        in_time = deadline - self.clock() >= MIN_CALL_SECONDS
+        # tool work (a search) stops at the question's deadline, told in time.monotonic() terms
+        self.ctx.deadline = time.monotonic() + (deadline - self.clock())
+        tool_round: ToolRound[ToolOutcome] = ToolRound()
+        started: list[_Started | str] = []
         for index, call in enumerate(calls):
             if index >= cap:
-                content = SKIPPED_OVER_CAP.format(cap=cap)
+                started.append(SKIPPED_OVER_CAP.format(cap=cap))
                 result.trace.append(f"{call.name} -> skipped (over {cap} calls in one turn)")
-            elif not in_time or deadline - self.clock() < MIN_CALL_SECONDS:
-                in_time = False
-                content = SKIPPED_AT_DEADLINE
+            elif not in_time:
+                started.append(SKIPPED_AT_DEADLINE)
                 result.trace.append(f"{call.name} -> skipped (deadline)")
             else:
-                content = self._run_tool_call(call, result, default_repo, deadline)
+                started.append(self._start_tool_call(tool_round, call, default_repo))
+        for entry, call in zip(started, calls, strict=True):  # shown once all are on their way
+            if isinstance(entry, _Started):
+                self.events.tool_started(call.id, call.name, entry.preview, entry.line)
+        for entry, call in zip(started, calls, strict=True):
+            content = (
+                entry if isinstance(entry, str) else self._finish_tool_call(tool_round, entry, call, result)
+            )
             messages.append(
                 {"role": "tool", "tool_call_id": call.id, "content": content + self._budget_note(hop)}
             )
         return in_time
 
-    def _run_tool_call(
-        self, call: ToolCall, result: AgentResult, default_repo: str | None, deadline: float
-    ) -> str:
-        # tool work (a search) stops at the question's deadline, told in time.monotonic() terms
-        self.ctx.deadline = time.monotonic() + (deadline - self.clock())
+    def _start_tool_call(
+        self, tool_round: ToolRound[ToolOutcome], call: ToolCall, default_repo: str | None
+    ) -> _Started:
         preview = preview_arguments(call.arguments)
         description = describe_call(call.name, preview, default_repo)
         why = sure_failure(call.name, preview, self.ctx.snapshots, self.registry.tools)
-        self.events.tool_started(
-            call.id, call.name, preview, failed_line(description, why) if why else description
+        key = json.dumps([call.name, call.arguments])
+
+        def run() -> ToolOutcome:
+            return self.registry.call(self.ctx, call.name, call.arguments)
+
+        slot = tool_round.start(key, run)
+        return _Started(
+            slot, preview, description, why, failed_line(description, why) if why else description
         )
-        outcome = self.registry.call(self.ctx, call.name, call.arguments)
-        self.events.tool_finished(call.id, outcome.ok, "" if outcome.ok else failed_line(description, why))
+
+    def _finish_tool_call(
+        self, tool_round: ToolRound[ToolOutcome], started: _Started, call: ToolCall, result: AgentResult
+    ) -> str:
+        outcome = tool_round.result(started.slot)
+        why = started.why
+        self.events.tool_finished(
+            call.id, outcome.ok, "" if outcome.ok else failed_line(started.description, why)
+        )
         result.tool_calls += 1
         result.usable_tool_calls += int(outcome.ok)
         if not outcome.ok and why and why not in result.failures and len(result.failures) < FAILURES_KEPT:

@@ -46,7 +46,7 @@ from worker.jobs.question_log import record_question
 from worker.jobs.queue import was_answered
 from worker.jobs.runtime import Runtime
 from worker.jobs.sink import Answer, DeliveryFailed, ReplySink
-from worker.jobs.threaded_worker import StopJobRequested
+from worker.jobs.threaded_worker import StopJobRequested, free_seat
 from worker.jobs.threads import record_turn
 from worker.ops.accounting import BUDGET_SPENT_MESSAGE, budget_spent, record_usage
 from worker.ops.claims import new_token
@@ -195,6 +195,7 @@ class QuestionRun:
 
     def _finish(self, outcome: QuestionOutcome, started: float) -> QuestionOutcome:
         """Log, count and account one question: the same facts everywhere, never its code."""
+        free_seat()  # delivered or in the outbox: a threaded worker's seat takes the next question
         question = self.question
         settings = self.runtime.settings
         outcome.seconds = round(time.monotonic() - started, 3)
@@ -228,6 +229,13 @@ class QuestionRun:
             outcome.status,
             extra=fields,
         )
+        if outcome.status == "failed":
+            count(
+                self.redis, "codebot_failures_total", reason="crash" if outcome.reason == "crash" else "model"
+            )
+        # the metrics, the console's record and the usage in one round trip: a worker with one
+        # seat takes its next question only once this one has ended
+        pipe = self.redis.pipeline()
         observe_question(
             self.redis,
             question.target.platform,
@@ -235,19 +243,19 @@ class QuestionRun:
             outcome.seconds,
             outcome.tools,
             (prompt, completion),
+            into=pipe,
         )
-        if outcome.status == "failed":
-            count(
-                self.redis, "codebot_failures_total", reason="crash" if outcome.reason == "crash" else "model"
-            )
         if outcome.status != "already_answered":  # a retry that found the answer stored adds nothing
-            record_question(self.redis, settings, question, outcome.as_record())
+            record_question(self.redis, settings, question, outcome.as_record(), into=pipe)
         if prompt or completion:
             user_key = f"{question.target.platform}:{question.asker}"
-            try:
-                record_usage(self.redis, settings, user_key, prompt, completion)
-            except RedisError:
-                log.warning("could not record usage", extra={"job_id": question.id})
+            record_usage(self.redis, settings, user_key, prompt, completion, into=pipe)
+        try:
+            pipe.execute()
+        except RedisError:  # only counts are lost: the answer was delivered (or is in the outbox)
+            log.warning(
+                "could not record the question's metrics, record and usage", extra={"job_id": question.id}
+            )
         return outcome
 
     def _record_model_failure(self, exc: ModelFailure) -> None:

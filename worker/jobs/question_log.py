@@ -20,6 +20,7 @@ import time
 from typing import Any
 
 from redis import Redis
+from redis.client import Pipeline
 from redis.exceptions import RedisError
 
 from config.settings import Settings
@@ -36,8 +37,15 @@ TRACE_LINE_CHARS = 500
 LEFT_OUT = ("answer",)  # the answer may quote code at length: the thread and the outbox hold it
 
 
-def record_question(redis: Redis, settings: Settings, question: Question, outcome: dict[str, Any]) -> None:
-    """Keep one finished run's record; a Redis failure only loses it from the console."""
+def record_question(
+    redis: Redis,
+    settings: Settings,
+    question: Question,
+    outcome: dict[str, Any],
+    into: Pipeline | None = None,
+) -> None:
+    """Keep one finished run's record; a Redis failure only loses it from the console. `into`:
+    queued in a caller's pipeline, whose caller sends it and meets any failure."""
     facts = {key: value for key, value in outcome.items() if key not in LEFT_OUT}
     facts["trace"] = [str(line)[:TRACE_LINE_CHARS] for line in facts.get("trace", [])[:TRACE_KEPT_LINES]]
     target = question.target
@@ -57,11 +65,12 @@ def record_question(redis: Redis, settings: Settings, question: Question, outcom
         question=question.text if settings.feedback_keep_question_text else "",
     )
     try:
-        pipe = redis.pipeline()
+        pipe = into if into is not None else redis.pipeline()
         pipe.lpush(QUESTIONS_KEY, json.dumps(facts, default=str))
         pipe.ltrim(QUESTIONS_KEY, 0, QUESTIONS_KEPT - 1)
         pipe.expire(QUESTIONS_KEY, QUESTIONS_KEPT_SECONDS)
-        pipe.execute()
+        if into is None:
+            pipe.execute()
     except RedisError:
         log.warning("could not keep the question's record for the console", extra={"job_id": question.id})
 

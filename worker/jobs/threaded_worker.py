@@ -22,6 +22,11 @@ queue and its semantics:
   second signal (not the first one delivered twice) is a cold shutdown: the process exits at
   once and its questions are left to the reaper, as a killed process's are.
 
+A seat comes free as soon as its question's final message is delivered (or stored for the
+outbox to deliver): RQ's bookkeeping of that job (its registries and result, the question's
+metrics) ends in the job's thread while the seat takes the next question, so `rq info` may
+briefly show one started job more than there are seats.
+
 What is the same for every question (the redactor, the model client, the tool registry, the
 HTTP stack) lives in this one process and is built once (`warm_up`), never per question.
 """
@@ -72,6 +77,33 @@ class _InFlight:
     thread: int = 0
 
 
+class _Once:
+    """Frees a seat exactly once, whoever asks first: the question once it is delivered, or the
+    end of its thread."""
+
+    def __init__(self, release: Callable[[], object]) -> None:
+        self._release: Callable[[], object] | None = release
+        self._lock = threading.Lock()
+
+    def __call__(self) -> None:
+        with self._lock:
+            release, self._release = self._release, None
+        if release is not None:
+            release()
+
+
+_this_seat = threading.local()  # the seat of the question this thread answers, if any
+
+
+def free_seat() -> None:
+    """The question answered in this thread has its final message delivered (or stored for the
+    outbox): its seat may take the next question while RQ's bookkeeping of this one (registries,
+    result, metrics) ends in this thread. A no-op outside a ThreadedWorker's question."""
+    release = getattr(_this_seat, "release", None)
+    if release is not None:
+        release()
+
+
 def raise_in_thread(thread_id: int, exception: type[BaseException]) -> bool:
     """Ask the interpreter to raise `exception` in that thread when it next runs Python."""
     done = ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id), ctypes.py_object(exception))
@@ -99,6 +131,7 @@ class ThreadedWorker(CodebotWorker):
         self._beater: threading.Thread | None = None
         self._waiting_for_work = False
         self._is_seat = False
+        self._idle_shown = False  # _show_state has just written "idle" (see set_state)
 
     # --- the main thread: take a job when a seat is free, hand it to a thread -----------------
 
@@ -155,6 +188,7 @@ class ThreadedWorker(CodebotWorker):
                 super().set_state(WorkerStatus.BUSY if current else WorkerStatus.IDLE, pipeline=pipe)
                 self.set_current_job_id(current, pipeline=pipe)
                 pipe.execute()
+            self._idle_shown = current is None
         except RedisError as exc:
             log.warning("worker %s: could not record its state (%s)", self.name, exc)
 
@@ -169,21 +203,28 @@ class ThreadedWorker(CodebotWorker):
 
     def _answer(self, flight: _InFlight) -> None:
         flight.thread = threading.get_ident()  # also set by the starter: whichever comes first
+        release = _this_seat.release = _Once(self._free_seats.release)
         try:
             flight.seat.perform_job(flight.job, flight.queue)
         except BaseException:  # perform_job records every failure of the job itself; not this
             log.exception("worker %s: job %s ended outside RQ's handling", self.name, flight.job.id)
         finally:
+            _this_seat.release = None
             with self._lock:
                 self._in_flight.pop(flight.job.id, None)
                 self._show_state(next(iter(self._in_flight), None))
-            self._free_seats.release()
+            release()
 
     # --- per seat: RQ's bookkeeping, without touching the other seats' state ------------------
 
     def set_state(self, state: str, pipeline: Any = None) -> None:
         if self._is_seat or (state == WorkerStatus.IDLE and self._in_flight):
             return  # the worker is busy while any seat is: the main object says so
+        if state == WorkerStatus.IDLE and pipeline is None and self._idle_shown:
+            # RQ's loop says idle before each dequeue; the last question to end has just said
+            # so (a round trip between a seat coming free and the next question). Once only.
+            self._idle_shown = False
+            return
         super().set_state(state, pipeline=pipeline)
 
     def set_current_job_id(self, job_id: str | None = None, pipeline: Any = None) -> None:

@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass
 
 from redis import Redis
+from redis.client import Pipeline
 
 from config.settings import Settings
 
@@ -52,18 +53,21 @@ def record_usage(
     prompt_tokens: int,
     completion_tokens: int,
     day: str | None = None,
+    into: Pipeline | None = None,
 ) -> None:
-    """Add one question's tokens to the user's and the day's totals."""
+    """Add one question's tokens to the user's and the day's totals (queued `into` a caller's
+    pipeline when given: its caller sends it)."""
     day = day or today()
     micros = round(cost_usd(settings, prompt_tokens, completion_tokens) * MICRO)
-    pipe = redis.pipeline()
+    pipe = into if into is not None else redis.pipeline()
     for key in (f"{USAGE_KEY_PREFIX}{day}:total", f"{USAGE_KEY_PREFIX}{day}:user:{user_key}"):
         pipe.hincrby(key, "questions", 1)
         pipe.hincrby(key, "prompt_tokens", prompt_tokens)
         pipe.hincrby(key, "completion_tokens", completion_tokens)
         pipe.hincrby(key, "cost_usd_micros", micros)
         pipe.expire(key, USAGE_TTL_SECONDS)
-    pipe.execute()
+    if into is None:
+        pipe.execute()
 
 
 def _usage(raw: dict[bytes, bytes]) -> Usage:

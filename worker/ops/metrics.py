@@ -21,6 +21,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.exposition import ThreadingWSGIServer
 from prometheus_client.registry import Collector
 from redis import Redis
+from redis.client import Pipeline
 from redis.exceptions import RedisError
 from rq import Worker
 
@@ -80,8 +81,10 @@ def observe_question(
     seconds: float,
     tool_calls: dict[str, int],
     tokens: tuple[int, int],
+    into: Pipeline | None = None,
 ) -> None:
-    """Everything one finished question adds, in one round trip."""
+    """Everything one finished question adds, in one round trip (or queued `into` a caller's
+    pipeline, whose caller then sends it and meets any failure)."""
     fields: dict[str, float] = {
         _field("codebot_questions_total", {"platform": platform, "status": status}): 1
     }
@@ -96,10 +99,11 @@ def observe_question(
     fields[_field("codebot_tokens_total", {"kind": "prompt"})] = tokens[0]
     fields[_field("codebot_tokens_total", {"kind": "completion"})] = tokens[1]
     try:
-        pipe = redis.pipeline()
+        pipe = into if into is not None else redis.pipeline()
         for key, amount in fields.items():
             pipe.hincrbyfloat(METRICS_KEY, key, amount)
-        pipe.execute()
+        if into is None:
+            pipe.execute()
     except RedisError:
         log.warning("metrics: could not record a question")
 

@@ -1,0 +1,88 @@
+"""The tool calls of one model turn, run at the same time, their results kept in the model's order.
+
+A model that asks for a read, a search and a listing in one turn waits for the slowest of them,
+not for their sum: each call runs in a thread of a process-wide pool (bounded: beyond
+`TOOL_THREADS` calls at once, calls wait their turn in order), and its result is taken back on
+the question's thread in the order the model made the calls. What does not change:
+
+- every call keeps its own bounds: the question's deadline (a search stops at it) and the
+  per-turn cap, decided in the model's order before any call starts; its result is redacted
+  and made inert by the tool layer as before;
+- a call that fails is reported as failed (its error is its result); the others run on;
+- events come from the question's thread, in the model's order: `tool_started` for every call
+  once they are all on their way, then `tool_finished` for each as its result is taken back;
+- an identical call repeated in the same turn runs after the first and gets the first's
+  result (the tools' per-question result cache), as it did when calls ran one by one;
+- whatever a tool logs carries the question's log context (each call runs in a copy of it);
+- `rq`'s stop-job and the job timeout are raised in the question's thread: it waits for the
+  calls in short slices so that they land there within `WAIT_SLICE_SECONDS`. Calls still
+  running then end at their own deadline; their results are dropped.
+
+Shared per-question state the tools write (ToolContext's shown lines, history and caches)
+takes concurrent writers: each write is one dict or set operation, atomic under the GIL, and
+two calls caching the same file store the same lines.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextvars
+import os
+import threading
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+TOOL_THREADS = 32  # tool calls running at once in one process, over all its questions
+WAIT_SLICE_SECONDS = 0.25  # a stop request raised in the question's thread lands within this
+
+_pool: concurrent.futures.ThreadPoolExecutor | None = None
+_pool_pid = 0
+_pool_lock = threading.Lock()
+
+
+def tool_pool() -> concurrent.futures.ThreadPoolExecutor:
+    """The process's pool (made on first use, again in a forked child: threads do not survive
+    a fork). Its threads start only as calls need them."""
+    global _pool, _pool_pid
+    with _pool_lock:
+        if _pool is None or _pool_pid != os.getpid():
+            _pool = concurrent.futures.ThreadPoolExecutor(TOOL_THREADS, thread_name_prefix="codebot-tool")
+            _pool_pid = os.getpid()
+        return _pool
+
+
+class ToolRound(Generic[T]):
+    """Starts a turn's calls in order (`start`) and hands back their results in that order
+    (`result`). A call whose key matches an earlier call's in this round runs after it."""
+
+    def __init__(self) -> None:
+        self._futures: list[concurrent.futures.Future[T]] = []
+        self._first: dict[str, concurrent.futures.Future[T]] = {}
+
+    def start(self, key: str, call: Callable[[], T]) -> int:
+        """Submit `call`; returns its slot for `result`."""
+        earlier = self._first.get(key)
+        work = call if earlier is None else _after(earlier, call)
+        # FIFO pool: an earlier call starts no later than this one, so waiting on it cannot deadlock
+        future = tool_pool().submit(contextvars.copy_context().run, work)
+        self._first.setdefault(key, future)
+        self._futures.append(future)
+        return len(self._futures) - 1
+
+    def result(self, slot: int) -> T:
+        """The call's result (or its exception, raised here), waiting in slices (see above)."""
+        future = self._futures[slot]
+        while True:
+            done, _ = concurrent.futures.wait([future], timeout=WAIT_SLICE_SECONDS)
+            if done:
+                return future.result()
+
+
+def _after(earlier: concurrent.futures.Future[T], call: Callable[[], T]) -> Callable[[], T]:
+    def run() -> T:
+        concurrent.futures.wait([earlier])  # its outcome is its own; this call runs either way
+        return call()
+
+    return run
