@@ -28,6 +28,7 @@ class CompiledQuery:
     names: list[str | None]
     defining: list[str]
     name_fields: list[tuple[int, str] | None]
+    pattern_of: dict[str, int]  # `def{i}` -> i
 
 
 def _name_field(language: tree_sitter.Language, pattern: str) -> tuple[int, str] | None:
@@ -70,6 +71,7 @@ def compile_query(
         names=[None if fields[index] is not None else f"name{index}" for index in range(len(numbered))],
         defining=[f"def{index}" for index in range(len(numbered))],
         name_fields=fields,
+        pattern_of={f"def{index}": index for index in range(len(numbered))},
     )
 
 
@@ -111,10 +113,8 @@ def definition_nodes(
     order of the file. When two patterns claim a name, the one listed first wins (the more
     specific)."""
     chosen: dict[int, tuple[int, tree_sitter.Node, tree_sitter.Node]] = {}
-    for pattern, defining in enumerate(compiled.defining):
-        defs = captures.get(defining)
-        if defs is None:
-            continue
+    for pattern in sorted(compiled.pattern_of[c] for c in captures if c in compiled.pattern_of):
+        defs = captures[compiled.defining[pattern]]
         name_field = compiled.name_fields[pattern]
         if name_field is not None:
             field, node_type = name_field
