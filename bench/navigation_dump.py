@@ -51,10 +51,10 @@ def main() -> None:
             found, refs = dump_file(lines, source.language, path, key, data)
             files, definitions, references = files + 1, definitions + found, references + refs
     for path in sorted(options.tests.rglob("*")):
-        key = grammar_of(path.as_posix())
-        if key is not None and path.is_file() and not path.is_symlink():
+        grammar = grammar_of(path.as_posix())
+        if grammar is not None and path.is_file() and not path.is_symlink():
             relative = f"tests/{path.relative_to(options.tests).as_posix()}"
-            found, refs = dump_file(lines, "tests", relative, key, path.read_bytes())
+            found, refs = dump_file(lines, "tests", relative, grammar, path.read_bytes())
             files, definitions, references = files + 1, definitions + found, references + refs
     options.out.write_text("\n".join(lines) + "\n")
     print(f"{files} files, {definitions} definitions, {references} references -> {options.out}")
