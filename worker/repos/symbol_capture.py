@@ -1,6 +1,7 @@
 """Running a grammar's patterns over a parse tree: one query for the definitions and the
-references, read with `QueryCursor.captures`, and each captured name paired with the
-definition it names. Used by worker/repos/symbol_grammars.py `parse_source`."""
+references, read with `QueryCursor.captures`, and each definition's name found: read from the
+defining node's own field (`name:` of a method declaration), or else a captured name paired with
+the definition around it. Used by worker/repos/symbol_grammars.py `parse_source`."""
 
 from __future__ import annotations
 
