@@ -41,6 +41,25 @@ def test_a_name_two_patterns_claim_takes_the_kind_listed_first() -> None:
     ]
 
 
+def test_names_declared_together_are_each_a_definition_of_their_own_kind() -> None:
+    go = "package shop\n\ntype Point struct {\n\tX, Y int\n\tLabel string\n}\n"
+    java = "class Box {\n  int width, height;\n  static final int MAX = 9, MIN = 1;\n}\n"
+
+    assert definitions("go", go) == [
+        ("Point", "struct", "shop", 3, 6),
+        ("X", "field", "Point", 4, 4),
+        ("Y", "field", "Point", 4, 4),
+        ("Label", "field", "Point", 5, 5),
+    ]
+    assert definitions("java", java) == [
+        ("Box", "class", None, 1, 4),
+        ("width", "field", "Box", 2, 2),
+        ("height", "field", "Box", 2, 2),
+        ("MAX", "constant", "Box", 3, 3),
+        ("MIN", "constant", "Box", 3, 3),
+    ]
+
+
 def test_a_use_on_the_line_of_its_own_definition_is_still_a_reference() -> None:
     python = "def countdown(n): return countdown(n - 1) if n else 0\n\ncountdown(3)\n"
 

@@ -271,9 +271,18 @@ def parse_file(path: str, source: bytes) -> FileSymbols | None:
     return None if key is None else parse_source(key, source)
 
 
-def _go_package(root: tree_sitter.Node, source: bytes) -> str | None:
-    clause = next((c for c in root.children if c.type == "package_clause"), None)
-    return text_of(clause.named_children[0], source) if clause and clause.named_children else None
+def _package_clause(root: tree_sitter.Node) -> tree_sitter.Node | None:
+    """A Go file's `package` clause: a top-level node, first but for comments, read with a cursor
+    (`root.children` would make a Node object for every declaration of the file)."""
+    cursor = root.walk()
+    if not cursor.goto_first_child():
+        return None
+    while True:
+        node = cursor.node
+        if node is not None and node.type == "package_clause":
+            return node
+        if not cursor.goto_next_sibling():
+            return None
 
 
 def parse_source(key: str, source: bytes) -> FileSymbols:
@@ -292,7 +301,8 @@ def _parse_source(key: str, source: bytes) -> FileSymbols:
     grammar = GRAMMARS[key]
     compiled = _query(key)
     root = tree_sitter.Parser(grammar.language).parse(source).root_node
-    package = _go_package(root, source) if key == "go" else None
+    clause = _package_clause(root) if key == "go" else None
+    package = text_of(clause.named_children[0], source) if clause and clause.named_children else None
     captures = capture(key, compiled, root)
     chosen = definition_nodes(captures, compiled)
     result = FileSymbols(language=grammar.name, family=grammar.family)
@@ -312,7 +322,6 @@ def _parse_source(key: str, source: bytes) -> FileSymbols:
         line, end_line = def_node.start_point[0] + 1, def_node.end_point[0] + 1
         result.definitions.append(FoundDefinition(name, kind, container, line, end_line))
     result.references = identifier_lines(captures.get("ref", []), source, chosen.keys())
-    clause = next((c for c in root.children if c.type == "package_clause"), None) if package else None
     if package and clause is not None:  # `package retry` names the package, it does not use it
         result.references.discard((package, clause.start_point.row + 1))
     return result
