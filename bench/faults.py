@@ -559,6 +559,12 @@ class WorkerKilledInWindow(Scenario):
     fault_seconds = 0.0
     HOLD_SECONDS = 30.0
 
+    def env(self, bench: Bench) -> dict[str, str]:
+        # The window this scenario opens is the placeholder's: the answer stored, its chat.update
+        # held. A streamed answer (the default) has no chat.update carrying it: with streaming on,
+        # the fault was never injected and the scenario checked nothing.
+        return {**super().env(bench), "CODEBOT_SLACK_STREAMING": "false"}
+
     def inject(self, bench: Bench) -> None:
         bench.api.hang("chat.update", self.HOLD_SECONDS, containing="answer to:")
         deadline = time.monotonic() + 60
