@@ -22,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.navigation import collect
 from bench.navigation_sources import SOURCES, fetch_or_fallback
 from worker.repos.blob_worker import _parse as parse_units
+from worker.repos.ref_lines import unpack_lines
 from worker.repos.symbol_grammars import grammar_of
 
 
@@ -31,8 +32,9 @@ def dump_file(out: list[str], label: str, path: str, key: str, data: bytes) -> t
     for grammar, (language, family, found, refs) in parse_units(data, [key]).items():
         out.append(f"F {label} {path} {grammar} {language} {family}")
         out.extend(f"D {definition!r}" for definition in found)
-        out.extend(f"R {reference!r}" for reference in sorted(refs))
-        definitions, references = definitions + len(found), references + len(refs)
+        pairs = sorted((name, line) for name, lines in refs.items() for line in unpack_lines(lines))
+        out.extend(f"R {reference!r}" for reference in pairs)
+        definitions, references = definitions + len(found), references + len(pairs)
     return definitions, references
 
 

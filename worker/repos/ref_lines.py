@@ -5,30 +5,43 @@ it is used on: a name is mostly used several times per file, so one row per line
 several times the rows (and ~14 bytes each). The lines are sorted, deduplicated and stored as
 deltas, each an unsigned LEB128 varint: low 7 bits first, the high bit set on every byte but a
 number's last. Most deltas are below 128, one byte each, so a line costs about a byte, and
-packing and unpacking run in C (`bytes()`, `itertools.accumulate`) unless a delta is larger.
+packing (a table of every small delta's bytes) and unpacking (`itertools.accumulate`) run in C
+unless a delta is larger.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from itertools import accumulate
+from operator import sub
 
 _CONTINUED = bytes(range(0x80, 0x100))  # a varint's bytes other than its last
 
 
-def pack_lines(lines: Iterable[int]) -> bytes:
-    """The lines (1-based, any order, repeats allowed) as delta varints, in ascending order."""
-    ordered = sorted(set(lines))
-    deltas = [line - before for line, before in zip(ordered, [0, *ordered], strict=False)]
-    if not deltas or max(deltas) < 0x80:
-        return bytes(deltas)
+def _varint(number: int) -> bytes:
     packed = bytearray()
-    for delta in deltas:
-        while delta >= 0x80:
-            packed.append(delta & 0x7F | 0x80)
-            delta >>= 7
-        packed.append(delta)
+    while number >= 0x80:
+        packed.append(number & 0x7F | 0x80)
+        number >>= 7
+    packed.append(number)
     return bytes(packed)
+
+
+# Every delta below this, packed once (~0.6 MB per process): a file's first line used is mostly
+# past 127, so most names would otherwise take the byte loop above; with the table a name's lines
+# are packed in C (`map`, `bytes.join`), one of the costs of indexing per identifier.
+_VARINTS = tuple(_varint(number) for number in range(1 << 14))
+
+
+def pack_lines(lines: list[int]) -> bytes:
+    """The lines (1-based, any order, repeats allowed) as delta varints, in ascending order."""
+    if len(lines) == 1 and lines[0] < len(_VARINTS):
+        return _VARINTS[lines[0]]  # a name used on one line: most names of a file
+    ordered = sorted(set(lines))
+    deltas = list(map(sub, ordered, [0, *ordered]))
+    try:
+        return b"".join(map(_VARINTS.__getitem__, deltas))
+    except IndexError:  # a delta of 16,384 lines or more
+        return b"".join(map(_varint, deltas))
 
 
 def unpack_lines(packed: bytes) -> list[int]:
@@ -51,11 +64,3 @@ def unpack_lines(packed: bytes) -> list[int]:
 def count_lines(packed: bytes) -> int:
     """How many lines `packed` holds, without unpacking them (one varint ends per low byte)."""
     return len(packed.translate(None, _CONTINUED))
-
-
-def group_references(references: Iterable[tuple[str, int]]) -> dict[str, bytes]:
-    """(name, line) pairs as {name: its packed lines}: one store row per name of a file."""
-    by_name: dict[str, list[int]] = {}
-    for name, line in references:
-        by_name.setdefault(name, []).append(line)
-    return {name: pack_lines(lines) for name, lines in by_name.items()}

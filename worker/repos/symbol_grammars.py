@@ -203,7 +203,12 @@ class FileSymbols:
     language: str  # the display name: Python, Java, C++, …
     family: str
     definitions: list[FoundDefinition] = field(default_factory=list)
-    references: set[tuple[str, int]] = field(default_factory=set)  # (name, line), one per line
+    uses: dict[str, list[int]] = field(default_factory=dict)  # name -> the lines it is used on
+
+    @property
+    def references(self) -> set[tuple[str, int]]:
+        """(name, line), one per line a name is used on."""
+        return {(name, line) for name, lines in self.uses.items() for line in lines}
 
 
 @functools.cache
@@ -321,9 +326,14 @@ def _parse_source(key: str, source: bytes) -> FileSymbols:
             kind = "constructor"
         line, end_line = def_node.start_point[0] + 1, def_node.end_point[0] + 1
         result.definitions.append(FoundDefinition(name, kind, container, line, end_line))
-    result.references = identifier_lines(captures.get("ref", []), source, chosen.keys())
-    if package and clause is not None:  # `package retry` names the package, it does not use it
-        result.references.discard((package, clause.start_point.row + 1))
+    result.uses = identifier_lines(captures.get("ref", []), source, chosen.keys())
+    if package and clause is not None and package in result.uses:  # `package retry` names the
+        clause_line = clause.start_point.row + 1  # package, it does not use it
+        lines = [line for line in result.uses[package] if line != clause_line]
+        if lines:
+            result.uses[package] = lines
+        else:
+            del result.uses[package]
     return result
 
 

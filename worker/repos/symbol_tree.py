@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Collection, Iterator
+from typing import AnyStr
 
 import tree_sitter
 
@@ -106,18 +107,29 @@ def _enclosing(node: tree_sitter.Node, defs: list[tree_sitter.Node]) -> tree_sit
 
 def identifier_lines(
     nodes: list[tree_sitter.Node], source: bytes, skip: Collection[int]
-) -> set[tuple[str, int]]:
-    """(name, line) of each identifier node but those starting at a byte in `skip` (the
-    definitions' own names). The hot loop of indexing, one pass: names sliced from the source
-    (Node.text is several times slower); an ASCII file (most are) decoded once and sliced as text,
-    any other's names decoded once each."""
+) -> dict[str, list[int]]:
+    """The lines each name is used on, in the order of `nodes` (a line may repeat), from the
+    identifier nodes but those starting at a byte in `skip` (the definitions' own names). The hot
+    loop of indexing, one pass, grouping by name as it goes (the store keeps one row per name and
+    file: worker/repos/ref_lines.py): names sliced from the source (Node.text is several times
+    slower); an ASCII file (most are) decoded once and sliced as text, any other's names decoded
+    once each."""
     if source.isascii():
-        text = source.decode("ascii")
-        return {
-            (text[b : n.end_byte], n.start_point.row + 1) for n in nodes if (b := n.start_byte) not in skip
-        }
-    found = {
-        (source[b : n.end_byte], n.start_point.row + 1) for n in nodes if (b := n.start_byte) not in skip
-    }
-    names = {name: name.decode("utf-8", errors="replace") for name in {name for name, _ in found}}
-    return {(names[name], line) for name, line in found}
+        return _uses(nodes, source.decode("ascii"), skip)
+    decoded: dict[str, list[int]] = {}
+    for raw, lines in _uses(nodes, source, skip).items():  # two invalid names may decode alike
+        decoded.setdefault(raw.decode("utf-8", errors="replace"), []).extend(lines)
+    return decoded
+
+
+def _uses(nodes: list[tree_sitter.Node], whole: AnyStr, skip: Collection[int]) -> dict[AnyStr, list[int]]:
+    uses: dict[AnyStr, list[int]] = {}
+    for node in nodes:
+        if (start := node.start_byte) not in skip:
+            name = whole[start : node.end_byte]
+            lines = uses.get(name)
+            if lines is None:
+                uses[name] = [node.start_point.row + 1]
+            else:
+                lines.append(node.start_point.row + 1)
+    return uses
