@@ -28,7 +28,7 @@ from tests.support.model_server import Reply, last_user_text, text, tool_calls
 from tests.support.slack_api import Outage
 from tests.support.slack_rig import SlackRig, wait_until
 from tests.support.worker_procs import start_worker, stop_worker
-from worker.jobs.outbox import backlog
+from worker.jobs.outbox_backlog import backlog
 
 QUESTIONS = 2
 DELIVERY = {**FAST_DELIVERY, "delivery_check_seconds": 0.2}

@@ -23,7 +23,8 @@ from tests.support.model_server import text, tool_calls
 from tests.support.slack_rig import SlackRig
 from worker.jobs import outbox
 from worker.jobs.admin import status_report
-from worker.jobs.outbox import DUE_BATCH, DUE_KEY, Final, backlog, deliver_due
+from worker.jobs.outbox import DUE_BATCH, DUE_KEY, Final, deliver_due
+from worker.jobs.outbox_backlog import backlog
 from worker.jobs.question import Question, reference_id
 from worker.jobs.queue import QUESTIONS_QUEUE, queue_depth
 from worker.ops.claims import new_token

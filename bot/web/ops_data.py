@@ -21,7 +21,7 @@ from worker.agent.endpoint_memory import (
     recent_model_errors,
 )
 from worker.jobs.admin import repo_facts, short_duration
-from worker.jobs.outbox import Backlog, backlog
+from worker.jobs.outbox_backlog import Backlog, backlog
 from worker.jobs.question import reference_id
 from worker.jobs.queue import ADMIN_QUEUE, questions_queue
 from worker.jobs.runtime import Runtime

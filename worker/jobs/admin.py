@@ -37,7 +37,7 @@ from worker.agent.endpoint_memory import (
 )
 from worker.jobs import feedback, outcomes, texts
 from worker.jobs import runtime as runtime_module
-from worker.jobs.outbox import Undelivered, backlog
+from worker.jobs.outbox_backlog import Undelivered, backlog
 from worker.jobs.question import ReplyTarget, reference_id
 from worker.jobs.queue import ADMIN_QUEUE, questions_queue, queue_depth
 from worker.jobs.runtime import Runtime

@@ -348,7 +348,7 @@ def hand_over(redis: Redis, question_id: str) -> bool:
 def deliver_due(redis: Redis, runtime: Runtime) -> dict[str, Delivery]:
     """The housekeeper's pass: an attempt for every final message that is due, a few at once
     (`delivery_max_parallel`: an attempt may wait out a platform's rate limit)."""
-    due = [_text(raw) for raw in redis.zrangebyscore(DUE_KEY, "-inf", time.time(), start=0, num=DUE_BATCH)]
+    due = [text_of(raw) for raw in redis.zrangebyscore(DUE_KEY, "-inf", time.time(), start=0, num=DUE_BATCH)]
     if not due:
         return {}
 
@@ -365,54 +365,10 @@ def deliver_due(redis: Redis, runtime: Runtime) -> dict[str, Delivery]:
         return dict(zip(due, pool.map(attempt, due), strict=True))
 
 
-@dataclass(frozen=True)
-class Undelivered:
-    question_id: str
-    platform: str
-    error: str
-    attempts: int
-    age_seconds: float  # since the final message was stored
-
-
-@dataclass(frozen=True)
-class Backlog:
-    """What `codebot status` says about delivery."""
-
-    retrying: int  # final messages the platform refused so far, still being tried
-    retrying_shown: list[Undelivered]  # the oldest of them
-    given_up: int  # given up in the last GAVE_UP_SHOWN_SECONDS
-    given_up_shown: list[Undelivered]  # the latest of them
-
-
-def backlog(redis: Redis, shown: int = 5) -> Backlog:
-    now = time.time()
-    # all of them (a long outage leaves thousands), not one pass's batch: an admin command, read rarely
-    waiting = [_text(raw) for raw in redis.zrange(DUE_KEY, 0, -1)]
-    # an entry not attempted yet is being delivered by the run that stored it
-    retrying = [entry for entry in _entries(redis, waiting, now) if entry.attempts > 0]
-    retrying.sort(key=lambda entry: -entry.age_seconds)
-    since = now - GAVE_UP_SHOWN_SECONDS
-    given_up = int(redis.zcount(GAVE_UP_KEY, since, "+inf"))
-    latest = [_text(raw) for raw in redis.zrevrangebyscore(GAVE_UP_KEY, "+inf", since, start=0, num=shown)]
-    return Backlog(len(retrying), retrying[:shown], given_up, _entries(redis, latest, now))
-
-
-def _entries(redis: Redis, question_ids: list[str], now: float) -> list[Undelivered]:
-    pipe = redis.pipeline(transaction=False)
-    for question_id in question_ids:
-        pipe.hmget(entry_key(question_id), "platform", "last_error", "attempts", "stored_at")
-    found = []
-    for question_id, values in zip(question_ids, pipe.execute(), strict=True):
-        platform, error, attempts, stored_at = (_text(v) if v is not None else "" for v in values)
-        if not stored_at:
-            continue  # expired
-        found.append(Undelivered(question_id, platform, error, int(attempts or 0), now - float(stored_at)))
-    return found
-
-
 def _decoded(raw: dict[bytes, bytes]) -> dict[str, str]:
-    return {_text(k): _text(v) for k, v in raw.items()}
+    return {text_of(k): text_of(v) for k, v in raw.items()}
 
 
-def _text(value: object) -> str:
+def text_of(value: object) -> str:
+    """A Redis value as text (the client returns bytes)."""
     return value.decode() if isinstance(value, bytes) else str(value)

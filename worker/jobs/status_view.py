@@ -34,7 +34,7 @@ from worker.jobs.admin import (
     repo_facts,
     short_duration,
 )
-from worker.jobs.outbox import backlog
+from worker.jobs.outbox_backlog import backlog
 from worker.jobs.question import reference_id
 from worker.jobs.queue import ADMIN_QUEUE, queue_depth
 from worker.jobs.runtime import Runtime
