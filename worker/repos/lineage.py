@@ -193,9 +193,9 @@ def store(git_dir: Path, tip: str, depth: str, found: Scan) -> None:
     whole history, whose next scan reads only the new commits."""
     if depth == "all":
         _write(git_dir / EDGES_FILE, "".join(f"{old} {new}\n" for old, new in found.edges))
-    else:
-        with contextlib.suppress(OSError):
-            (git_dir / EDGES_FILE).unlink()
+    stale = WINDOW_FILE if depth == "all" else EDGES_FILE  # of the other kind of scan, if any
+    with contextlib.suppress(OSError):
+        (git_dir / stale).unlink()
     header = f"{_FORMAT} {tip} {depth} {found.rules}"
     lines = [header, *(f"{sha} {why}" for sha, why in sorted(found.verdict.items()))]
     _write(git_dir / SECRET_BLOBS_FILE, "\n".join(lines) + "\n")
