@@ -10,6 +10,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.support.git_remote import GitRemote, make_mirrors
 from worker.repos.mirrors import Mirrors
 from worker.tools import build_registry, make_context
@@ -24,11 +26,16 @@ def answers(mirrors: Mirrors, calls: list[tuple[str, dict[str, Any]]]) -> list[s
     return [("ok " if o.ok else "error ") + o.text + json.dumps(o.data, sort_keys=True) for o in outcomes]
 
 
-def test_a_force_pushed_commit_cannot_be_read_by_its_sha_or_any_prefix(tmp_path: Path) -> None:
+@pytest.mark.parametrize("depth", [None, 2], ids=["whole mirror", "windowed mirror with lineage.git"])
+def test_a_force_pushed_commit_cannot_be_read_by_its_sha_or_any_prefix(
+    tmp_path: Path, depth: int | None
+) -> None:
     remote = GitRemote.create(tmp_path / "remote")
+    remote.commit({"src/more.py": "X = 1\n"}, "Add more")  # three commits: more than a window of 2
     marker = "leakmarker" + "Zq4" * 6  # no rule detects it: only reachability keeps it out
     leaked = remote.commit({"notes.txt": f"token {marker}\n"}, "Add notes")
-    mirrors = make_mirrors(tmp_path / "m", [{"name": "app", "url": str(remote.bare), "branch": "main"}])
+    entry = {"name": "app", "url": str(remote.bare), "branch": "main"}
+    mirrors = make_mirrors(tmp_path / "m", [{**entry, "history_depth": depth} if depth else entry])
     assert mirrors.sync("app").ok
     remote.force_push_replacing_last_commit({"notes.txt": "nothing here\n"})
     assert mirrors.sync("app").ok
@@ -42,8 +49,9 @@ def test_a_force_pushed_commit_cannot_be_read_by_its_sha_or_any_prefix(tmp_path:
     assert shown[0].startswith("error ") and "is not in the history of app" in shown[0]
     assert "at least 7 hex digits" in shown[1]
     assert shown[2].replace(leaked[:7], "X") == shown[3].replace(never[:7], "X")  # as if it never was
-    for kept in ("mirror.git", "lineage.git"):  # the mirror, and the blobless copy of its names
-        git_dir = next((tmp_path / "m").rglob(kept))
+    kept = sorted(path.name for path in (tmp_path / "m").rglob("*.git"))  # lineage.git: the names
+    assert kept == (["lineage.git", "mirror.git"] if depth else ["mirror.git"])
+    for git_dir in (tmp_path / "m").rglob("*.git"):
         assert subprocess.run(["git", "--git-dir", str(git_dir), "cat-file", "-e", leaked]).returncode != 0
 
 
@@ -103,6 +111,8 @@ def test_a_sync_whose_lineage_scan_fails_keeps_the_last_snapshot_and_shows_no_hi
     tmp_path: Path,
 ) -> None:
     remote = GitRemote.create(tmp_path / "remote")
+    for number in range(5):  # more history than the window: the names before it come from lineage.git
+        remote.commit({f"src/m{number}.py": f"X = {number}\n"}, f"Add module {number}")
     entry = [{"name": "app", "url": str(remote.bare), "branch": "main", "history_depth": 5}]
     mirrors = make_mirrors(tmp_path / "m", entry)
     good = mirrors.sync("app").sha

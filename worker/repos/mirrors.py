@@ -5,9 +5,11 @@ Layout under `<data_dir>/repos/<name>/`:
     mirror.git/             bare repo: the branch's last `history_depth` commits and the tags
                             among them (the history tools read it); the RepoSpec's url is
                             never written into its config
-    lineage.git/            with a `history_depth`: the whole branch without blobs (commits and
-                            trees), read only to know which blobs were secret files before the
-                            window's edge (worker/repos/lineage.py)
+    lineage.git/            when the `history_depth` window cuts the branch (mirror.git/shallow):
+                            the whole branch without blobs (commits and trees), read only to know
+                            which blobs were secret files before the window's edge
+                            (worker/repos/lineage.py); a mirror that reaches the first commit is
+                            its own lineage and keeps none
     snapshots/<sha>/        the commit's files as processed blobs (worker.repos.assemble), never modified
     snapshots/<sha>.json    the snapshot's metadata (worker.repos.snapshot.write_meta)
     snapshots/<sha>.lock    lease file: a question holds LOCK_SH on it while it reads the snapshot
@@ -32,7 +34,6 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -44,9 +45,8 @@ from typing import IO
 from config.repos import RepoSpec, Whitelist
 from config.settings import Settings
 from worker.repos.assemble import SnapshotRefused, build_snapshot
-from worker.repos.blobstore import BlobStore
 from worker.repos.build_record import record_path
-from worker.repos.cleanup import BackgroundCleaner, Cleanup, run_now
+from worker.repos.cleanup import Cleanup, run_now
 from worker.repos.deferred_index import PARSE_LATER_OVER, finish_index
 from worker.repos.disk import DiskFull
 from worker.repos.locks import LockTimeout, TakeApart, exclusive_lock
@@ -54,14 +54,14 @@ from worker.repos.materialize import MoveFrom
 from worker.repos.mirror_git import GitError, Progress, history_depth, run_mirror_git, scrub
 from worker.repos.mirror_lineage import MirrorGit
 from worker.repos.mirror_state import UNKNOWN, RepoPaths, current_sha, read_state, shorter_than, write_state
+from worker.repos.mirror_upkeep import MirrorUpkeep
 from worker.repos.snapshot import SNAPSHOT_FORMAT, Snapshot, meta_format, read_meta, write_meta
-from worker.repos.spare import Previous, build_spare, discard_stale_spares
+from worker.repos.spare import Previous
 from worker.repos.symbol_index_write import index_pending
-from worker.repos.symbols import index_path, prune_indexes
+from worker.repos.symbols import index_path
 
 log = logging.getLogger(__name__)
 
-_REPACK_LOCK_WAIT_SECONDS = 30.0  # a background repack waits this long for the repo's refresh lock
 _SNAPSHOT_START = 0.85  # of the progress bar; the fetch's phases (worker/repos/mirror_git.py) take the rest
 
 
@@ -92,7 +92,7 @@ class RepoStatus:
     display_url: str
 
 
-class Mirrors:
+class Mirrors(MirrorUpkeep):
     def __init__(
         self, settings: Settings, whitelist: Whitelist, cleaner: Callable[[Cleanup], None] = run_now
     ) -> None:
@@ -330,69 +330,6 @@ class Mirrors:
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         return taken
-
-    def _collect(self, paths: RepoPaths) -> None:
-        """GC after a sync; failing to delete is logged, never turned into a failed sync."""
-        try:
-            removed = self._gc_locked(paths)
-        except OSError as exc:
-            log.warning("removing old snapshots of %s failed: %s", paths.root.name, exc)
-            return
-        if removed:
-            self.cleaner(lambda: self._empty_trash_and_collect(paths))
-
-    def _keep_a_spare(self, paths: RepoPaths, sha: str) -> None:
-        """Discard outdated spares, and have a long-lived process's background cleaner link one
-        of the served snapshot for the next refresh (worker/repos/spare.py)."""
-        if discard_stale_spares(paths.snapshots, sha):
-            self.cleaner(lambda: self._empty_trash_and_collect(paths))
-        if isinstance(self.cleaner, BackgroundCleaner):
-            self.cleaner(lambda: build_spare(paths.snapshots, sha))
-
-    def _repack_window(self, paths: RepoPaths, git: MirrorGit) -> None:
-        """A windowed mirror's deltas recomputed once, off the sync's path: in a long-lived
-        process's background cleaner once the sync that queued it let the repo go (a sync still
-        holding it after that leaves it to the next); at once, under the caller's lock, for a
-        one-off sync (`codebot repos sync`)."""
-        if not isinstance(self.cleaner, BackgroundCleaner):
-            git.repack_window()
-            return
-
-        def repack() -> None:
-            try:
-                with exclusive_lock(paths.refresh_lock, _REPACK_LOCK_WAIT_SECONDS):  # the sync's end
-                    git.repack_window()
-            except LockTimeout:
-                pass
-
-        self.cleaner(repack)
-
-    def _empty_trash_and_collect(self, paths: RepoPaths) -> None:
-        released = paths.snapshots.empty_trash()
-        self._collect_blobs(released)
-
-    def _gc_locked(self, paths: RepoPaths) -> list[str]:
-        """Remove unleased old snapshots; the caller holds the refresh lock."""
-        for leftover in paths.root.glob(".current-*"):
-            leftover.unlink(missing_ok=True)  # a swap that died half-way
-        current = current_sha(paths)
-        removed = paths.snapshots.remove_unleased(keep=current)
-        prune_indexes(paths.root, current)  # the indexes of snapshots just removed, old build records
-        if removed:
-            log.info("removed %d old snapshot(s) of %s", len(removed), paths.root.name)
-        return removed
-
-    def _collect_blobs(self, released: set[str] | None = None) -> None:
-        """Delete the processed blobs no snapshot of any repo uses any more: of `released` only
-        (the objects the removed snapshots linked), or, when that is unknown, of the whole store."""
-        store = BlobStore(self.settings.data_dir.resolve())
-        try:
-            count = store.collect() if released is None else store.collect_released(released)
-        except (OSError, sqlite3.Error) as exc:
-            log.warning("removing unused processed blobs failed: %s", exc)
-            return
-        if count:
-            log.info("removed %d processed blob(s) no snapshot uses", count)
 
     # --- small helpers ---------------------------------------------------------------------
 
