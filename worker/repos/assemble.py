@@ -269,7 +269,7 @@ def build_snapshot(
     `secret` is the lineage verdict of the history the mirror holds (worker/repos/lineage.py);
     without it the history of `sha` is scanned here. Raises SnapshotRefused (a cap), DiskFull,
     or OSError (git or the file system). `blob_list` gets the store objects it links, so that
-    removing the snapshot later frees exactly those (BlobStore.collect_released). `previous`:
+    removing the snapshot later frees exactly those (blob_gc.collect_released). `previous`:
     the build record of the snapshot this one replaces (worker/repos/build_record.py), whose
     decisions are reused for the paths that did not change; `move`: take the previous snapshot's
     unchanged folders instead of linking their files (worker/repos/materialize.py);

@@ -42,15 +42,13 @@ import hashlib
 import importlib.metadata
 import logging
 import os
-import shutil
 import sqlite3
-import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from worker.repos.blob_worker import object_file, object_path, store_object
+from worker.repos.blob_worker import object_path, store_object
 from worker.repos.redaction import ENGINE_REVISION, get_redactor
 
 log = logging.getLogger(__name__)
@@ -60,8 +58,8 @@ log = logging.getLogger(__name__)
 STORE_FORMAT = "2"
 BLOBS_FOLDER = "blobs"
 _PACKAGES = ("detect-secrets", "google-re2")  # and the parsers: symbol_grammars.fingerprint()
-_BATCH = 500
-_SCHEMA = """
+BATCH = 500  # rows per statement
+SCHEMA = """
 CREATE TABLE IF NOT EXISTS blobs (sha TEXT PRIMARY KEY, kind TEXT NOT NULL, reason TEXT,
                                   lines INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS units (id INTEGER PRIMARY KEY AUTOINCREMENT, blob TEXT NOT NULL,
@@ -138,13 +136,13 @@ class BlobStore:
         db = sqlite3.connect(self.db_path, timeout=120, isolation_level=None)
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=NORMAL")
-        db.executescript(_SCHEMA)
+        db.executescript(SCHEMA)
         return db
 
     def known(self, db: sqlite3.Connection, shas: Iterable[str]) -> dict[str, BlobInfo]:
         """The blobs among `shas` already processed (and still on disk)."""
         found: dict[str, BlobInfo] = {}
-        for chunk in _chunks(list(shas), _BATCH):
+        for chunk in chunks(list(shas), BATCH):
             rows = db.execute(
                 f"SELECT sha, kind, reason, lines FROM blobs WHERE sha IN ({','.join('?' * len(chunk))})",
                 chunk,
@@ -158,7 +156,7 @@ class BlobStore:
         """Unit ids of the (blob, grammar) pairs already parsed."""
         wanted = set(pairs)
         found: dict[tuple[str, str], int] = {}
-        for chunk in _chunks(sorted({blob for blob, _ in wanted}), _BATCH):
+        for chunk in chunks(sorted({blob for blob, _ in wanted}), BATCH):
             rows = db.execute(
                 f"SELECT blob, grammar, id FROM units WHERE blob IN ({','.join('?' * len(chunk))})", chunk
             ).fetchall()
@@ -219,7 +217,7 @@ class BlobStore:
         keyed by their text, stored once; the caller holds the write lock, so no other build
         takes the same numbers)."""
         missing = [name for name in names if name not in self._names]
-        for chunk in _chunks(missing, _BATCH):
+        for chunk in chunks(missing, BATCH):
             rows = db.execute(
                 f"SELECT name, id FROM names WHERE name IN ({','.join('?' * len(chunk))})", chunk
             ).fetchall()
@@ -234,154 +232,9 @@ class BlobStore:
             self._names.update(numbered)
         return {name: self._names[name] for name in names}
 
-    # --- garbage collection ----------------------------------------------------------------
-
-    def collect(self) -> int:
-        """Delete the objects no snapshot links to any more (and their rows); how many.
-
-        Runs only when no build holds the store (else it skips: the next GC will do it), so an
-        object a build is about to link is never deleted under it. Old generations go whole once
-        none of their objects is linked."""
-        if not self.root.is_dir():
-            return 0
-        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                return 0
-            removed = 0
-            for folder in sorted(self.root.glob("g*")):
-                unused = _unlinked_objects(folder / "objects")
-                if folder != self.folder and not _any_linked(folder / "objects"):
-                    shutil.rmtree(folder, ignore_errors=True)
-                    removed += len(unused)
-                    continue
-                if unused:
-                    self._forget(folder / "store.sqlite", unused)
-                    for path in unused.values():
-                        path.unlink(missing_ok=True)
-                    removed += len(unused)
-            return removed
-        finally:
-            os.close(fd)
-
     def linked_names(self, shas: Iterable[str]) -> list[str]:
         """How a snapshot's blob list names these objects of this generation ("g<gen>/<sha>")."""
         return [f"g{self.generation}/{sha}" for sha in shas]
-
-    def collect_released(self, released: Iterable[str]) -> int:
-        """Delete those of `released` ("g<gen>/<sha>", from removed snapshots' blob lists) that
-        no snapshot links any more; how many. Visits only them, never the whole store.
-
-        When a build holds the store they wait in a pending file for the next call, so a busy
-        store never leaks them."""
-        pending_dir = self.root / "released"
-        pending_dir.mkdir(parents=True, exist_ok=True)
-        names = set(released)
-        if names:
-            tmp = pending_dir / f".{os.getpid()}-{time.monotonic_ns()}"
-            tmp.write_text("\n".join(sorted(names)))
-            os.rename(tmp, tmp.with_name(tmp.name[1:]))
-        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                return 0
-            lists = [p for p in pending_dir.iterdir() if not p.name.startswith(".")]
-            by_generation: dict[str, set[str]] = {}
-            for listed in lists:
-                for name in listed.read_text().split():
-                    generation, _, sha = name.partition("/")
-                    by_generation.setdefault(generation, set()).add(sha)
-            removed = sum(self._collect_listed(self.root / g, shas) for g, shas in by_generation.items())
-            for listed in lists:
-                listed.unlink(missing_ok=True)
-            return removed
-        finally:
-            os.close(fd)
-
-    def _collect_listed(self, folder: Path, shas: set[str]) -> int:
-        if not folder.name.startswith("g") or not (folder / "store.sqlite").is_file():
-            return 0  # a generation already removed whole
-        objects = os.fspath(folder / "objects")
-        unused: dict[str, Path] = {}
-        for sha in shas:
-            stored = object_file(objects, sha)
-            with contextlib.suppress(OSError):
-                if os.lstat(stored).st_nlink <= 1:
-                    unused[sha] = Path(stored)
-        if unused:
-            self._forget(folder / "store.sqlite", unused)
-            for path in unused.values():
-                path.unlink(missing_ok=True)
-        return len(unused)
-
-    @staticmethod
-    def _forget(db_path: Path, unused: dict[str, Path]) -> None:
-        db = sqlite3.connect(db_path, timeout=120, isolation_level=None)
-        try:
-            db.executescript(_SCHEMA)
-            db.execute("BEGIN IMMEDIATE")
-            units = 0
-            for chunk in _chunks(list(unused), _BATCH):
-                marks = ",".join("?" * len(chunk))
-                db.execute(f"DELETE FROM blobs WHERE sha IN ({marks})", chunk)
-                db.execute(
-                    f"DELETE FROM defs WHERE unit IN (SELECT id FROM units WHERE blob IN ({marks}))", chunk
-                )
-                units += db.execute(f"DELETE FROM units WHERE blob IN ({marks})", chunk).rowcount
-            db.execute("COMMIT")
-            _compact_refs(db, units)
-        finally:
-            db.close()
-
-
-def _compact_refs(db: sqlite3.Connection, deleted_units: int) -> None:
-    """Drop the reference rows of deleted units, once they are a good share of the table.
-
-    Rows of a deleted unit are never read (every query joins through a live snapshot's units),
-    so they may wait; deleting them needs a full scan, worth it only now and then."""
-    stale = int((db.execute("SELECT value FROM meta WHERE key = 'deleted_units'").fetchone() or ("0",))[0])
-    live = db.execute("SELECT count(*) FROM units").fetchone()[0]
-    stale += deleted_units
-    if stale * 4 < live:
-        db.execute("INSERT OR REPLACE INTO meta VALUES ('deleted_units', ?)", (str(stale),))
-        return
-    started = time.monotonic()
-    db.execute("DELETE FROM refs WHERE unit NOT IN (SELECT id FROM units)")
-    db.execute("INSERT OR REPLACE INTO meta VALUES ('deleted_units', '0')")
-    log.info("compacted the symbol store in %.1f s", time.monotonic() - started)
-
-
-def _unlinked_objects(objects: Path) -> dict[str, Path]:
-    """Objects only the store links to (link count 1): no snapshot uses them."""
-    unused: dict[str, Path] = {}
-    if not objects.is_dir():
-        return unused
-    for folder in objects.iterdir():
-        with contextlib.suppress(OSError):
-            for entry in os.scandir(folder):
-                if entry.name.startswith("."):
-                    # A write that died half-way (its tmp file): nobody links it.
-                    if entry.stat(follow_symlinks=False).st_mtime < time.time() - 3600:
-                        os.unlink(entry.path)
-                    continue
-                if entry.stat(follow_symlinks=False).st_nlink <= 1:
-                    unused[entry.name] = Path(entry.path)
-    return unused
-
-
-def _any_linked(objects: Path) -> bool:
-    if not objects.is_dir():
-        return False
-    for folder in objects.iterdir():
-        with contextlib.suppress(OSError):
-            for entry in os.scandir(folder):
-                if entry.stat(follow_symlinks=False).st_nlink > 1:
-                    return True
-    return False
 
 
 @contextlib.contextmanager
@@ -399,6 +252,6 @@ def _write_transaction(db: sqlite3.Connection) -> Iterator[None]:
     db.execute("COMMIT")
 
 
-def _chunks(items: list[Any], size: int) -> Iterator[list[Any]]:
+def chunks(items: list[Any], size: int) -> Iterator[list[Any]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]

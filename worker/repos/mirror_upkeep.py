@@ -11,6 +11,7 @@ import sqlite3
 from collections.abc import Callable
 
 from config.settings import Settings
+from worker.repos import blob_gc
 from worker.repos.blobstore import BlobStore
 from worker.repos.cleanup import BackgroundCleaner, Cleanup
 from worker.repos.locks import LockTimeout, exclusive_lock
@@ -86,7 +87,7 @@ class MirrorUpkeep:
         (the objects the removed snapshots linked), or, when that is unknown, of the whole store."""
         store = BlobStore(self.settings.data_dir.resolve())
         try:
-            count = store.collect() if released is None else store.collect_released(released)
+            count = blob_gc.collect(store) if released is None else blob_gc.collect_released(store, released)
         except (OSError, sqlite3.Error) as exc:
             log.warning("removing unused processed blobs failed: %s", exc)
             return
