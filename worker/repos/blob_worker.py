@@ -94,7 +94,7 @@ class _CatFile:
 
 
 def _parse(data: bytes, grammars: list[str]) -> dict[str, tuple[str, str, list[Any], dict[str, bytes]]]:
-    from worker.repos.ref_lines import pack_lines
+    from worker.repos.ref_lines import pack_rows
     from worker.repos.symbol_grammars import parse_source
 
     units = {}
@@ -102,7 +102,7 @@ def _parse(data: bytes, grammars: list[str]) -> dict[str, tuple[str, str, list[A
         symbols = parse_source(grammar, data)
         definitions = [(d.name, d.kind, d.container, d.line, d.end_line) for d in symbols.definitions]
         # Packed here, in the pool's processes: the store's writer only inserts the rows.
-        references = {name: pack_lines(lines) for name, lines in symbols.uses.items()}
+        references = {name: pack_rows(rows) for name, rows in symbols.rows.items()}
         units[grammar] = (symbols.language, symbols.family, definitions, references)
     return units
 

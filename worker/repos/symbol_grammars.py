@@ -39,7 +39,7 @@ from worker.repos import symbol_queries as q
 from worker.repos.symbol_capture import CompiledQuery, capture, compile_query, definition_nodes
 from worker.repos.symbol_tree import (
     container_name,
-    identifier_lines,
+    identifier_rows,
     name_of,
     text_of,
     walk,
@@ -203,12 +203,13 @@ class FileSymbols:
     language: str  # the display name: Python, Java, C++, …
     family: str
     definitions: list[FoundDefinition] = field(default_factory=list)
-    uses: dict[str, list[int]] = field(default_factory=dict)  # name -> the lines it is used on
+    # name -> -1, then the 0-based rows it is used on (worker/repos/symbol_tree.py `identifier_rows`)
+    rows: dict[str, list[int]] = field(default_factory=dict)
 
     @property
     def references(self) -> set[tuple[str, int]]:
         """(name, line), one per line a name is used on."""
-        return {(name, line) for name, lines in self.uses.items() for line in lines}
+        return {(name, row + 1) for name, rows in self.rows.items() for row in rows[1:]}
 
 
 @functools.cache
@@ -326,14 +327,14 @@ def _parse_source(key: str, source: bytes) -> FileSymbols:
             kind = "constructor"
         line, end_line = def_node.start_point[0] + 1, def_node.end_point[0] + 1
         result.definitions.append(FoundDefinition(name, kind, container, line, end_line))
-    result.uses = identifier_lines(captures.get("ref", []), source, chosen.keys())
-    if package and clause is not None and package in result.uses:  # `package retry` names the
-        clause_line = clause.start_point.row + 1  # package, it does not use it
-        lines = [line for line in result.uses[package] if line != clause_line]
-        if lines:
-            result.uses[package] = lines
+    result.rows = identifier_rows(captures.get("ref", []), source, chosen.keys())
+    if package and clause is not None and package in result.rows:  # `package retry` names the
+        clause_row = clause.start_point.row  # package, it does not use it
+        rows = [row for row in result.rows[package] if row != clause_row]
+        if len(rows) > 1:
+            result.rows[package] = rows
         else:
-            del result.uses[package]
+            del result.rows[package]
     return result
 
 
