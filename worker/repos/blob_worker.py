@@ -100,7 +100,7 @@ def _parse(data: bytes, grammars: list[str]) -> dict[str, tuple[str, str, list[A
     units = {}
     for grammar in grammars:
         symbols = parse_source(grammar, data)
-        definitions = [(d.name, d.kind, d.container, d.line, d.end_line) for d in symbols.definitions]
+        definitions = symbols.found
         # Packed here, in the pool's processes: the store's writer only inserts the rows.
         references = {name: pack_rows(rows) for name, rows in symbols.rows.items()}
         units[grammar] = (symbols.language, symbols.family, definitions, references)
