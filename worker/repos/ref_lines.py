@@ -12,7 +12,7 @@ unless a delta is larger.
 from __future__ import annotations
 
 from itertools import accumulate
-from operator import sub
+from operator import itemgetter, sub
 
 _CONTINUED = bytes(range(0x80, 0x100))  # a varint's bytes other than its last
 
@@ -40,11 +40,13 @@ def pack_rows(rows: list[int]) -> bytes:
     in place."""
     if len(rows) == 2 and rows[1] < len(_DELTAS) - 1:
         return _DELTAS[rows[1] + 1]  # a name used on one line: most names of a file
+    if len(rows) < 3:  # no line, or one line 16,384 or more (an itemgetter of one index is no tuple)
+        return b"".join(_varint(row + 1) for row in rows[1:])
     rows.sort()
     following = iter(rows)
     next(following)
-    try:
-        return b"".join(map(_DELTAS.__getitem__, map(sub, following, rows)))
+    try:  # one itemgetter of every delta: `map(_DELTAS.__getitem__, …)` packs an argument tuple per call
+        return b"".join(itemgetter(*map(sub, following, rows))(_DELTAS))
     except IndexError:  # a delta of 16,384 lines or more
         return b"".join(_varint(delta) for delta in map(sub, rows[1:], rows) if delta)
 
