@@ -19,12 +19,14 @@ A failure the process survives (out of memory, a parser error) is answered as
 
 from __future__ import annotations
 
+import functools
 import os
 import pickle
 import resource
 import struct
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
@@ -93,10 +95,19 @@ class _CatFile:
         return data
 
 
-def _parse(data: bytes, grammars: list[str]) -> dict[str, tuple[str, str, list[Any], dict[str, bytes]]]:
+@functools.cache
+def _parsers() -> tuple[Callable[[str, bytes], Any], Callable[[list[int]], bytes]]:
+    """The parse and the packing, imported on first use (the pool imports this module without
+    the grammars) and then kept: an import statement per blob cost ~14,000 instructions, as much
+    as the rest of a small file's fixed costs."""
     from worker.repos.ref_lines import pack_rows
     from worker.repos.symbol_grammars import parse_source
 
+    return parse_source, pack_rows
+
+
+def _parse(data: bytes, grammars: list[str]) -> dict[str, tuple[str, str, list[Any], dict[str, bytes]]]:
+    parse_source, pack_rows = _parsers()
     units = {}
     for grammar in grammars:
         symbols = parse_source(grammar, data)

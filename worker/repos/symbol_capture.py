@@ -128,4 +128,4 @@ def definition_nodes(
             continue
         for name_node, def_node in definition_pairs(captures[compiled.names[pattern]], defs):  # type: ignore[index]
             chosen.setdefault(name_node.start_byte, (pattern, name_node, def_node))
-    return dict(sorted(chosen.items()))  # `captures` lists come in no particular order
+    return {start: chosen[start] for start in sorted(chosen)}  # `captures` lists come in no order
