@@ -271,7 +271,8 @@ def _parse_source(key: str, source: bytes) -> FileSymbols:
     result.found = definition_rows(
         key, grammar.containers, compiled.kinds, _plain_names(key), chosen, package, source
     )
-    result.rows = identifier_rows(captures.get("ref", []), source, chosen.keys())
+    # `chosen` itself, not its keys(): `in` on a dict is the quicker of the two, once per identifier
+    result.rows = identifier_rows(captures.get("ref", []), source, chosen)
     if package and clause is not None and package in result.rows:  # `package retry` names the
         clause_row = clause.start_point.row  # package, it does not use it
         rows = [row for row in result.rows[package] if row != clause_row]

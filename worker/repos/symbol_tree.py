@@ -129,7 +129,7 @@ def _uses(nodes: list[tree_sitter.Node], whole: AnyStr, skip: Collection[int]) -
             name = whole[start : node.end_byte]
             rows = uses.get(name)
             if rows is None:
-                uses[name] = [-1, node.start_point.row]
+                uses[name] = [-1, node.start_point[0]]
             else:
-                rows.append(node.start_point.row)
+                rows.append(node.start_point[0])
     return uses
