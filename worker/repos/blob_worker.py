@@ -19,12 +19,14 @@ A failure the process survives (out of memory, a parser error) is answered as
 
 from __future__ import annotations
 
+import functools
 import os
 import pickle
 import resource
 import struct
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
@@ -93,16 +95,25 @@ class _CatFile:
         return data
 
 
-def _parse(data: bytes, grammars: list[str]) -> dict[str, tuple[str, str, list[Any], dict[str, bytes]]]:
-    from worker.repos.ref_lines import pack_lines
+@functools.cache
+def _parsers() -> tuple[Callable[[str, bytes], Any], Callable[[list[int]], bytes]]:
+    """The parse and the packing, imported on first use (the pool imports this module without
+    the grammars) and then kept: an import statement per blob cost ~14,000 instructions, as much
+    as the rest of a small file's fixed costs."""
+    from worker.repos.ref_lines import pack_rows
     from worker.repos.symbol_grammars import parse_source
 
+    return parse_source, pack_rows
+
+
+def _parse(data: bytes, grammars: list[str]) -> dict[str, tuple[str, str, list[Any], dict[str, bytes]]]:
+    parse_source, pack_rows = _parsers()
     units = {}
     for grammar in grammars:
         symbols = parse_source(grammar, data)
-        definitions = [(d.name, d.kind, d.container, d.line, d.end_line) for d in symbols.definitions]
+        definitions = symbols.found
         # Packed here, in the pool's processes: the store's writer only inserts the rows.
-        references = {name: pack_lines(lines) for name, lines in symbols.uses.items()}
+        references = {name: pack_rows(rows) for name, rows in symbols.rows.items()}
         units[grammar] = (symbols.language, symbols.family, definitions, references)
     return units
 

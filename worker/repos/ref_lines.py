@@ -12,7 +12,7 @@ unless a delta is larger.
 from __future__ import annotations
 
 from itertools import accumulate
-from operator import sub
+from operator import itemgetter, sub
 
 _CONTINUED = bytes(range(0x80, 0x100))  # a varint's bytes other than its last
 
@@ -28,20 +28,32 @@ def _varint(number: int) -> bytes:
 
 # Every delta below this, packed once (~0.6 MB per process): a file's first line used is mostly
 # past 127, so most names would otherwise take the byte loop above; with the table a name's lines
-# are packed in C (`map`, `bytes.join`), one of the costs of indexing per identifier.
-_VARINTS = tuple(_varint(number) for number in range(1 << 14))
+# are packed in C (`map`, `bytes.join`), one of the costs of indexing per identifier. A delta of 0
+# (a line used twice) packs to nothing: no set to deduplicate the lines first.
+_DELTAS = (b"", *(_varint(number) for number in range(1, 1 << 14)))
+
+
+def pack_rows(rows: list[int]) -> bytes:
+    """A name's lines as delta varints, in ascending order, from `rows`: -1 first, then the 0-based
+    rows it is used on (any order, repeats allowed), as worker/repos/symbol_tree.py gathers them
+    (the -1 makes the first delta the first 1-based line, with no +1 per identifier). Sorts `rows`
+    in place."""
+    if len(rows) == 2 and rows[1] < len(_DELTAS) - 1:
+        return _DELTAS[rows[1] + 1]  # a name used on one line: most names of a file
+    if len(rows) < 3:  # no line, or one line 16,384 or more (an itemgetter of one index is no tuple)
+        return b"".join(_varint(row + 1) for row in rows[1:])
+    rows.sort()
+    following = iter(rows)
+    next(following)
+    try:  # one itemgetter of every delta: `map(_DELTAS.__getitem__, …)` packs an argument tuple per call
+        return b"".join(itemgetter(*map(sub, following, rows))(_DELTAS))
+    except IndexError:  # a delta of 16,384 lines or more
+        return b"".join(_varint(delta) for delta in map(sub, rows[1:], rows) if delta)
 
 
 def pack_lines(lines: list[int]) -> bytes:
     """The lines (1-based, any order, repeats allowed) as delta varints, in ascending order."""
-    if len(lines) == 1 and lines[0] < len(_VARINTS):
-        return _VARINTS[lines[0]]  # a name used on one line: most names of a file
-    ordered = sorted(set(lines))
-    deltas = list(map(sub, ordered, [0, *ordered]))
-    try:
-        return b"".join(map(_VARINTS.__getitem__, deltas))
-    except IndexError:  # a delta of 16,384 lines or more
-        return b"".join(map(_varint, deltas))
+    return pack_rows([-1, *(line - 1 for line in lines)])
 
 
 def unpack_lines(packed: bytes) -> list[int]:

@@ -14,8 +14,11 @@ import tree_sitter
 from worker.repos.symbol_tree import definition_pairs
 
 # A pattern whose name is a field of the defining node itself, and nothing else is captured:
-# `(method_declaration name: (identifier) @name) @def`.
+# `(method_declaration name: (identifier) @name) @def`, or the defining node nested in others,
+# the name its last child: `(program (lexical_declaration (variable_declarator name: (identifier)
+# @name) @def))`.
 _NAME_FIELD = re.compile(r"\((\w+) (\w+): \((\w+)\) @name[ )][^@]*@def")
+_NESTED_NAME_FIELD = re.compile(r"\((\w+) (\w+): \((\w+)\) @name\) @def\)*")
 
 
 @dataclass(frozen=True)
@@ -36,8 +39,12 @@ def _name_field(language: tree_sitter.Language, pattern: str) -> tuple[int, str]
     """The field id of the name when pattern captures its name as a field of the defining node
     (and nothing else): the node then comes from `children_by_field_id`, and the engine captures
     one node per definition instead of two, with no pairing of the two lists afterwards."""
+    if pattern.count("@") != 2:
+        return None
     found = _NAME_FIELD.fullmatch(pattern)
-    if found is None or pattern.count("@") != 2:
+    if found is None and (nested := _NESTED_NAME_FIELD.search(pattern)) and nested.end() == len(pattern):
+        found = nested
+    if found is None:
         return None
     field = language.field_id_for_name(found.group(2))
     return None if field is None else (field, found.group(3))
@@ -128,4 +135,4 @@ def definition_nodes(
             continue
         for name_node, def_node in definition_pairs(captures[compiled.names[pattern]], defs):  # type: ignore[index]
             chosen.setdefault(name_node.start_byte, (pattern, name_node, def_node))
-    return dict(sorted(chosen.items()))  # `captures` lists come in no particular order
+    return {start: chosen[start] for start in sorted(chosen)}  # `captures` lists come in no order

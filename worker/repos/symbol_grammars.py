@@ -16,7 +16,7 @@ import hashlib
 import importlib.metadata
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 import tree_sitter
 import tree_sitter_bash
@@ -37,13 +37,14 @@ import tree_sitter_typescript
 
 from worker.repos import symbol_queries as q
 from worker.repos.symbol_capture import CompiledQuery, capture, compile_query, definition_nodes
-from worker.repos.symbol_tree import (
-    container_name,
-    identifier_lines,
-    name_of,
-    text_of,
-    walk,
+from worker.repos.symbol_definitions import (
+    CONSTRUCTOR_NAMES,
+    NAMED_LIKE_THEIR_TYPE,
+    DefinitionRow,
+    FoundDefinition,
+    definition_rows,
 )
+from worker.repos.symbol_tree import identifier_rows, text_of
 
 _JS_REFS = (
     "(identifier) (property_identifier) (shorthand_property_identifier)"
@@ -59,19 +60,6 @@ _JS_CONTAINERS = {
 _C_CONTAINERS = {"struct_specifier": "type", "union_specifier": "type", "enum_specifier": "type"}
 _CPP_REFS = "(identifier) (type_identifier) (field_identifier) (namespace_identifier)"
 _CPP_CONTAINERS = {**_C_CONTAINERS, "class_specifier": "type", "namespace_definition": "scope"}
-# Nodes whose body is local: a definition inside one is not named after an outer container.
-_LOCAL_SCOPES = {
-    "function_definition", "function_declaration", "method_definition", "method_declaration",
-    "function_item", "method", "singleton_method", "constructor_declaration", "init_declaration",
-    "secondary_constructor", "arrow_function", "function_expression", "lambda_expression",
-    "local_function_statement", "anonymous_function", "lambda_literal", "closure_expression",
-}  # fmt: skip
-# Methods that are constructors: by name, per grammar, or named like their type (Java, C#, C++).
-_CONSTRUCTOR_NAMES = {
-    "python": "__init__", "ruby": "initialize", "php": "__construct", "javascript": "constructor",
-    "typescript": "constructor", "tsx": "constructor", "scala": "this",
-}  # fmt: skip
-_NAMED_LIKE_THEIR_TYPE = {"java", "csharp", "cpp", "h"}
 
 
 @dataclass(frozen=True)
@@ -190,25 +178,23 @@ GRAMMARS: dict[str, Grammar] = {
 LANGUAGE_OF_SUFFIX = {suffix: key for key, grammar in GRAMMARS.items() for suffix in grammar.suffixes}
 
 
-class FoundDefinition(NamedTuple):  # a tuple: made thousands of times a file, several times faster
-    name: str
-    kind: str
-    container: str | None
-    line: int
-    end_line: int
-
-
 @dataclass
 class FileSymbols:
     language: str  # the display name: Python, Java, C++, …
     family: str
-    definitions: list[FoundDefinition] = field(default_factory=list)
-    uses: dict[str, list[int]] = field(default_factory=dict)  # name -> the lines it is used on
+    # (name, kind, container, line, end line) per definition: plain tuples, as the store takes them
+    found: list[DefinitionRow] = field(default_factory=list)
+    # name -> -1, then the 0-based rows it is used on (worker/repos/symbol_tree.py `identifier_rows`)
+    rows: dict[str, list[int]] = field(default_factory=dict)
 
     @property
     def references(self) -> set[tuple[str, int]]:
         """(name, line), one per line a name is used on."""
-        return {(name, line) for name, lines in self.uses.items() for line in lines}
+        return {(name, row + 1) for name, rows in self.rows.items() for row in rows[1:]}
+
+    @property
+    def definitions(self) -> list[FoundDefinition]:
+        return [FoundDefinition(*row) for row in self.found]
 
 
 @functools.cache
@@ -217,40 +203,11 @@ def _query(key: str) -> CompiledQuery:
     return compile_query(grammar.language, grammar.definitions, grammar.references)
 
 
-def _container(
-    node: tree_sitter.Node,
-    grammar: Grammar,
-    package: str | None,
-    source: bytes,
-    memo: dict[int, tuple[str | None, str]],
-) -> tuple[str | None, str]:
-    """The enclosing type or scope of a definition and which of the two it is ("type"/"scope").
-    `memo` remembers the answer for every node walked through, so a file's walks stay linear."""
-    if grammar.name == "Go" and node.type == "method_declaration":
-        receiver = node.child_by_field_name("receiver")
-        types = [n for n in walk(receiver) if n.type == "type_identifier"] if receiver else []
-        return (text_of(types[0], source) if types else None), "type"
-    walked: list[int] = []
-    result: tuple[str | None, str] = (package, "scope")
-    parent = node.parent
-    while parent is not None:
-        known = memo.get(parent.id)
-        if known is not None:
-            result = known
-            break
-        walked.append(parent.id)
-        parent_type = parent.type
-        kind = grammar.containers.get(parent_type)
-        if kind is not None and (name := container_name(parent, source)):
-            result = (name, kind)
-            break
-        if parent_type in _LOCAL_SCOPES:
-            result = (None, "scope")  # a local definition: its scope is a function, not worth naming
-            break
-        parent = parent.parent
-    for walked_id in walked:
-        memo[walked_id] = result
-    return result
+@functools.cache
+def _plain_names(key: str) -> bool:
+    """Whether a name without a separator is the whole name: no node type of the grammar may
+    qualify it (`qualified_identifier`: C++, Kotlin)."""
+    return GRAMMARS[key].language.id_for_node_kind("qualified_identifier", True) is None
 
 
 def kinds_of(key: str) -> set[str]:
@@ -259,7 +216,7 @@ def kinds_of(key: str) -> set[str]:
     kinds = {kind for kind, _ in grammar.definitions}
     if "function" in kinds and "type" in grammar.containers.values() and key != "c":  # C: no methods
         kinds.add("method")
-    if key in _CONSTRUCTOR_NAMES or key in _NAMED_LIKE_THEIR_TYPE:
+    if key in CONSTRUCTOR_NAMES or key in NAMED_LIKE_THEIR_TYPE:
         kinds.add("constructor")
     return kinds
 
@@ -311,29 +268,18 @@ def _parse_source(key: str, source: bytes) -> FileSymbols:
     captures = capture(key, compiled, root)
     chosen = definition_nodes(captures, compiled)
     result = FileSymbols(language=grammar.name, family=grammar.family)
-    memo: dict[int, tuple[str | None, str]] = {}
-    for pattern, name_node, def_node in chosen.values():
-        name, qualifier = name_of(name_node, source)
-        container, scope = _container(def_node, grammar, package, source, memo)
-        kind = compiled.kinds[pattern]
-        if qualifier is not None and (kind not in ("namespace", "module") or container is None):
-            container, scope = qualifier, ("type" if kind == "method" else scope)
-        if kind == "function" and scope == "type":
-            kind = "method"
-        if kind == "method" and (
-            name == _CONSTRUCTOR_NAMES.get(key) or (name == container and key in _NAMED_LIKE_THEIR_TYPE)
-        ):
-            kind = "constructor"
-        line, end_line = def_node.start_point[0] + 1, def_node.end_point[0] + 1
-        result.definitions.append(FoundDefinition(name, kind, container, line, end_line))
-    result.uses = identifier_lines(captures.get("ref", []), source, chosen.keys())
-    if package and clause is not None and package in result.uses:  # `package retry` names the
-        clause_line = clause.start_point.row + 1  # package, it does not use it
-        lines = [line for line in result.uses[package] if line != clause_line]
-        if lines:
-            result.uses[package] = lines
+    result.found = definition_rows(
+        key, grammar.containers, compiled.kinds, _plain_names(key), chosen, package, source
+    )
+    # `chosen` itself, not its keys(): `in` on a dict is the quicker of the two, once per identifier
+    result.rows = identifier_rows(captures.get("ref", []), source, chosen)
+    if package and clause is not None and package in result.rows:  # `package retry` names the
+        clause_row = clause.start_point.row  # package, it does not use it
+        rows = [row for row in result.rows[package] if row != clause_row]
+        if len(rows) > 1:
+            result.rows[package] = rows
         else:
-            del result.uses[package]
+            del result.rows[package]
     return result
 
 

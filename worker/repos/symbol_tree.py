@@ -105,20 +105,20 @@ def _enclosing(node: tree_sitter.Node, defs: list[tree_sitter.Node]) -> tree_sit
     return found
 
 
-def identifier_lines(
+def identifier_rows(
     nodes: list[tree_sitter.Node], source: bytes, skip: Collection[int]
 ) -> dict[str, list[int]]:
-    """The lines each name is used on, in the order of `nodes` (a line may repeat), from the
+    """The rows each name is used on: -1, then the 0-based rows in the order of `nodes` (a row may
+    repeat; the -1 is what worker/repos/ref_lines.py `pack_rows` starts its deltas from), from the
     identifier nodes but those starting at a byte in `skip` (the definitions' own names). The hot
     loop of indexing, one pass, grouping by name as it goes (the store keeps one row per name and
-    file: worker/repos/ref_lines.py): names sliced from the source (Node.text is several times
-    slower); an ASCII file (most are) decoded once and sliced as text, any other's names decoded
-    once each."""
+    file): names sliced from the source (Node.text is several times slower); an ASCII file (most
+    are) decoded once and sliced as text, any other's names decoded once each."""
     if source.isascii():
         return _uses(nodes, source.decode("ascii"), skip)
     decoded: dict[str, list[int]] = {}
-    for raw, lines in _uses(nodes, source, skip).items():  # two invalid names may decode alike
-        decoded.setdefault(raw.decode("utf-8", errors="replace"), []).extend(lines)
+    for raw, rows in _uses(nodes, source, skip).items():  # two invalid names may decode alike
+        decoded.setdefault(raw.decode("utf-8", errors="replace"), [-1]).extend(rows[1:])
     return decoded
 
 
@@ -127,9 +127,9 @@ def _uses(nodes: list[tree_sitter.Node], whole: AnyStr, skip: Collection[int]) -
     for node in nodes:
         if (start := node.start_byte) not in skip:
             name = whole[start : node.end_byte]
-            lines = uses.get(name)
-            if lines is None:
-                uses[name] = [node.start_point.row + 1]
+            rows = uses.get(name)
+            if rows is None:
+                uses[name] = [-1, node.start_point[0]]
             else:
-                lines.append(node.start_point.row + 1)
+                rows.append(node.start_point[0])
     return uses
