@@ -11,7 +11,7 @@ from tests.support.fixture_repos import make_repo, snapshot_repo
 from worker.repos.manifest import manifest_path
 from worker.repos.snapshot import Snapshot
 from worker.tools import build_registry, make_context
-from worker.tools.search_command import MAX_LARGE_FILE_GLOBS
+from worker.tools.search_scope import MAX_PATH_GLOBS as MAX_LARGE_FILE_GLOBS
 
 LIMIT = 1000
 

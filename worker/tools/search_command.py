@@ -1,11 +1,7 @@
 """The ripgrep command line of one search: our flags, limits and exclusions.
 
-Files larger than `search_max_file_bytes` are not searched. The snapshot's manifest (written
-when it was built, worker/repos/manifest.py) holds every file's size in git, so those few files
-are left out by name (`--glob=!/path`), found once per snapshot. `--max-filesize` would do the
-same by stat-ing every file at every search (~3 ms over the 2,400 files of the Python standard
-library on this machine, a fifth of the search); it is kept for a snapshot without a manifest,
-or with more large files (or stranger names) than are worth one glob each.
+Which files are left out by name, because they are too large or because the snapshot's ignore
+files hide them, is learnt once per snapshot (worker/tools/search_scope.py).
 """
 
 from __future__ import annotations
@@ -15,13 +11,9 @@ import re
 from pathlib import Path
 
 from config.settings import Settings
-from worker.repos.manifest import FILE, load_manifest, manifest_path
 from worker.repos.ripgrep import RipgrepMissing, find_ripgrep
 from worker.tools.context import ToolError
-
-MAX_LARGE_FILE_GLOBS = 64  # more large files than this: ripgrep's --max-filesize stats them all
-_GLOB_SPECIAL = re.compile(r"([\\*?\[\]{}!#])")
-_PLAIN_NAME = re.compile(r"[^\x00-\x1f\x7f\ud800-\udfff]*")  # no control character, no undecodable byte
+from worker.tools.search_scope import ignore_arguments, size_arguments
 
 
 def ripgrep_binary() -> str:
@@ -41,7 +33,7 @@ def ripgrep_command(
     settings: Settings, pattern: str, glob: str | None, ignore_case: bool, root: Path | None = None
 ) -> list[str]:
     """The full rg command line for a search in `root` (run there); without `root`, or for a
-    snapshot without a manifest, file sizes are checked by ripgrep itself (the bench uses it too)."""
+    snapshot without a manifest, ripgrep checks sizes and ignore files itself."""
     command = [
         ripgrep_binary(),
         # Plain output, not --json: --json repeats every match of a line (a 1.9 MB line of
@@ -59,7 +51,6 @@ def ripgrep_command(
         "--no-config",  # no RIPGREP_CONFIG_PATH can add flags such as --follow
         "--no-messages",  # unreadable files are skipped quietly; fatal errors still print
         "--hidden",  # dotfiles are code too (.github/…); secrets are excluded below
-        "--no-require-git",  # snapshots have no .git but their .gitignore files apply
         "--no-ignore-parent",  # ignore files above the snapshot (e.g. the data dir's) do not
         "--no-ignore-global",  # nor does this machine's global git excludes file
     ]
@@ -71,41 +62,10 @@ def ripgrep_command(
         # after the matches: "N files searched", to tell a glob that matched no file from no match
         command.append("--stats")
     # after the model's glob: of two --globs that match a file, the later one decides
-    command += size_limit(settings, root)
+    command += ignore_arguments(root)  # the snapshot's .gitignore files apply (search_scope.py)
+    command += size_arguments(root, settings.search_max_file_bytes)
     command += exclusion_globs(tuple(settings.secret_file_globs))
     return command
-
-
-def size_limit(settings: Settings, root: Path | None) -> list[str]:
-    """The arguments that keep ripgrep out of files over `search_max_file_bytes`."""
-    fallback = [f"--max-filesize={settings.search_max_file_bytes}"]
-    if root is None:
-        return fallback
-    try:
-        stamp = manifest_path(root).stat().st_mtime_ns
-    except OSError:
-        return fallback
-    excluded = _large_file_globs(str(root), stamp, settings.search_max_file_bytes)
-    return fallback if excluded is None else list(excluded)
-
-
-@functools.lru_cache(maxsize=32)
-def _large_file_globs(root: str, _stamp: int, limit: int) -> tuple[str, ...] | None:
-    """`--glob=!/path` for each file of the snapshot over `limit` bytes in git (None: use
-    --max-filesize). The manifest is immutable once written (its mtime is in the key)."""
-    manifest = load_manifest(Path(root))
-    if manifest is None:
-        return None
-    large = [e.path for e in manifest.entries if e.kind == FILE and e.size > limit]
-    if len(large) > MAX_LARGE_FILE_GLOBS or not all(map(_globbable, large)):
-        return None
-    return tuple("--glob=!/" + _GLOB_SPECIAL.sub(r"\\\1", path) for path in large)
-
-
-def _globbable(path: str) -> bool:
-    """A name a glob can spell exactly: no control character or undecodable byte, and no
-    trailing space (a gitignore-style pattern drops it)."""
-    return _PLAIN_NAME.fullmatch(path) is not None and path == path.rstrip()
 
 
 _GROUPABLE = re.compile(r"[^!/{},\\\[\]][^/{},\\\[\]]*")  # a file-name glob that can sit inside {a,b,…}
