@@ -11,16 +11,18 @@ they win over whatever glob the model passes.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
 import select
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import IO, Any
 
 from worker.repos.snapshot import Snapshot
 from worker.repos.visible import shown_name
@@ -82,36 +84,56 @@ def _show_line(ctx: ToolContext, raw: bytes) -> str:
     return text
 
 
+_per_thread = threading.local()
+
+
+def _stderr_file() -> IO[bytes]:
+    """This thread's file for rg's stderr, emptied for each search: a file, not a pipe (stderr
+    can never block rg), made once per thread rather than per search."""
+    errors: IO[bytes] | None = getattr(_per_thread, "errors", None)
+    if errors is None:
+        errors = _per_thread.errors = tempfile.TemporaryFile()  # noqa: SIM115  # kept open for the thread
+    errors.seek(0)
+    errors.truncate()
+    return errors
+
+
+@functools.cache
+def _devnull() -> int:
+    """rg's stdin, opened once per process (Popen's DEVNULL opens and closes it every time)."""
+    return os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+
+
 def _search_repo(
     ctx: ToolContext, snapshot: Snapshot, command: list[str], run: _Run, deadline: float
 ) -> None:
     if deadline <= time.monotonic():
         run.timed_out = True
         return
-    with tempfile.TemporaryFile() as errors:  # a file, not a pipe: stderr can never block rg
-        process = subprocess.Popen(
-            command,
-            cwd=snapshot.root,
-            # Not a pipe: given no path, rg searches its stdin when that is a pipe or a file.
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=errors,
-            env={"PATH": os.environ.get("PATH", ""), "LC_ALL": "C.UTF-8"},
-        )
-        try:
-            _consume(ctx, snapshot, process, run, deadline)
-        finally:
-            if process.stdout:
-                process.stdout.close()
-            if process.poll() is None:
-                process.kill()  # enough counted, timed out, or an error: the rest would only cost time
-            returncode = process.wait()
-        if returncode == 2 and not run.timed_out:
-            errors.seek(0)
-            message = " ".join(errors.read().decode("utf-8", errors="replace").split())
-            if message:
-                message = message.removeprefix("rg: ")[:400]
-                raise ToolError(f"ripgrep rejected the search: {message}. {_REGEX_HINT}")
+    errors = _stderr_file()
+    process = subprocess.Popen(
+        command,
+        cwd=snapshot.root,
+        # Not a pipe: given no path, rg searches its stdin when that is a pipe or a file.
+        stdin=_devnull(),
+        stdout=subprocess.PIPE,
+        stderr=errors,
+        env={"PATH": os.environ.get("PATH", ""), "LC_ALL": "C.UTF-8"},
+    )
+    try:
+        _consume(ctx, snapshot, process, run, deadline)
+    finally:
+        if process.stdout:
+            process.stdout.close()
+        if process.poll() is None:
+            process.kill()  # enough counted, timed out, or an error: the rest would only cost time
+        returncode = process.wait()
+    if returncode == 2 and not run.timed_out:
+        errors.seek(0)
+        message = " ".join(errors.read().decode("utf-8", errors="replace").split())
+        if message:
+            message = message.removeprefix("rg: ")[:400]
+            raise ToolError(f"ripgrep rejected the search: {message}. {_REGEX_HINT}")
 
 
 def _lines(process: subprocess.Popen[bytes], run: _Run, deadline: float) -> Iterator[bytes]:

@@ -13,7 +13,7 @@ from pathlib import Path
 from config.settings import Settings
 from worker.repos.ripgrep import RipgrepMissing, find_ripgrep
 from worker.tools.context import ToolError
-from worker.tools.search_scope import ignore_arguments, size_arguments
+from worker.tools.search_scope import scope_arguments
 
 
 def ripgrep_binary() -> str:
@@ -62,8 +62,8 @@ def ripgrep_command(
         # after the matches: "N files searched", to tell a glob that matched no file from no match
         command.append("--stats")
     # after the model's glob: of two --globs that match a file, the later one decides
-    command += ignore_arguments(root)  # the snapshot's .gitignore files apply (search_scope.py)
-    command += size_arguments(root, settings.search_max_file_bytes)
+    # the snapshot's .gitignore files apply, larger files are left out (search_scope.py)
+    command += scope_arguments(root, settings.search_max_file_bytes)
     command += exclusion_globs(tuple(settings.secret_file_globs))
     return command
 

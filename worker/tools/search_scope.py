@@ -76,12 +76,16 @@ def _remember(cache: OrderedDict, key: object, value: tuple[str, ...] | None) ->
         cache.popitem(last=False)
 
 
-def size_arguments(root: Path | None, limit: int) -> list[str]:
-    """What keeps ripgrep out of files over `limit` bytes in the snapshot at `root`."""
-    fallback = [f"--max-filesize={limit}"]
+def scope_arguments(root: Path | None, limit: int) -> list[str]:
+    """What keeps ripgrep out of the files the snapshot at `root` hides by its ignore files and
+    of the files over `limit` bytes (one stat of the manifest per search)."""
     stamp = None if root is None else _manifest_stamp(root)
     if root is None or stamp is None:
-        return fallback
+        return [*HONOR_IGNORE_FILES, f"--max-filesize={limit}"]
+    return [*_ignore_arguments(str(root), stamp), *_size_arguments(root, stamp, limit)]
+
+
+def _size_arguments(root: Path, stamp: int, limit: int) -> list[str]:
     key = (str(root), stamp, limit)
     with _lock:
         known = _large.get(key, ())
@@ -95,16 +99,13 @@ def size_arguments(root: Path | None, limit: int) -> list[str]:
         known = None if large is None else path_globs(large)
         with _lock:
             _remember(_large, key, known)
-    return fallback if known is None else list(known)
+    return [f"--max-filesize={limit}"] if known is None else list(known)
 
 
-def ignore_arguments(root: Path | None) -> list[str]:
-    """How the snapshot's ignore files apply: by name when what they hide is known, else read
-    by ripgrep (and, the first time, learnt in the background for the next searches)."""
-    stamp = None if root is None else _manifest_stamp(root)
-    if root is None or stamp is None:
-        return HONOR_IGNORE_FILES
-    key = (str(root), stamp)
+def _ignore_arguments(root: str, stamp: int) -> list[str]:
+    """By name when what the ignore files hide is known, else read by ripgrep (and, the first
+    time, learnt in the background for the next searches)."""
+    key = (root, stamp)
     with _lock:
         if key in _hidden:
             known = _hidden[key]
