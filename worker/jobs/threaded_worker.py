@@ -14,8 +14,9 @@ queue and its semantics:
   `worker_heartbeat_seconds`; a process killed with its questions stops renewing them all,
   and the reaper (worker/jobs/reaper.py) retries them on other workers within the same bound;
 - job timeouts: one timer thread per process (worker/jobs/job_timeouts.py) raises RQ's
-  JobTimeoutException in the question's thread (SIGALRM reaches only the main thread). It lands when the thread next runs Python: a call
-  blocked in a socket ends first at its own timeout, which codebot sets on every call;
+  JobTimeoutException in the question's thread (SIGALRM reaches only the main thread). It
+  lands when the thread next runs Python: a call blocked in a socket ends first at its own
+  timeout, which codebot sets on every call;
 - `rq` commands: `stop-job` raises StopJobRequested in that question's thread (the job ends
   STOPPED, as RQ marks a stopped horse's job); `kill-horse` does that to every question in
   flight; `shutdown` is RQ's own (a warm shutdown);
