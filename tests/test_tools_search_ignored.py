@@ -12,7 +12,7 @@ from tests.support.fixture_repos import make_repo, snapshot_repo
 from worker.repos.snapshot import Snapshot
 from worker.tools import build_registry, make_context
 from worker.tools.search_command import ripgrep_command
-from worker.tools.search_scope import MAX_PATH_GLOBS, hidden_files_known
+from worker.tools.search_scope import MAX_PATH_GLOBS, hidden_files_known, learn_in_background
 
 NEEDLE = "needle\n"
 FILES = {
@@ -80,3 +80,19 @@ def test_more_hidden_files_than_are_worth_a_glob_each_keep_ripgrep_reading_the_i
     command = learnt(snapshot)
     assert "--no-require-git" in command and "--no-ignore-vcs" not in command
     assert searched(snapshot) == ["src/app.py"]
+
+
+def test_a_process_that_ends_with_its_question_never_starts_learning_and_still_leaves_them_out(
+    tmp_path: Path,
+) -> None:
+    snapshot = built(tmp_path, FILES)
+    learn_in_background(False)  # as a forked work horse does
+    try:
+        for _ in range(3):
+            assert searched(snapshot) == ["src/app.py", "sub/kept.txt"]
+        assert not hidden_files_known(snapshot.root)
+        assert "--no-require-git" in ripgrep_command(
+            load_settings(env_file=None), "x", None, False, snapshot.root
+        )
+    finally:
+        learn_in_background(True)

@@ -48,6 +48,15 @@ _hidden: OrderedDict[tuple[str, int], tuple[str, ...] | None] = OrderedDict()  #
 _learning: set[tuple[str, int]] = set()
 _large: OrderedDict[tuple[str, int, int], tuple[str, ...] | None] = OrderedDict()
 _KEEP = 32  # snapshots remembered
+_learn_here = True  # False in a process that ends with its question (a forked work horse)
+
+
+def learn_in_background(allowed: bool) -> None:
+    """Whether searches in this process learn what ignore files hide. A forked work horse ends
+    with its one question: a walk it started would be lost with it, so there ripgrep keeps
+    reading the ignore files itself."""
+    global _learn_here
+    _learn_here = allowed
 
 
 def path_globs(paths: list[str]) -> tuple[str, ...] | None:
@@ -110,7 +119,7 @@ def _ignore_arguments(root: str, stamp: int) -> list[str]:
         if key in _hidden:
             known = _hidden[key]
             return HONOR_IGNORE_FILES if known is None else [*SKIP_IGNORE_FILES, *known]
-        if key in _learning:
+        if key in _learning or not _learn_here:
             return HONOR_IGNORE_FILES
         _learning.add(key)
     threading.Thread(target=_learn, args=(key,), name="codebot-search-scope", daemon=True).start()
