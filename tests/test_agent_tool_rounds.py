@@ -8,7 +8,9 @@ overlap by what happened, not by a clock.
 
 from __future__ import annotations
 
+import concurrent.futures
 import functools
+import os
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -19,6 +21,7 @@ import pytest
 from config.settings import Settings, load_settings
 from tests.support.fixture_repos import Corpus
 from tests.support.model_server import ScriptedModel, text, tool_calls
+from worker.agent import tool_round
 from worker.agent.loop import Agent, AgentResult
 from worker.jobs.question import Question, ReplyTarget
 from worker.jobs.threaded_worker import StopJobRequested, raise_in_thread
@@ -189,3 +192,30 @@ def test_a_stop_request_lands_in_the_question_while_its_tool_calls_are_still_run
     release.set()
     own_model.close()
     assert still_held and [type(exc) for exc in raised] == [StopJobRequested]
+
+
+def test_a_search_asked_for_after_a_read_starts_first_and_the_model_still_gets_its_order(
+    settings: Settings, corpus: Corpus, model: ScriptedModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    began: list[str] = []
+
+    def noting(tool: Callable[..., Any]) -> Callable[..., Any]:
+        def run(*args: Any, **kwargs: Any) -> Any:
+            began.append(tool.__name__)
+            return tool(*args, **kwargs)
+
+        return run
+
+    # one thread: the calls run in the order they were started
+    monkeypatch.setattr(tool_round, "_pool", concurrent.futures.ThreadPoolExecutor(1))
+    monkeypatch.setattr(tool_round, "_pool_pid", os.getpid())
+    tools = registry(read_file=noting, search=noting, list_files=noting)
+    result, progress, replies = ask(settings, corpus, model, tools, READ, LIST, SEARCH)
+    assert began == ["search", "read_file", "list_files"]  # the one waiting on ripgrep first
+    assert "def retry_job" in replies[0]["content"] and "src/app.py" in replies[2]["content"]
+    assert progress == [
+        "reading `src/app.py` from L1 in app",
+        "listing `src` in app",
+        "searching `retry_job` in app",
+    ]
+    assert (result.tool_calls, result.usable_tool_calls) == (3, 3)

@@ -13,7 +13,7 @@ from config.repos import RepoSpec
 from config.settings import load_settings
 from worker.repos.snapshot import Snapshot
 from worker.tools import build_registry, make_context
-from worker.tools.search import exclusion_globs
+from worker.tools.search_command import exclusion_globs
 
 FILES = [
     "app.py",

@@ -39,7 +39,7 @@ from worker.agent.model import ModelClient, ModelTurn, ToolCall, retry_wait_seco
 from worker.agent.model_errors import ModelFailure, failure
 from worker.agent.progress_lines import describe_call, failed_line, preview_arguments, sure_failure
 from worker.agent.prompt import build_system_prompt
-from worker.agent.tool_round import ToolRound
+from worker.agent.tool_round import ToolRound, start_order
 from worker.tools.context import ToolContext
 from worker.tools.registry import ToolOutcome, ToolRegistry
 
@@ -225,7 +225,10 @@ class Agent:
                 started.append(SKIPPED_AT_DEADLINE)
                 result.trace.append(f"{call.name} -> skipped (deadline)")
             else:
-                started.append(self._start_tool_call(tool_round, call, default_repo))
+                started.append("")  # started below, in start_order
+        for index in start_order([call.name for call in calls]):
+            if started[index] == "":
+                started[index] = self._start_tool_call(tool_round, calls[index], default_repo)
         for entry, call in zip(started, calls, strict=True):  # shown once all are on their way
             if isinstance(entry, _Started):
                 self.events.tool_started(call.id, call.name, entry.preview, entry.line)

@@ -13,6 +13,10 @@ the question's thread in the order the model made the calls. What does not chang
   once they are all on their way, then `tool_finished` for each as its result is taken back;
 - an identical call repeated in the same turn runs after the first and gets the first's
   result (the tools' per-question result cache), as it did when calls ran one by one;
+- calls that wait on a subprocess (`search` on ripgrep, the history tools on git) are started
+  first (`start_order`): a call that works in Python (a read, a listing) holds the interpreter
+  for milliseconds, and a search queued behind it would start ripgrep only then (the pool's
+  next thread, woken for it, waits for the interpreter meanwhile);
 - whatever a tool logs carries the question's log context (each call runs in a copy of it);
 - `rq`'s stop-job and the job timeout are raised in the question's thread: it waits for the
   calls in short slices so that they land there within `WAIT_SLICE_SECONDS`. Calls still
@@ -51,6 +55,15 @@ def tool_pool() -> concurrent.futures.ThreadPoolExecutor:
             _pool = concurrent.futures.ThreadPoolExecutor(TOOL_THREADS, thread_name_prefix="codebot-tool")
             _pool_pid = os.getpid()
         return _pool
+
+
+SUBPROCESS_TOOLS = frozenset({"search", "log", "blame", "show", "diff"})  # they wait on rg or git
+
+
+def start_order(names: list[str]) -> list[int]:
+    """The indexes of a turn's calls in the order to start them: the subprocess-bound ones
+    first, each group in the model's order (so an identical call still starts after the first)."""
+    return sorted(range(len(names)), key=lambda index: names[index] not in SUBPROCESS_TOOLS)
 
 
 class ToolRound(Generic[T]):

@@ -8,13 +8,15 @@ queue and its semantics:
 - every question is dequeued, registered in StartedJobRegistry (an RQ Execution), run, and
   moved to the finished or failed registry by RQ's own code (`perform_job`,
   `handle_job_success`, `handle_job_failure`, `handle_job_retry`), so `rq info` and
-  rq-dashboard show them as they show a forking worker's;
+  rq-dashboard show them as they show a forking worker's; its start (what RQ's
+  `prepare_execution` and `prepare_job_execution` write) is one MULTI/EXEC, not three;
 - a heartbeat thread renews every in-flight question's registry entry each
   `worker_heartbeat_seconds`; a process killed with its questions stops renewing them all,
   and the reaper (worker/jobs/reaper.py) retries them on other workers within the same bound;
-- job timeouts: RQ's `TimerDeathPenalty` raises JobTimeoutException in the question's thread
-  (SIGALRM reaches only the main thread). It lands when the thread next runs Python: a call
-  blocked in a socket ends first at its own timeout, which codebot sets on every call;
+- job timeouts: one timer thread per process (worker/jobs/job_timeouts.py) raises RQ's
+  JobTimeoutException in the question's thread (SIGALRM reaches only the main thread). It
+  lands when the thread next runs Python: a call blocked in a socket ends first at its own
+  timeout, which codebot sets on every call;
 - `rq` commands: `stop-job` raises StopJobRequested in that question's thread (the job ends
   STOPPED, as RQ marks a stopped horse's job); `kill-horse` does that to every question in
   flight; `shutdown` is RQ's own (a warm shutdown);
@@ -47,13 +49,15 @@ from typing import Any
 
 from redis.exceptions import RedisError
 from rq.command import handle_command, parse_payload
+from rq.executions import Execution
 from rq.job import Job
 from rq.queue import Queue
-from rq.timeouts import TimerDeathPenalty
+from rq.utils import now
 from rq.worker import WorkerStatus
 from rq.worker.base import StopRequested
 
-from worker.jobs.reaper import DUPLICATE_SIGNAL_SECONDS, CodebotWorker
+from worker.jobs.job_timeouts import SharedTimerDeathPenalty
+from worker.jobs.reaper import DUPLICATE_SIGNAL_SECONDS, CodebotWorker, hold_on
 
 log = logging.getLogger("codebot.worker")
 SEAT_POLL_SECONDS = 0.2  # a worker whose seats are all taken looks for a stop request this often
@@ -115,7 +119,7 @@ def raise_in_thread(thread_id: int, exception: type[BaseException]) -> bool:
 class ThreadedWorker(CodebotWorker):
     """CodebotWorker that runs up to `seats` jobs at once in threads of this process."""
 
-    death_penalty_class = TimerDeathPenalty
+    death_penalty_class = SharedTimerDeathPenalty  # one timer thread per process, not one per job
 
     def __init__(self, *args: Any, seats: int = 1, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -132,6 +136,8 @@ class ThreadedWorker(CodebotWorker):
         self._waiting_for_work = False
         self._is_seat = False
         self._idle_shown = False  # _show_state has just written "idle" (see set_state)
+        self._job_started = False  # a seat: _start_job wrote what prepare_job_execution would
+        self._skip_beat = False  # the next heartbeat of RQ's loop was carried by _start_job
 
     # --- the main thread: take a job when a seat is free, hand it to a thread -----------------
 
@@ -163,15 +169,17 @@ class ThreadedWorker(CodebotWorker):
         """Registers the job as started (in this thread: until then only this process knows it
         was taken) and answers it in a thread of its own; returns at once."""
         seat = self._seat()
-        try:
-            seat.prepare_execution(job)
-        except BaseException:
-            self._free_seats.release()
-            raise
         flight = _InFlight(seat, job, queue, time.monotonic())
         with self._lock:
             self._in_flight[job.id] = flight
-            self._show_state(job.id)
+        try:
+            hold_on(f"job {job.id}", lambda: self._start_job(seat, job))
+        except BaseException:
+            with self._lock:
+                self._in_flight.pop(job.id, None)
+            self._free_seats.release()
+            raise
+        self._skip_beat = True  # RQ's loop beats right after this; the start just did
         self._start_beating()
         thread = threading.Thread(
             target=self._answer, args=(flight,), name=f"codebot-job-{job.id}", daemon=True
@@ -179,6 +187,39 @@ class ThreadedWorker(CodebotWorker):
         self._threads = [t for t in self._threads if t.is_alive()] + [thread]
         thread.start()
         flight.thread = thread.ident or 0
+
+    def _start_job(self, seat: ThreadedWorker, job: Job) -> None:
+        """In one round trip (one MULTI/EXEC), what RQ writes in three when a job starts: its
+        Execution in StartedJobRegistry (`prepare_execution`), the worker busy with it, and the
+        job started by this worker with its heartbeats, out of the intermediate queue
+        (`prepare_job_execution`, which the seat then skips)."""
+        ttl = seat.get_heartbeat_ttl(job)
+        with seat._beat_lock, self.connection.pipeline() as pipe:
+            seat.execution = Execution.create(job, ttl, pipeline=pipe, worker_name=self.name)
+            super().set_state(WorkerStatus.BUSY, pipeline=pipe)
+            super().set_current_job_id(job.id, pipeline=pipe)
+            self.heartbeat(pipeline=pipe)
+            seat.set_current_job_working_time(0, pipeline=pipe)
+            seat.heartbeat(ttl, pipeline=pipe)
+            job.heartbeat(now(), ttl, pipeline=pipe)
+            job.prepare_for_execution(self.name, pipeline=pipe)
+            if len(self.queues) == 1:  # as perform_job decides
+                pipe.lrem(Queue(job.origin, connection=self.connection).intermediate_queue_key, 1, job.id)
+            pipe.execute()
+        seat._job_started = True
+        self._idle_shown = False
+
+    def prepare_job_execution(self, job: Job, remove_from_intermediate_queue: bool = False) -> None:
+        if self._job_started:  # written with the job's start (_start_job)
+            self._job_started = False
+            return
+        super().prepare_job_execution(job, remove_from_intermediate_queue)
+
+    def heartbeat(self, timeout: int | None = None, pipeline: Any = None) -> None:
+        if pipeline is None and self._skip_beat:
+            self._skip_beat = False  # the job's start carried this beat
+            return
+        super().heartbeat(timeout, pipeline=pipeline)
 
     def _show_state(self, current: str | None) -> None:
         """Busy (naming one question in flight) or idle, for `rq info`; the caller holds the lock.
@@ -199,6 +240,7 @@ class ThreadedWorker(CodebotWorker):
         seat.current_job_working_time = 0
         seat._stopped_job_id = None
         seat._beat_lock = threading.Lock()
+        seat._skip_beat = False
         return seat
 
     def _answer(self, flight: _InFlight) -> None:

@@ -18,18 +18,19 @@ import re
 import select
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import IO, Any
 
-from config.settings import Settings
-from worker.repos.ripgrep import RipgrepMissing, find_ripgrep
 from worker.repos.snapshot import Snapshot
 from worker.repos.visible import shown_name
 from worker.tools.context import ToolContext, ToolError
 from worker.tools.redact import finish
 from worker.tools.registry import ToolResult
+from worker.tools.search_command import max_line_bytes, ripgrep_command
+from worker.tools.search_command import ripgrep_binary as ripgrep_binary  # the benches' import
 
 _LINE_NUMBER = re.compile(rb"(\d+):")
 _FILES_SEARCHED = re.compile(rb"(\d+) files searched")
@@ -45,69 +46,6 @@ _REGEX_HINT = (
     "The pattern is a ripgrep (Rust) regex: escape ( ) [ ] { } . * + ? | \\ with a backslash for "
     "literal text; look-around and backreferences are not supported; a match cannot span lines."
 )
-
-
-def ripgrep_binary() -> str:
-    """The `rg` to run; its absence is a tool error the model can work around."""
-    try:
-        return find_ripgrep()
-    except RipgrepMissing as exc:
-        raise ToolError(str(exc)) from None
-
-
-def max_line_bytes(settings: Settings) -> int:
-    """The bytes of a matching line ripgrep prints: enough for the characters shown of it."""
-    return 4 * settings.search_max_line_chars
-
-
-def ripgrep_command(settings: Settings, pattern: str, glob: str | None, ignore_case: bool) -> list[str]:
-    """The full rg command line for a search in the current directory (the bench uses it too)."""
-    command = [
-        ripgrep_binary(),
-        # Plain output, not --json: --json repeats every match of a line (a 1.9 MB line of
-        # matches is 100 MB of JSON), while --max-columns bounds each line printed here.
-        "--null",  # path NUL line:text — a path may hold any byte but NUL
-        "--no-heading",
-        "--with-filename",
-        "--line-number",
-        "--color=never",
-        f"--max-columns={max_line_bytes(settings)}",
-        "--max-columns-preview",  # a longer line: its start and "[... omitted end of long line]"
-        # No file can show more than the count we stop at: rg stops reading it there (else it
-        # would search, and buffer the output of, all of a million-line file first).
-        f"--max-count={settings.search_count_limit}",
-        "--no-config",  # no RIPGREP_CONFIG_PATH can add flags such as --follow
-        "--no-messages",  # unreadable files are skipped quietly; fatal errors still print
-        "--hidden",  # dotfiles are code too (.github/…); secrets are excluded below
-        "--no-require-git",  # snapshots have no .git but their .gitignore files apply
-        "--no-ignore-parent",  # ignore files above the snapshot (e.g. the data dir's) do not
-        "--no-ignore-global",  # nor does this machine's global git excludes file
-        f"--max-filesize={settings.search_max_file_bytes}",
-    ]
-    if ignore_case:
-        command.append("--ignore-case")
-    command += ["-e", pattern]  # -e: a pattern starting with '-' is not an option
-    if glob:
-        command.append(f"--glob={glob}")
-        # after the matches: "N files searched", to tell a glob that matched no file from no match
-        command.append("--stats")
-    command += exclusion_globs(tuple(settings.secret_file_globs))
-    return command
-
-
-_GROUPABLE = re.compile(r"[^!/{},\\\[\]][^/{},\\\[\]]*")  # a file-name glob that can sit inside {a,b,…}
-
-
-@functools.lru_cache(maxsize=8)
-def exclusion_globs(secret_globs: tuple[str, ...]) -> list[str]:
-    """`.git` and the secret-file globs as --iglob exclusions. The file-name globs go in one
-    `{a,b,…}` alternation: ripgrep builds a matcher per glob at every start, and ~30 separate
-    case-insensitive globs cost it a few ms per search. A glob with a "/" (anchored to the
-    snapshot's root, as gitignore has it) or with characters of the alternation syntax stays
-    separate, so that each keeps its meaning."""
-    names = [".git", *(glob for glob in secret_globs if _GROUPABLE.fullmatch(glob))]
-    rest = [glob for glob in secret_globs if not _GROUPABLE.fullmatch(glob)]
-    return ["--iglob=!{" + ",".join(names) + "}", *(f"--iglob=!{glob}" for glob in rest)]
 
 
 @dataclass
@@ -146,36 +84,56 @@ def _show_line(ctx: ToolContext, raw: bytes) -> str:
     return text
 
 
+_per_thread = threading.local()
+
+
+def _stderr_file() -> IO[bytes]:
+    """This thread's file for rg's stderr, emptied for each search: a file, not a pipe (stderr
+    can never block rg), made once per thread rather than per search."""
+    errors: IO[bytes] | None = getattr(_per_thread, "errors", None)
+    if errors is None:
+        errors = _per_thread.errors = tempfile.TemporaryFile()  # noqa: SIM115  # kept open for the thread
+    errors.seek(0)
+    errors.truncate()
+    return errors
+
+
+@functools.cache
+def _devnull() -> int:
+    """rg's stdin, opened once per process (Popen's DEVNULL opens and closes it every time)."""
+    return os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+
+
 def _search_repo(
     ctx: ToolContext, snapshot: Snapshot, command: list[str], run: _Run, deadline: float
 ) -> None:
     if deadline <= time.monotonic():
         run.timed_out = True
         return
-    with tempfile.TemporaryFile() as errors:  # a file, not a pipe: stderr can never block rg
-        process = subprocess.Popen(
-            command,
-            cwd=snapshot.root,
-            # Not a pipe: given no path, rg searches its stdin when that is a pipe or a file.
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=errors,
-            env={"PATH": os.environ.get("PATH", ""), "LC_ALL": "C.UTF-8"},
-        )
-        try:
-            _consume(ctx, snapshot, process, run, deadline)
-        finally:
-            if process.stdout:
-                process.stdout.close()
-            if process.poll() is None:
-                process.kill()  # enough counted, timed out, or an error: the rest would only cost time
-            returncode = process.wait()
-        if returncode == 2 and not run.timed_out:
-            errors.seek(0)
-            message = " ".join(errors.read().decode("utf-8", errors="replace").split())
-            if message:
-                message = message.removeprefix("rg: ")[:400]
-                raise ToolError(f"ripgrep rejected the search: {message}. {_REGEX_HINT}")
+    errors = _stderr_file()
+    process = subprocess.Popen(
+        command,
+        cwd=snapshot.root,
+        # Not a pipe: given no path, rg searches its stdin when that is a pipe or a file.
+        stdin=_devnull(),
+        stdout=subprocess.PIPE,
+        stderr=errors,
+        env={"PATH": os.environ.get("PATH", ""), "LC_ALL": "C.UTF-8"},
+    )
+    try:
+        _consume(ctx, snapshot, process, run, deadline)
+    finally:
+        if process.stdout:
+            process.stdout.close()
+        if process.poll() is None:
+            process.kill()  # enough counted, timed out, or an error: the rest would only cost time
+        returncode = process.wait()
+    if returncode == 2 and not run.timed_out:
+        errors.seek(0)
+        message = " ".join(errors.read().decode("utf-8", errors="replace").split())
+        if message:
+            message = message.removeprefix("rg: ")[:400]
+            raise ToolError(f"ripgrep rejected the search: {message}. {_REGEX_HINT}")
 
 
 def _lines(process: subprocess.Popen[bytes], run: _Run, deadline: float) -> Iterator[bytes]:
@@ -297,7 +255,6 @@ def search(
     if isinstance(cached, ToolResult):
         return ToolResult("(You already ran this exact search; same result.)\n" + cached.text, cached.data)
 
-    command = ripgrep_command(settings, pattern, glob, ignore_case)
     run = _Run()
     started = time.monotonic()
     deadline = started + settings.search_timeout_seconds
@@ -305,6 +262,7 @@ def search(
         deadline = min(deadline, ctx.deadline)
     run.time_limit = max(deadline - started, 0.0)
     for snapshot in snapshots:
+        command = ripgrep_command(settings, pattern, glob, ignore_case, snapshot.root)
         _search_repo(ctx, snapshot, command, run, deadline)
         if run.hit_count_limit or run.timed_out:
             break
