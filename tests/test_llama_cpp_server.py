@@ -35,8 +35,15 @@ pytestmark = [
 ]
 NO_CODE_READ = "no code was read"
 # Each names what happened and what to change. SmolLM2 may ramble for its whole reply budget
-# before the re-ask, and then the conversation no longer fits the window: said as such.
-HONEST_FAILURES = (NO_CODE_READ, "did not answer in time", "still sending its reply", "context window")
+# before the re-ask, and then the conversation no longer fits the window: said as such. On a
+# machine busy with other work its turns can use up the question's whole time: said as such.
+HONEST_FAILURES = (
+    NO_CODE_READ,
+    "did not answer in time",
+    "still sending its reply",
+    "context window",
+    "ran out before any code was read",
+)
 
 
 def workspace(tmp_path: Path, base_url: str) -> dict[str, str]:
@@ -99,7 +106,7 @@ def test_with_a_tool_template_the_model_sees_the_tools_and_the_outcome_is_honest
     else:
         said = asked.stdout.lower()
         assert asked.returncode in (1, 3) and any(cause in said for cause in HONEST_FAILURES), asked.stdout
-        if "in time" in asked.stdout or "still sending" in asked.stdout:
+        if any(cause in said for cause in ("in time", "still sending", "ran out before")):
             assert "raise CODEBOT_" in asked.stdout  # the setting to raise
     endpoint = configured_endpoint(status)
     assert endpoint["server_kind"] == "llama.cpp" and "tools" not in endpoint["ignored"]  # type: ignore[operator]

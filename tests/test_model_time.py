@@ -106,6 +106,7 @@ def test_a_question_whose_time_ran_out_before_any_tool_ran_says_so(tmp_path: Pat
         with pytest.raises(ModelFailure) as failed:
             run_agent(rig, clock=clock, events=SlowModel(), question_deadline_seconds=20)
         assert failed.value.kind == "deadline" and "ran out before any code was read" in str(failed.value)
+        assert "raise CODEBOT_QUESTION_DEADLINE_SECONDS" in str(failed.value)
         assert failed.value.hops == 1 and failed.value.tool_calls == 0
 
 

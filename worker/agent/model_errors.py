@@ -48,7 +48,8 @@ MESSAGES = {
     "context": "the model's context window ({tokens} tokens) is too small for the question and codebot's instructions: "
     + CONTEXT_HELP,
     "malformed": "the model endpoint sent a reply we could not use",
-    "deadline": "the question's time ({seconds:.0f} s) ran out before any code was read",
+    "deadline": "the question's time ({seconds:.0f} s) ran out before any code was read: "
+    "an operator can raise CODEBOT_QUESTION_DEADLINE_SECONDS or use a faster model",
     "no_tool_calls": "the model never made a usable tool call, so no code was read: it may not support tool "
     "calling on this server (an admin can read why in `codebot status`)",
 }
