@@ -135,9 +135,32 @@ def make_mirrors(work: Path, name: str, files: dict[str, bytes]) -> tuple[Mirror
 
 
 def cpu_seconds() -> float:
-    """CPU time of this process and of its waited-for children (blob processors, git)."""
+    """CPU time of this process, of its waited-for children (git) and of its live descendants:
+    the blob processors stay warm between syncs as a worker's do, so they are never waited for."""
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime + _live_descendants_cpu()
+
+
+def _live_descendants_cpu() -> float:
+    """utime + stime of every process below this one, from /proc (Linux)."""
+    parents: dict[int, int] = {}
+    ticks: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # gone meanwhile
+        pid = int(stat.parent.name)
+        parents[pid], ticks[pid] = int(fields[1]), int(fields[11]) + int(fields[12])
+    below, found = {os.getpid()}, True
+    while found:
+        found = False
+        for pid, parent in parents.items():
+            if parent in below and pid not in below:
+                below.add(pid)
+                found = True
+    below.discard(os.getpid())
+    return sum(ticks[pid] for pid in below) / os.sysconf("SC_CLK_TCK")
 
 
 def synced(work: Path, name: str, files: dict[str, bytes]) -> tuple[Mirrors, Settings, float, float]:
