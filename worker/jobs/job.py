@@ -19,6 +19,7 @@ from typing import Any
 
 import openai
 from redis import Redis
+from redis.client import Pipeline
 from redis.exceptions import RedisError
 from rq import get_current_job
 from rq.job import Job
@@ -110,6 +111,8 @@ class QuestionRun:
         self.token = new_token()  # this run's claim on the question's one final message
         self.sink: ReplySink | None = None
         self.view: LiveView | None = None  # the sink's live view of this run, if it offered one
+        self.answered: Answer | None = None  # the answer this run stored, once it has
+        self.answered_checked_at = float("-inf")  # when the answered marker was last seen absent
 
     def _outcome(self, status: Status, **facts: Any) -> QuestionOutcome:
         return QuestionOutcome(status=status, ref=self.ref, **facts)
@@ -123,6 +126,7 @@ class QuestionRun:
         question = self.question
         if was_answered(self.redis, question.id):  # stored by an earlier run: never answer twice,
             return self._outcome("already_answered", delivery=self._deliver_stored())  # but deliver it
+        self.answered_checked_at = time.monotonic()  # progress lines check again from here on
         started = time.monotonic()
         try:  # everything, the sink and its 👀 included: whatever fails, the asker hears of it
             self.sink = make_sink(self.runtime, self.redis, question)
@@ -168,30 +172,31 @@ class QuestionRun:
             return outcome
         if not stored:
             return self._outcome("already_answered")
-        if final.answer is not None:
-            try:
-                turn = Turn(question=self.question.text, answer=final.answer.markdown)
-                record_turn(self.redis, self.question.target, turn)
-            except RedisError:  # only a follow-up's context is lost
-                log.warning("could not record the thread turn", extra={"job_id": self.question.id})
-            self._record_answered(final.answer, outcome)
+        if final.answer is not None:  # its thread turn and feedback context go with its record (_finish)
+            self.answered = final.answer
+        fresh = (self.question, final) if stored == outbox.STORED_NOW else None  # not read back
         try:
             outcome.delivery = outbox.deliver(
-                self.redis, self.runtime, self.question.id, self.token, self.sink
+                self.redis, self.runtime, self.question.id, self.token, self.sink, stored=fresh
             )
         except RedisError as exc:  # stored and pending: the outbox delivers it once Redis answers
             log.warning("delivery left to the outbox: %s", exc, extra={"job_id": self.question.id})
             outcome.delivery = "pending"
         return outcome
 
-    def _record_answered(self, answer: Answer, outcome: QuestionOutcome) -> None:
-        """What feedback on this answer will be filed with (worker/jobs/feedback.py)."""
-        try:
-            feedback.record_answer(
-                self.redis, self.runtime.settings, self.question, answer, outcome.snapshots
-            )
-        except RedisError:  # only the context of a later 👍/👎 is lost
-            log.warning("could not record the answer for feedback", extra={"job_id": self.question.id})
+    def _record_answered(self, pipe: Pipeline, outcome: QuestionOutcome) -> None:
+        """The stored answer's turn in its thread (a follow-up's context) and what feedback on it
+        will be filed with (worker/jobs/feedback.py), queued on the question's record's pipeline."""
+        answer = self.answered
+        if answer is None:
+            return
+        question = self.question
+        record_turn(
+            self.redis, question.target, Turn(question=question.text, answer=answer.markdown), into=pipe
+        )
+        feedback.record_answer(
+            self.redis, self.runtime.settings, question, answer, outcome.snapshots, into=pipe
+        )
 
     def _finish(self, outcome: QuestionOutcome, started: float) -> QuestionOutcome:
         """Log, count and account one question: the same facts everywhere, never its code."""
@@ -247,14 +252,16 @@ class QuestionRun:
         )
         if outcome.status != "already_answered":  # a retry that found the answer stored adds nothing
             record_question(self.redis, settings, question, outcome.as_record(), into=pipe)
+        self._record_answered(pipe, outcome)
         if prompt or completion:
             user_key = f"{question.target.platform}:{question.asker}"
             record_usage(self.redis, settings, user_key, prompt, completion, into=pipe)
         try:
             pipe.execute()
-        except RedisError:  # only counts are lost: the answer was delivered (or is in the outbox)
+        except RedisError:  # only counts and context are lost: the answer was delivered (or is in the outbox)
             log.warning(
-                "could not record the question's metrics, record and usage", extra={"job_id": question.id}
+                "could not record the question's metrics, record, usage, thread turn and feedback context",
+                extra={"job_id": question.id},
             )
         return outcome
 
@@ -272,7 +279,7 @@ class QuestionRun:
         endpoint = display_url(base_url_of(settings))
         record_model_error(self.redis, {**entry, "model": settings.model, "endpoint": endpoint})
 
-    def _store(self, final: Final) -> bool:
+    def _store(self, final: Final) -> int:
         """outbox.store, waiting out a Redis restart: a final message that is ready is not thrown away."""
         deadline = time.monotonic() + CLAIM_WAIT_SECONDS
         while True:
@@ -306,7 +313,7 @@ class QuestionRun:
         live view checks (worker/jobs/live.py): at most once per ANSWERED_CHECK_SECONDS, not a
         Redis round trip per tool call. A progress line echoes the model's arguments (a search
         pattern), so it is redacted like everything shown."""
-        checked_at = float("-inf")
+        checked_at = self.answered_checked_at  # the run's start checked: the first line need not
         answered = False
 
         def report(text: str) -> None:
