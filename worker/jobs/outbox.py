@@ -7,7 +7,8 @@ Answering and delivering are two steps (docs/operations.md, "Delivery"):
    with the answered marker (`codebot:answered:<id>`, which means "final message stored"), in
    one script, with the run's own token. One final message exists per question whatever RQ
    retries, redis-py retries (worker/ops/claims.py) and runs taken for dead do. The run
-   accounts its tokens and records the thread's memory then, once, delivered or not.
+   accounts its tokens and records the thread's memory after its first attempt, once,
+   delivered or not (worker/jobs/question_end.py).
 2. `deliver`: the question's sink posts it: the placeholder replaced, the answer's chunks,
    👀 taken off and ✅ or ⚠️ put on. The run tries at once. When the platform refuses (5xx,
    `ratelimited`, a 429 longer than the client waits out, a timeout), the entry is due again
