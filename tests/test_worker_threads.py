@@ -17,8 +17,8 @@ from rq.registry import FinishedJobRegistry, StartedJobRegistry
 from tests.support.e2e import Rig
 from tests.support.model_server import Reply, last_user_text, slow, text, tool_calls
 from tests.support.worker_procs import horse_pids, start_worker, stop_worker
-from worker.jobs.job import make_model_client
 from worker.jobs.process import seats_per_process
+from worker.jobs.question_start import make_model_client
 from worker.jobs.queue import QUESTIONS_QUEUE
 from worker.jobs.sink import CONSOLE_STREAM_PREFIX
 

@@ -30,9 +30,9 @@ from config.errors import ConfigError
 from worker.agent.citations import check_answer
 from worker.agent.loop import Agent, ModelFailure
 from worker.jobs.console import MISSING_MODEL_MESSAGE
-from worker.jobs.job import make_model_client
 from worker.jobs.outcomes import cut_off_markdown, cut_off_text, not_an_answer_text, stopped_markdown
 from worker.jobs.question import Question, ReplyTarget, event_identity, reference_id
+from worker.jobs.question_start import make_model_client
 from worker.jobs.runtime import Runtime
 from worker.jobs.scope import redact_and_extract_repos
 from worker.tools import make_context

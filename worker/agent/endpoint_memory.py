@@ -105,7 +105,11 @@ _PROCESS_LOCK = threading.Lock()
 class EndpointMemory:
     """The facts of one endpoint, read once per question and written through on every change."""
 
-    def __init__(self, settings: Settings, redis: Redis | None = None) -> None:
+    def __init__(
+        self, settings: Settings, redis: Redis | None = None, stored: dict[bytes, bytes] | None = None
+    ) -> None:
+        """`stored`: this endpoint's hash as the caller just read it from Redis (a question's
+        start reads it with its other facts in one round trip), instead of reading it here."""
         self.settings = settings
         self.redis = redis
         self.id = endpoint_id(settings)
@@ -116,7 +120,7 @@ class EndpointMemory:
         if known is None or time.time() - known.updated_at >= self.ttl:
             known = EndpointFacts(updated_at=time.time())
         # What another worker learned meanwhile is in Redis: one HGETALL per question.
-        self.facts = self._merge(known, self._load())
+        self.facts = self._merge(known, self._load(stored))
         with _PROCESS_LOCK:
             _PROCESS_FACTS[self.id] = self.facts
 
@@ -207,11 +211,11 @@ class EndpointMemory:
         self._save({"context_tokens": str(tokens), "context_source": source})
 
     # --- storage -------------------------------------------------------------------------------
-    def _load(self) -> EndpointFacts | None:
+    def _load(self, stored: dict[bytes, bytes] | None) -> EndpointFacts | None:
         if self.redis is None:
             return None
         try:
-            raw: dict[bytes, bytes] = self.redis.hgetall(self.key)
+            raw: dict[bytes, bytes] = self.redis.hgetall(self.key) if stored is None else stored
         except RedisError:
             return None
         facts = EndpointFacts()

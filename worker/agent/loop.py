@@ -120,16 +120,18 @@ class Agent:
         events: AgentEvents | None = None,
         redis: Redis | None = None,
         log_extra: dict[str, Any] | None = None,
+        endpoint_facts: dict[bytes, bytes] | None = None,
     ) -> None:
         """`events` observes the run (worker/agent/events.py); `progress` is the older one-line
-        callback, adapted. `redis` shares what endpoints accept across workers (optional)."""
+        callback, adapted. `redis` shares what endpoints accept across workers (optional);
+        `endpoint_facts`: the endpoint's hash in it, if the caller has just read it."""
         self.settings = settings
         self.registry = registry
         self.ctx = ctx
         self.clock = clock
         observer = events or (ProgressEvents(progress) if progress is not None else NoEvents())
         self.events = SafeEvents(observer)
-        self.memory = EndpointMemory(settings, redis)
+        self.memory = EndpointMemory(settings, redis, endpoint_facts)
         self.model = ModelClient(settings, client, self.memory, self.events, clock, log_extra)
 
     # --- the loop --------------------------------------------------------------------------

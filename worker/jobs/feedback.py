@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from redis import Redis
+from redis.client import Pipeline
 
 from config.settings import Settings
 from worker.jobs.question import Question, reference_id
@@ -59,9 +60,15 @@ def _keep_seconds(settings: Settings) -> int:
 
 
 def record_answer(
-    redis: Redis, settings: Settings, question: Question, answer: Answer, commits: dict[str, str]
+    redis: Redis,
+    settings: Settings,
+    question: Question,
+    answer: Answer,
+    commits: dict[str, str],
+    into: Pipeline | None = None,
 ) -> None:
-    """What a vote on this answer will be filed with (called when the answer is stored)."""
+    """What a vote on this answer will be filed with (written by the run that stored the answer,
+    with its question's record); `into`: queued on that pipeline, which the caller runs."""
     cited = [
         f"{s.repo}:{s.path}#L{s.start}" + (f"-L{s.end}" if s.end != s.start else "") for s in answer.sources
     ]
@@ -80,10 +87,11 @@ def record_answer(
         "question": question.text if settings.feedback_keep_question_text else "",
     }
     key = ANSWER_KEY_PREFIX + question.id
-    pipe = redis.pipeline()
+    pipe = redis.pipeline() if into is None else into
     pipe.hset(key, mapping=fields)
     pipe.expire(key, _keep_seconds(settings))
-    pipe.execute()
+    if into is None:
+        pipe.execute()
 
 
 def record_vote(

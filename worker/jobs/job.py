@@ -11,13 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
-import openai
 from redis import Redis
 from redis.exceptions import RedisError
 from rq import get_current_job
@@ -27,8 +24,7 @@ from worker.agent.citations import check_answer, check_body
 from worker.agent.endpoint_memory import base_url_of, display_url, record_model_error
 from worker.agent.live_text import LiveText
 from worker.agent.loop import Agent, ModelFailure
-from worker.agent.model import make_openai_client
-from worker.jobs import feedback, outbox
+from worker.jobs import outbox
 from worker.jobs import runtime as runtime_module
 from worker.jobs.live import ANSWERED_CHECK_SECONDS, LiveEvents, LiveView, live_view
 from worker.jobs.outbox import Final, make_sink
@@ -41,17 +37,17 @@ from worker.jobs.outcomes import (
     not_an_answer_text,
     stopped_markdown,
 )
-from worker.jobs.question import Question, ReplyTarget, Turn, reference_id
+from worker.jobs.question import Question, ReplyTarget, reference_id
+from worker.jobs.question_end import account_question
 from worker.jobs.question_log import record_question
+from worker.jobs.question_start import StartFacts, make_model_client, read_start
 from worker.jobs.queue import was_answered
 from worker.jobs.runtime import Runtime
 from worker.jobs.sink import Answer, DeliveryFailed, ReplySink
 from worker.jobs.threaded_worker import StopJobRequested, free_seat
-from worker.jobs.threads import record_turn
-from worker.ops.accounting import BUDGET_SPENT_MESSAGE, budget_spent, record_usage
+from worker.ops.accounting import BUDGET_SPENT_MESSAGE, budget_spent
 from worker.ops.claims import new_token
 from worker.ops.logs import log_context
-from worker.ops.metrics import count, observe_question
 from worker.repos.refresh import catch_up
 from worker.tools import make_context
 from worker.tools.redact import get_redactor
@@ -73,25 +69,6 @@ TRYING_AGAIN = "the worker answering this stopped; trying again…"
 CLAIM_WAIT_SECONDS = 15.0
 
 
-_clients: dict[tuple[int, str | None, str, float], openai.OpenAI] = {}
-_clients_lock = threading.Lock()
-
-
-def make_model_client(runtime: Runtime) -> openai.OpenAI:
-    """The process's client for the configured endpoint: one per process (its connection pool
-    serves every question a threaded worker holds), never shared across a fork (keyed by pid:
-    docs/platform-notes.md, pitfall 15). The agent retries itself, within the question's
-    deadline (worker/agent/model.py)."""
-    settings = runtime.settings
-    key_text = settings.openai_api_key.get_secret_value() if settings.openai_api_key else ""
-    key = (os.getpid(), settings.openai_base_url, key_text, float(settings.model_timeout_seconds))
-    with _clients_lock:
-        client = _clients.get(key)
-        if client is None:
-            client = _clients[key] = make_openai_client(settings)
-        return client
-
-
 def answer_question(question_json: str) -> dict[str, Any]:
     """RQ entry point; RQ keeps the returned record as the job's result."""
     job = get_current_job()
@@ -110,6 +87,9 @@ class QuestionRun:
         self.token = new_token()  # this run's claim on the question's one final message
         self.sink: ReplySink | None = None
         self.view: LiveView | None = None  # the sink's live view of this run, if it offered one
+        self.answered: Answer | None = None  # the answer this run stored, once it has
+        self.answered_checked_at = float("-inf")  # when the answered marker was last seen absent
+        self.start = StartFacts(answered=False)  # what the start read (read_start)
 
     def _outcome(self, status: Status, **facts: Any) -> QuestionOutcome:
         return QuestionOutcome(status=status, ref=self.ref, **facts)
@@ -121,8 +101,10 @@ class QuestionRun:
 
     def _run(self) -> QuestionOutcome:
         question = self.question
-        if was_answered(self.redis, question.id):  # stored by an earlier run: never answer twice,
+        self.start = read_start(self.redis, self.runtime, question)  # one round trip
+        if self.start.answered:  # stored by an earlier run: never answer twice,
             return self._outcome("already_answered", delivery=self._deliver_stored())  # but deliver it
+        self.answered_checked_at = time.monotonic()  # progress lines check again from here on
         started = time.monotonic()
         try:  # everything, the sink and its 👀 included: whatever fails, the asker hears of it
             self.sink = make_sink(self.runtime, self.redis, question)
@@ -168,94 +150,22 @@ class QuestionRun:
             return outcome
         if not stored:
             return self._outcome("already_answered")
-        if final.answer is not None:
-            try:
-                turn = Turn(question=self.question.text, answer=final.answer.markdown)
-                record_turn(self.redis, self.question.target, turn)
-            except RedisError:  # only a follow-up's context is lost
-                log.warning("could not record the thread turn", extra={"job_id": self.question.id})
-            self._record_answered(final.answer, outcome)
+        if final.answer is not None:  # its thread turn and feedback context go with its record (_finish)
+            self.answered = final.answer
+        fresh = (self.question, final) if stored == outbox.STORED_NOW else None  # not read back
         try:
             outcome.delivery = outbox.deliver(
-                self.redis, self.runtime, self.question.id, self.token, self.sink
+                self.redis, self.runtime, self.question.id, self.token, self.sink, stored=fresh
             )
         except RedisError as exc:  # stored and pending: the outbox delivers it once Redis answers
             log.warning("delivery left to the outbox: %s", exc, extra={"job_id": self.question.id})
             outcome.delivery = "pending"
         return outcome
 
-    def _record_answered(self, answer: Answer, outcome: QuestionOutcome) -> None:
-        """What feedback on this answer will be filed with (worker/jobs/feedback.py)."""
-        try:
-            feedback.record_answer(
-                self.redis, self.runtime.settings, self.question, answer, outcome.snapshots
-            )
-        except RedisError:  # only the context of a later 👍/👎 is lost
-            log.warning("could not record the answer for feedback", extra={"job_id": self.question.id})
-
     def _finish(self, outcome: QuestionOutcome, started: float) -> QuestionOutcome:
-        """Log, count and account one question: the same facts everywhere, never its code."""
         free_seat()  # delivered or in the outbox: a threaded worker's seat takes the next question
-        question = self.question
-        settings = self.runtime.settings
         outcome.seconds = round(time.monotonic() - started, 3)
-        prompt, completion = outcome.prompt_tokens, outcome.completion_tokens
-        fields: dict[str, Any] = {
-            "job_id": question.id,
-            "ref": self.ref,
-            "platform": question.target.platform,
-            "channel": question.target.channel,
-            "user": question.asker,
-            "repos": ",".join(question.repos),
-            "status": outcome.status,
-            "delivery": outcome.delivery,
-            "hops": outcome.hops,
-            "tool_calls": outcome.tool_calls,
-            "tools": outcome.tools,
-            "prompt_tokens": prompt,
-            "completion_tokens": completion,
-            "unverified": outcome.unverified,
-            "seconds": outcome.seconds,
-        }
-        if outcome.reason is not None:
-            fields["reason"] = outcome.reason
-        if outcome.failure_kind is not None:
-            fields["failure_kind"] = outcome.failure_kind
-        if settings.log_question_text:
-            fields["question"] = question.text
-        log.log(
-            logging.WARNING if outcome.status in ("failed", "not_an_answer", "cut_off") else logging.INFO,
-            "question %s",
-            outcome.status,
-            extra=fields,
-        )
-        if outcome.status == "failed":
-            count(
-                self.redis, "codebot_failures_total", reason="crash" if outcome.reason == "crash" else "model"
-            )
-        # the metrics, the console's record and the usage in one round trip: a worker with one
-        # seat takes its next question only once this one has ended
-        pipe = self.redis.pipeline()
-        observe_question(
-            self.redis,
-            question.target.platform,
-            outcome.status,
-            outcome.seconds,
-            outcome.tools,
-            (prompt, completion),
-            into=pipe,
-        )
-        if outcome.status != "already_answered":  # a retry that found the answer stored adds nothing
-            record_question(self.redis, settings, question, outcome.as_record(), into=pipe)
-        if prompt or completion:
-            user_key = f"{question.target.platform}:{question.asker}"
-            record_usage(self.redis, settings, user_key, prompt, completion, into=pipe)
-        try:
-            pipe.execute()
-        except RedisError:  # only counts are lost: the answer was delivered (or is in the outbox)
-            log.warning(
-                "could not record the question's metrics, record and usage", extra={"job_id": question.id}
-            )
+        account_question(self.redis, self.runtime.settings, self.question, outcome, self.answered)
         return outcome
 
     def _record_model_failure(self, exc: ModelFailure) -> None:
@@ -272,7 +182,7 @@ class QuestionRun:
         endpoint = display_url(base_url_of(settings))
         record_model_error(self.redis, {**entry, "model": settings.model, "endpoint": endpoint})
 
-    def _store(self, final: Final) -> bool:
+    def _store(self, final: Final) -> int:
         """outbox.store, waiting out a Redis restart: a final message that is ready is not thrown away."""
         deadline = time.monotonic() + CLAIM_WAIT_SECONDS
         while True:
@@ -306,7 +216,7 @@ class QuestionRun:
         live view checks (worker/jobs/live.py): at most once per ANSWERED_CHECK_SECONDS, not a
         Redis round trip per tool call. A progress line echoes the model's arguments (a search
         pattern), so it is redacted like everything shown."""
-        checked_at = float("-inf")
+        checked_at = self.answered_checked_at  # the run's start checked: the first line need not
         answered = False
 
         def report(text: str) -> None:
@@ -334,7 +244,9 @@ class QuestionRun:
         runtime = self.runtime
         # another machine may have refreshed a repo: fetch that commit first, bounded (worker/repos/refresh.py)
         progress = self._progress(sink)
-        catch_up(runtime.mirrors, self.redis, self.question.repos, progress=progress)
+        catch_up(
+            runtime.mirrors, self.redis, self.question.repos, progress=progress, wanted=self.start.wanted
+        )
         with runtime.mirrors.lease(self.question.repos) as snapshots:
             if not snapshots:
                 return self._outcome("no_snapshot"), Final(apology=NO_SNAPSHOT_MESSAGE, outcome="no_snapshot")
@@ -352,6 +264,7 @@ class QuestionRun:
                 progress=progress,
                 events=self._live_events(view, text, ctx.redact) if view is not None else None,
                 redis=self.redis,
+                endpoint_facts=self.start.endpoint,
             )
             self.view = view
             result = agent.run(self.question)

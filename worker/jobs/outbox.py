@@ -7,7 +7,8 @@ Answering and delivering are two steps (docs/operations.md, "Delivery"):
    with the answered marker (`codebot:answered:<id>`, which means "final message stored"), in
    one script, with the run's own token. One final message exists per question whatever RQ
    retries, redis-py retries (worker/ops/claims.py) and runs taken for dead do. The run
-   accounts its tokens and records the thread's memory then, once, delivered or not.
+   accounts its tokens and records the thread's memory after its first attempt, once,
+   delivered or not (worker/jobs/question_end.py).
 2. `deliver`: the question's sink posts it: the placeholder replaced, the answer's chunks,
    👀 taken off and ✅ or ⚠️ put on. The run tries at once. When the platform refuses (5xx,
    `ratelimited`, a 429 longer than the client waits out, a timeout), the entry is due again
@@ -64,7 +65,7 @@ Delivery = Literal["delivered", "pending", "undeliverable", "busy", "none"]
 # busy: another attempt holds it; none: nothing to deliver (already delivered, or never stored)
 
 # KEYS: answered marker, entry, due set. ARGV: token, ttl ms, question, final, now, lease end,
-# question id, platform. 1: stored by this token (now or before); 0: another final is stored.
+# question id, platform. 2: stored now by this token; 1: stored by it before; 0: another final is.
 _STORE = """
 local held = redis.call('GET', KEYS[1])
 if held then
@@ -76,8 +77,9 @@ redis.call('HSET', KEYS[2], 'question', ARGV[3], 'final', ARGV[4], 'stored_at', 
   'state', 'pending', 'lease', ARGV[1], 'attempts', '0', 'platform', ARGV[8])
 redis.call('PEXPIRE', KEYS[2], ARGV[2])
 redis.call('ZADD', KEYS[3], ARGV[6], ARGV[7])
-return 1
+return 2
 """
+STORED_NOW = 2  # store's answer when this call stored it: its first attempt is already leased
 # KEYS: entry, due set. ARGV: token, now, lease end, question id.
 # 1: the attempt is this token's; 0: another attempt holds it; -1: nothing pending (its place in
 # the due set goes too: an entry deleted or evicted while due would be looked at by every pass,
@@ -203,14 +205,15 @@ def entry_key(question_id: str) -> str:
     return ENTRY_KEY_PREFIX + question_id
 
 
-def store(redis: Redis, settings: Settings, question: Question, final: Final, token: str) -> bool:
-    """Store the question's final message, unless another is stored already. True when this one
-    is, also when asked again with the same token (a retry). The entry is then pending, its
-    first attempt leased to `token` (the run delivers it at once)."""
+def store(redis: Redis, settings: Settings, question: Question, final: Final, token: str) -> int:
+    """Store the question's final message, unless another is stored already. STORED_NOW (2) when
+    this call stored it: the entry is pending, its first attempt leased to `token` (the run
+    delivers it at once, `deliver(..., stored=...)`, without reading it back); 1 when the same
+    token stored it before (a retry: its entry may have moved on); 0 when another one is."""
     now = time.time()
     ttl_ms = round((ANSWERED_TTL_SECONDS + settings.delivery_give_up_seconds) * 1000)
     kept = question.model_copy(update={"history": []})  # what a sink needs, not the thread's past
-    return bool(
+    return int(
         run_script(
             redis,
             _STORE,
@@ -230,32 +233,45 @@ def store(redis: Redis, settings: Settings, question: Question, final: Final, to
 
 
 def deliver(
-    redis: Redis, runtime: Runtime, question_id: str, token: str, sink: ReplySink | None = None
+    redis: Redis,
+    runtime: Runtime,
+    question_id: str,
+    token: str,
+    sink: ReplySink | None = None,
+    stored: tuple[Question, Final] | None = None,
 ) -> Delivery:
     """One attempt to post the stored final message of `question_id`; what came of it.
 
     `token` holds the attempt (the run's own token reuses the lease `store` gave it). `sink`:
-    the run's own sink (its placeholder known in memory); otherwise one is made. Redis errors
+    the run's own sink (its placeholder known in memory); otherwise one is made. `stored`: the
+    question and final message that `store` has just stored with `token` (STORED_NOW): that
+    store leased this first attempt, so it is neither taken again nor read back. Redis errors
     are the caller's (the entry stays pending and is tried again).
     """
     settings = runtime.settings
     now = time.time()
     key = entry_key(question_id)
-    taken = int(
-        run_script(
-            redis, _TAKE, [key, DUE_KEY], [token, now, now + settings.delivery_lease_seconds, question_id]
+    if stored is None:
+        taken = int(
+            run_script(
+                redis, _TAKE, [key, DUE_KEY], [token, now, now + settings.delivery_lease_seconds, question_id]
+            )
         )
-    )
-    if taken <= 0:
-        return "busy" if taken == 0 else "none"
-    fields = _decoded(redis.hgetall(key))
-    if "question" not in fields:  # expired between the two calls
-        return "none"
+        if taken <= 0:
+            return "busy" if taken == 0 else "none"
+        fields = _decoded(redis.hgetall(key))
+        if "question" not in fields:  # expired between the two calls
+            return "none"
+    else:  # what _STORE wrote: no attempt yet
+        fields = {"attempts": "0", "stored_at": f"{now:.3f}", "platform": stored[0].target.platform}
     try:
         # an entry this release cannot read (stored by another one, mid-deploy) fails like a
         # delivery: tried again, then given up and shown, never left pending unseen
-        question = Question.model_validate_json(fields["question"])
-        final = Final.from_json(fields["final"])
+        if stored is None:
+            question = Question.model_validate_json(fields["question"])
+            final = Final.from_json(fields["final"])
+        else:
+            question, final = stored
         final.send(sink if sink is not None else make_sink(runtime, redis, question))
     except DeliveryFailed as exc:
         return _not_delivered(redis, settings, fields, question_id, token, exc)
@@ -264,9 +280,10 @@ def deliver(
             log.exception("delivery of %s crashed", question_id, extra={"job_id": question_id})
         failure = DeliveryFailed(f"{type(exc).__name__}: {exc}")
         return _not_delivered(redis, settings, fields, question_id, token, failure)
-    run_script(
-        redis, _DONE, [key, DUE_KEY, GAVE_UP_KEY], [question_id, f"{time.time():.3f}", DELIVERED_KEEP_SECONDS]
-    )
+    done = redis.pipeline(transaction=False)  # delivered, and counted, in one round trip
+    done.eval(_DONE, 3, key, DUE_KEY, GAVE_UP_KEY, question_id, f"{time.time():.3f}", DELIVERED_KEEP_SECONDS)
+    count(done, "codebot_deliveries_total", platform=question.target.platform, result="delivered")
+    done.execute()
     attempts = int(fields.get("attempts") or 0)
     if attempts:
         log.info(
@@ -276,7 +293,6 @@ def deliver(
             attempts,
             extra={"job_id": question_id, "ref": reference_id(question_id)},
         )
-    count(redis, "codebot_deliveries_total", platform=question.target.platform, result="delivered")
     return "delivered"
 
 

@@ -31,7 +31,7 @@ import worker.agent.loop
 import worker.jobs.job
 from worker.jobs import runtime as runtime_module
 from worker.jobs.housekeeping import run_housekeeper
-from worker.jobs.job import make_model_client
+from worker.jobs.question_start import make_model_client
 from worker.jobs.queue import ADMIN_QUEUE, QUESTIONS_QUEUE, queue_depth
 from worker.jobs.reaper import die_with_parent, make_codebot_worker
 from worker.jobs.runtime import Runtime

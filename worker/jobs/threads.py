@@ -8,6 +8,7 @@ restarts). Which threads are conversations with the bot is the intake's thread m
 from __future__ import annotations
 
 from redis import Redis
+from redis.client import Pipeline
 
 from worker.jobs.question import ReplyTarget, Turn
 
@@ -21,16 +22,18 @@ def thread_key(platform: str, channel: str, thread: str) -> str:
     return f"{THREAD_KEY_PREFIX}{platform}:{channel}:{thread}"
 
 
-def record_turn(redis: Redis, target: ReplyTarget, turn: Turn) -> None:
+def record_turn(redis: Redis, target: ReplyTarget, turn: Turn, into: Pipeline | None = None) -> None:
+    """Keep `turn` as the thread's latest; `into`: queued on that pipeline, which the caller runs."""
     if not target.thread:
         return
     key = thread_key(target.platform, target.channel, target.thread)
     kept = Turn(question=turn.question, answer=turn.answer[:ANSWER_CHARS_KEPT])
-    pipe = redis.pipeline()
+    pipe = redis.pipeline() if into is None else into
     pipe.rpush(key, kept.model_dump_json())
     pipe.ltrim(key, -THREAD_MAX_TURNS, -1)
     pipe.expire(key, THREAD_TTL_SECONDS)
-    pipe.execute()
+    if into is None:
+        pipe.execute()
 
 
 def load_turns(redis: Redis, platform: str, channel: str, thread: str) -> list[Turn]:

@@ -121,19 +121,22 @@ def catch_up(
     names: Iterable[str],
     progress: Callable[[str], None] | None = None,
     bounded: bool = True,
+    wanted: dict[str, str | None] | None = None,
 ) -> dict[str, SyncResult]:
     """Sync each repo whose local snapshot is not the wanted commit; never raises for git or Redis.
 
     Repos are synced in parallel (`sync_max_parallel_repos` at a time), so a question about
     all repos after a `/codebot refresh all` elsewhere waits for the slowest fetch, not their
     sum. `bounded` (before a question): each git step cut to `catch_up_timeout_seconds`; the
-    background pass waits as long as any sync may. Returns the syncs it ran. A sync that finds a commit newer than the wanted one records
+    background pass waits as long as any sync may. `wanted`: the commits the caller has just
+    read (wanted_sha) for some of the names; the others are read here. Returns the syncs it ran. A sync that finds a commit newer than the wanted one records
     it, so the other machines follow this one.
     """
     behind: dict[str, str] = {}
+    known = wanted or {}
     for name in dict.fromkeys(names):
         try:
-            wanted = wanted_sha(redis, name)
+            sha = known[name] if name in known else wanted_sha(redis, name)
         except RedisError as exc:
             log.warning("catch-up of %s skipped: Redis unavailable (%s)", name, exc)
             continue
@@ -141,9 +144,9 @@ def catch_up(
         # Nothing recorded and nothing servable here: an install upgraded from a release that
         # recorded no commits, or whose snapshots this release cannot serve. Synced to the
         # branch's head all the same (and recorded below), so it heals without an operator.
-        healing = wanted is None and local is None
-        if (healing or (wanted is not None and wanted != local)) and not recently_failed(mirrors, name):
-            behind[name] = wanted or ""
+        healing = sha is None and local is None
+        if (healing or (sha is not None and sha != local)) and not recently_failed(mirrors, name):
+            behind[name] = sha or ""
     if not behind:
         return {}
     updating = [f"{name} to commit `{sha[:7]}`" for name, sha in behind.items() if sha]
