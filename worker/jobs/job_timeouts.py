@@ -103,7 +103,9 @@ def _with_message(exception: type[BaseException], seconds: int | float) -> type[
     message = f"Task exceeded maximum timeout value ({seconds} seconds)"
 
     def __init__(self: BaseException, *args: object) -> None:
-        exception.__init__(self, *(args or (message,)))
+        # past `exception`'s own __init__: RQ's TimerDeathPenalty, once used anywhere in the
+        # process, replaces it with one that ignores its arguments and names its own timeout
+        super(exception, self).__init__(*(args or (message,)))
 
     return type(exception.__name__, (exception,), {"__init__": __init__, "__module__": exception.__module__})
 
