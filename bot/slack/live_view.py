@@ -156,6 +156,19 @@ class SlackLiveView:
         self.client.chat_stopStream(channel=self.channel, ts=self.ts, chunks=chunks or None, blocks=blocks)
         self.streaming = False
 
+    def end_with_cards(self) -> None:
+        """End a stream that will not show the answer (an apology follows, or an answer it cannot
+        hold) with its task cards not sent yet: a card whose call finished just before the run
+        ended (the sender thread stops at close) would otherwise stay "in progress" for good."""
+        if not self.streaming or self.ts is None or not self._tasks:
+            return
+        try:
+            self.client.chat_stopStream(channel=self.channel, ts=self.ts, chunks=self._tasks)
+        except SLACK_FAILURES as exc:  # the message is replaced next, which stops it anyway
+            log.info("slack stream: the last task cards could not be sent: %s", exc)
+        self._tasks = []
+        self.streaming = False
+
     # --- the sender thread ---------------------------------------------------------------------
     def _ready(self, now: float) -> bool:
         status = self._statuses_work and (

@@ -148,9 +148,11 @@ class SlackStreamSink(SlackSink):
                 except SLACK_FAILURES as exc:
                     raise delivery_failed("answer", exc) from exc
                 return
+            view.end_with_cards()
         super().answer(answer)
 
     def failed(self, message: str) -> None:
         if self.view is not None:
             self.view.close()
+            self.view.end_with_cards()
         super().failed(message)
