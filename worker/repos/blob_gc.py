@@ -15,7 +15,7 @@ import os
 import shutil
 import sqlite3
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from worker.repos.blob_worker import object_file
@@ -32,11 +32,8 @@ def collect(store: BlobStore) -> int:
     none of their objects is linked."""
     if not store.root.is_dir():
         return 0
-    fd = os.open(store.lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+    with _unless_built(store) as free:
+        if not free:
             return 0
         removed = 0
         for folder in sorted(store.root.glob("g*")):
@@ -51,8 +48,6 @@ def collect(store: BlobStore) -> int:
                     path.unlink(missing_ok=True)
                 removed += len(unused)
         return removed
-    finally:
-        os.close(fd)
 
 
 def collect_released(store: BlobStore, released: Iterable[str]) -> int:
@@ -68,11 +63,8 @@ def collect_released(store: BlobStore, released: Iterable[str]) -> int:
         tmp = pending_dir / f".{os.getpid()}-{time.monotonic_ns()}"
         tmp.write_text("\n".join(sorted(names)))
         os.rename(tmp, tmp.with_name(tmp.name[1:]))
-    fd = os.open(store.lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+    with _unless_built(store) as free:
+        if not free:
             return 0
         lists = [p for p in pending_dir.iterdir() if not p.name.startswith(".")]
         by_generation: dict[str, set[str]] = {}
@@ -84,6 +76,20 @@ def collect_released(store: BlobStore, released: Iterable[str]) -> int:
         for listed in lists:
             listed.unlink(missing_ok=True)
         return removed
+
+
+@contextlib.contextmanager
+def _unless_built(store: BlobStore) -> Iterator[bool]:
+    """The store held exclusively, when no build holds it shared (True); else False at once:
+    GC never waits for a build, the next GC does the work."""
+    fd = os.open(store.lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
     finally:
         os.close(fd)
 
