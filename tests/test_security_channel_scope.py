@@ -106,6 +106,10 @@ def test_a_thread_answered_in_the_allowed_channel_lends_nothing_to_a_forged_repl
     assert INTERNAL.canary in rig.api.thread_texts(SECRET_CHANNEL, secret_root)[-1]  # allowed there
     # The same thread id, but in C1: no history, no kept scope, no follow-up without a mention.
     rig.send(message("C1", rig.next_ts(), "and the rest?", thread_ts=secret_root))
+    # settled first: bolt runs listeners concurrently, and a reply handled after the mention below
+    # is a follow-up in a thread codebot now answers in C1, rightly queued
+    rig.settle()
+    assert queued_questions(rig) == []
     rig.mention("and the rest?", thread_ts=secret_root)
     rig.settle()
     (question,) = queued_questions(rig)
