@@ -62,13 +62,14 @@ def served(mirrors: Mirrors) -> dict[str, object]:
         symbols = sorted(
             db.execute("SELECT f.path, d.name, d.kind, d.line FROM files f JOIN s.defs d ON d.unit = f.unit")
         )
-    manifest = json.loads(index.with_suffix(".paths").read_text())["entries"]
+    manifest = json.loads(index.with_suffix(".paths").read_text())
     return {
         "tree": tree,
         "index": rows,
         "symbols": symbols,
         "skipped": skipped,
-        "manifest": manifest,
+        "manifest": manifest["entries"],
+        "ignored": manifest["ignored"],  # what the snapshot's ignore files hide from search
         "meta": snapshot.meta,
     }
 

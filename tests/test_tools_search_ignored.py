@@ -1,18 +1,22 @@
 """search leaves out the tracked files a snapshot's own ignore files hide (.gitignore at any
-depth, .ignore, .rgignore): the same files whether ripgrep reads the ignore files itself or the
-search has learnt, once per snapshot, which files they hide and leaves those out by name."""
+depth, .ignore, .rgignore): listed once when the snapshot is built and left out by name from
+its first search on, or read by ripgrep itself for a snapshot built before that list existed;
+the same files either way, and a refresh that changes an ignore file changes them."""
 
 from __future__ import annotations
 
-import time
+import json
+import os
 from pathlib import Path
 
 from config.settings import load_settings
 from tests.support.fixture_repos import make_repo, snapshot_repo
+from tests.support.git_remote import GitRemote, mirrors_for
+from worker.repos.manifest import load_manifest, manifest_path
 from worker.repos.snapshot import Snapshot
 from worker.tools import build_registry, make_context
 from worker.tools.search_command import ripgrep_command
-from worker.tools.search_scope import MAX_PATH_GLOBS, hidden_files_known, learn_in_background
+from worker.tools.search_scope import MAX_PATH_GLOBS
 
 NEEDLE = "needle\n"
 FILES = {
@@ -42,33 +46,41 @@ def searched(snapshot: Snapshot, glob: str | None = None) -> list[str]:
     return sorted({m["path"] for m in outcome.data["matches"]})
 
 
-def learnt(snapshot: Snapshot) -> list[str]:
-    """The command line once the search has learnt what the snapshot's ignore files hide."""
-    searched(snapshot)  # the first search starts the learning
-    for _ in range(600):
-        if hidden_files_known(snapshot.root):
-            break
-        time.sleep(0.05)
+def command(snapshot: Snapshot) -> list[str]:
     return ripgrep_command(load_settings(env_file=None), "x", None, False, snapshot.root)
 
 
-def test_tracked_files_the_ignore_files_hide_are_never_searched_before_or_after_learning(
+def test_the_first_search_of_a_new_snapshot_leaves_out_by_name_what_its_ignore_files_hide(
     tmp_path: Path,
 ) -> None:
     snapshot = built(tmp_path, FILES)
-    assert searched(snapshot) == ["src/app.py", "sub/kept.txt"]  # ripgrep reads the ignore files
-    command = learnt(snapshot)
-    assert "--no-ignore-vcs" in command and "--glob=!/build/gen \\[1\\].py" in command
-    assert searched(snapshot) == ["src/app.py", "sub/kept.txt"]  # left out by name
+    manifest = load_manifest(snapshot.root)
+    assert manifest is not None
+    assert manifest.ignored == ("build/gen [1].py", "debug.log", "sub/local.txt", "vendor/lib.py")
+    assert "--no-ignore-vcs" in command(snapshot) and "--glob=!/build/gen \\[1\\].py" in command(snapshot)
+    assert searched(snapshot) == ["src/app.py", "sub/kept.txt"]
     assert searched(snapshot, glob="build/**") == []  # the model's glob cannot bring one back
     assert searched(snapshot, glob="*.log") == []
+    assert searched(snapshot, glob="sub/*") == ["sub/kept.txt"]
+
+
+def test_a_snapshot_built_before_the_list_existed_still_hides_them_through_ripgrep(tmp_path: Path) -> None:
+    snapshot = built(tmp_path, FILES)
+    path = manifest_path(snapshot.root)
+    record = json.loads(path.read_text())
+    del record["ignored"]  # as builds before it wrote the manifest
+    path.write_text(json.dumps(record))
+    stamp = path.stat().st_mtime_ns + 10**9  # another stamp, however fast the rewrite
+    os.utime(path, ns=(stamp, stamp))
+    assert "--no-require-git" in command(snapshot) and "--no-ignore-vcs" not in command(snapshot)
+    assert searched(snapshot) == ["src/app.py", "sub/kept.txt"]
+    assert searched(snapshot, glob="build/**") == []
 
 
 def test_ignore_files_that_hide_no_tracked_file_cost_ripgrep_nothing(tmp_path: Path) -> None:
     snapshot = built(tmp_path, {".gitignore": "*.log\nbuild/\n", "src/app.py": NEEDLE, "README": NEEDLE})
-    command = learnt(snapshot)
-    assert "--no-ignore-vcs" in command and "--no-require-git" not in command
-    assert not any(argument.startswith("--glob=!/") for argument in command)
+    assert "--no-ignore-vcs" in command(snapshot) and "--no-require-git" not in command(snapshot)
+    assert not any(argument.startswith("--glob=!/") for argument in command(snapshot))
     assert searched(snapshot) == ["README", "src/app.py"]
 
 
@@ -77,22 +89,26 @@ def test_more_hidden_files_than_are_worth_a_glob_each_keep_ripgrep_reading_the_i
 ) -> None:
     many = {f"build/{n}.py": NEEDLE for n in range(MAX_PATH_GLOBS + 1)}
     snapshot = built(tmp_path, {".gitignore": "build/\n", **many, "src/app.py": NEEDLE})
-    command = learnt(snapshot)
-    assert "--no-require-git" in command and "--no-ignore-vcs" not in command
+    assert "--no-require-git" in command(snapshot) and "--no-ignore-vcs" not in command(snapshot)
     assert searched(snapshot) == ["src/app.py"]
 
 
-def test_a_process_that_ends_with_its_question_never_starts_learning_and_still_leaves_them_out(
-    tmp_path: Path,
-) -> None:
-    snapshot = built(tmp_path, FILES)
-    learn_in_background(False)  # as a forked work horse does
-    try:
-        for _ in range(3):
-            assert searched(snapshot) == ["src/app.py", "sub/kept.txt"]
-        assert not hidden_files_known(snapshot.root)
-        assert "--no-require-git" in ripgrep_command(
-            load_settings(env_file=None), "x", None, False, snapshot.root
-        )
-    finally:
-        learn_in_background(True)
+def test_a_refresh_that_changes_a_gitignore_changes_what_search_leaves_out(tmp_path: Path) -> None:
+    files = {".gitignore": "*.log\n", "debug.log": NEEDLE, "notes.txt": NEEDLE, "src/app.py": NEEDLE}
+    remote = GitRemote.create(tmp_path / "origin", files=files)  # debug.log committed with --force
+    mirrors = mirrors_for(tmp_path / "host", remote)
+
+    def served() -> list[str]:
+        assert mirrors.sync("app").ok
+        snapshot = mirrors.current("app")
+        assert snapshot is not None
+        assert "--no-ignore-vcs" in command(snapshot)  # left out by name, from the first search on
+        return searched(snapshot)
+
+    assert served() == ["notes.txt", "src/app.py"]
+    remote.commit({".gitignore": "*.txt\n"})
+    assert served() == ["debug.log", "src/app.py"]
+    remote.commit({"src/app.py": NEEDLE + NEEDLE})  # no ignore file touched: the lists are reused
+    assert served() == ["debug.log", "src/app.py"]
+    remote.commit({"src/.ignore": "app.py\n"})  # a new ignore file, in a folder
+    assert served() == ["debug.log"]

@@ -62,7 +62,6 @@ from rq.utils import current_timestamp, now
 
 from config.settings import Settings
 from worker.ops.claims import claim, new_token, release
-from worker.tools.search_scope import learn_in_background
 
 log = logging.getLogger("codebot.reaper")
 
@@ -231,7 +230,6 @@ class CodebotWorker(Worker):
 
     def main_work_horse(self, job: Job, queue: Queue) -> None:
         die_with_parent(signal.SIGKILL)
-        learn_in_background(False)  # this process ends with the question
         super().main_work_horse(job, queue)
 
     def setup_work_horse_signals(self) -> None:

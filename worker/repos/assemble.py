@@ -12,13 +12,16 @@
    mirror, or descent from one) becomes a "withheld" placeholder: never processed, parsed,
    searched or read, whatever its name here.
 3. Blobs the host's store (worker/repos/blobstore.py) has not processed yet are processed by a
-   pool of bounded processes (worker/repos/blob_pool.py); so are the (blob, grammar) pairs not
-   parsed yet. A refresh after a two-file commit processes two blobs.
+   pool of bounded processes (worker/repos/snapshot_processing.py); so are the (blob, grammar)
+   pairs not parsed yet. A refresh after a two-file commit processes two blobs.
 4. The folder is assembled from hardlinks to the processed objects (a copy when a link is
    impossible), empty files, placeholders for oversized files, and the symlinks last (so no
    link can redirect where a file is written). Cost: one directory entry per file.
-5. The snapshot's symbol index (worker/repos/symbols.py) maps the files `search` sees to their
-   parsed units, and its manifest (worker/repos/manifest.py) lists its paths for the tools.
+5. One `rg --files` walk lists what `search` sees of the folder (worker/repos/search_listing.py;
+   a refresh that added no path and changed no ignore file reuses the last build's lists). The
+   snapshot's symbol index (worker/repos/symbols.py) maps the listed files to their parsed
+   units, and its manifest (worker/repos/manifest.py) lists its paths for the tools and the
+   files its ignore files hide from `search`.
 """
 
 from __future__ import annotations
@@ -26,23 +29,21 @@ from __future__ import annotations
 import logging
 import os
 import subprocess
-import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from config.settings import Settings
 from worker.repos import lineage
-from worker.repos.blob_pool import PoolLimits, Task, run_tasks
 from worker.repos.blobstore import BlobInfo, BlobStore
 from worker.repos.build_record import BuildRecord, load_record, record_key, record_path, save_record
-from worker.repos.disk import DiskFull, check_room, free_bytes, human_bytes
+from worker.repos.disk import DiskFull, human_bytes
 from worker.repos.git_read import GitReadError
 from worker.repos.manifest import FILE, LINK, MANIFEST_SUFFIX, ManifestEntry, write_manifest
 from worker.repos.materialize import MoveFrom, materialize
 from worker.repos.placeholders import TEXT
+from worker.repos.search_listing import SearchListing, searched_listing
 from worker.repos.snapshot import LANGUAGES_BY_SUFFIX, README_NAMES, SNAPSHOT_FORMAT, SnapshotMeta
 from worker.repos.snapshot_plan import (
     Plan,
@@ -50,67 +51,16 @@ from worker.repos.snapshot_plan import (
     check_caps,
     hide_secret_links,
     make_plan,
-    parse_pairs,
     stored_sizes,
 )
+from worker.repos.snapshot_processing import Progress, process_missing
 from worker.repos.symbol_grammars import GRAMMARS, grammar_of
 from worker.repos.symbol_index_write import update_index, write_index
-from worker.repos.symbols import INDEX_SUFFIX, IndexedFile, SkippedFile, indexable_files
+from worker.repos.symbols import INDEX_SUFFIX, IndexedFile, SkippedFile
 from worker.repos.tree_listing import TreeEntry, changed_tree, list_tree, read_small_blobs
 from worker.repos.visible import shown_name
 
 log = logging.getLogger(__name__)
-
-Progress = Callable[[str, float | None], None]
-_PER_FILE_BYTES = 512  # directory entry, inode and index row: what a file costs beyond its content
-_COMMIT_EVERY = 300  # store rows written per transaction while processing
-
-
-@dataclass
-class Processing:
-    """Writes the pool's outcomes into the store, and reports progress."""
-
-    store: BlobStore
-    db: Any
-    sizes: dict[str, int]
-    infos: dict[str, BlobInfo]
-    report: Progress
-    total: int
-    settings: Settings
-    done: int = 0
-    pending: int = 0
-    last_report: float = 0.0
-
-    def __call__(self, message: tuple[Any, ...]) -> None:
-        outcome, sha = message[0], message[1]
-        if outcome == "stored":
-            _, _, kind, reason, lines, _ = message
-            self.store.record_stored(self.db, sha, kind, reason, lines)
-            self.infos[sha] = BlobInfo(kind, reason, lines)
-            return
-        if outcome == "parsed":
-            self.store.record_parsed(self.db, sha, message[2])
-        elif outcome == "failed":
-            stage, reason = message[2], message[3]
-            if stage == "stored":
-                self.store.withhold(self.db, sha, self.sizes.get(sha, 0), reason)
-                self.infos[sha] = BlobInfo("withheld", reason, 0)
-            else:
-                self.store.record_unparsed(self.db, sha, GRAMMARS, f"failed: {reason}")
-        self.done += 1
-        self.pending += 1
-        if self.pending >= _COMMIT_EVERY:
-            self.db.execute("COMMIT")
-            self.db.execute("BEGIN IMMEDIATE")
-            self.pending = 0
-            if free_bytes(self.store.root) < self.settings.disk_reserve_bytes:
-                check_room(self.store.root, 0, self.settings.disk_reserve_bytes, "go on processing files")
-        now = time.monotonic()
-        if now - self.last_report >= 0.5:
-            self.last_report = now
-            self.report(
-                f"processing files {self.done:,}/{self.total:,}", 0.85 + 0.13 * self.done / max(1, self.total)
-            )
 
 
 def _suffix(path: str) -> str:
@@ -154,18 +104,6 @@ def _manifest_entries(plan: Plan, failed: set[str]) -> list[ManifestEntry]:
     files = [ManifestEntry(e.path, FILE, e.size) for e in plan.files if e.path not in failed]
     files += [ManifestEntry(e.path, FILE, e.size) for e, _ in plan.withheld if e.path not in failed]
     return files + [ManifestEntry(e.path, LINK, 0) for e in plan.links if e.path not in failed]
-
-
-_IGNORE_FILES = {".gitignore", ".ignore", ".rgignore"}  # decide what `rg --files` lists
-
-
-def _indexable(root: Path, settings: Settings, record: BuildRecord | None, touched: set[str]) -> list[str]:
-    """What `rg --files` lists in the new snapshot: the previous build's list when no path was
-    added and no ignore file changed (the files that stay are the same files), else listed."""
-    listed = record.indexable if record is not None and not record.failed else None
-    if listed is not None and not any(path.rsplit("/", 1)[-1] in _IGNORE_FILES for path in touched):
-        return listed
-    return indexable_files(root, settings)
 
 
 def write_snapshot_index(
@@ -280,53 +218,25 @@ def build_snapshot(
     key = record_key(settings, store.generation, SNAPSHOT_FORMAT)
     listing = _listing(settings, git_dir, sha, previous, key)
     check_caps(listing.entries, settings, name)
-    if secret is None:
-        try:
-            secret = lineage.scan(git_dir, sha, "all", settings.git_timeout_seconds, settings).verdict
-        except GitReadError as exc:
-            raise OSError(f"listing the secret files in the history failed: {exc}") from None
     record = listing.record
-    plan = make_plan(listing.entries, settings, secret, record.by_name if record else None, listing.changed)
-    # Every path whose entry differs from the previous snapshot's: changed in git, or withheld,
-    # kept as a link or written differently by the previous build.
+    verdict = _verdict(git_dir, sha, secret, settings)
+    plan = make_plan(listing.entries, settings, verdict, record.by_name if record else None, listing.changed)
     targets = _link_targets(git_dir, plan, listing, settings.git_timeout_seconds)
     hide_secret_links(plan, targets, settings)
     sizes = stored_sizes(plan, settings)
     with store.in_use():
         db = store.connect()
         try:
-            infos, units, pending = _process(
-                store,
-                db,
-                git_dir,
-                plan,
-                sizes,
-                record,
-                name,
-                len(listing.entries),
-                report,
-                settings,
+            infos, units, pending = process_missing(
+                store, db, git_dir, plan, sizes, record, name, len(listing.entries), report, settings,
                 parse_later_over,
-            )
+            )  # fmt: skip
             report("linking files", 0.98)
             if blob_list is not None:
                 blob_list.write_text("\n".join(store.linked_names(sorted(sizes))))
-            withheld = frozenset(e.path for e, _ in plan.withheld)
-            links = frozenset(e.path for e in plan.links)
-            dirty = set(listing.changed)
-            if record is not None:
-                dirty |= (withheld ^ record.withheld) | (links ^ record.links) | record.failed
-            if move is not None and record is not None:
-                move.changed = dirty
-                failed = materialize(root, plan, targets, store, settings, move)
-            else:
-                failed = materialize(root, plan, targets, store, settings)
-            listed = _indexable(root, settings, record if not listing.added else None, dirty)
-            base = None
-            if record is not None and previous is not None and listed is record.indexable and not failed:
-                base = (previous.with_suffix(INDEX_SUFFIX), dirty)
-            write_snapshot_index(listed, plan, failed, units, index, store, settings, pending, base)
-            write_manifest(index.with_suffix(MANIFEST_SUFFIX), _manifest_entries(plan, failed))
+            failed, searched = _link_and_index(
+                store, plan, targets, listing, root, index, settings, units, pending, move, previous
+            )
         finally:
             db.close()
     save_record(
@@ -334,67 +244,63 @@ def build_snapshot(
         BuildRecord(
             key, sha, listing.entries, plan.by_name, targets,
             {s: (i.kind, i.reason, i.lines) for s, i in infos.items() if s in sizes},
-            units, listed, withheld, links, frozenset(failed),
+            units, searched.indexable, frozenset(e.path for e, _ in plan.withheld),
+            frozenset(e.path for e in plan.links), frozenset(failed), searched.ignored,
         ),
     )  # fmt: skip
     return _describe(plan, infos, failed, settings)
 
 
-def _process(
+def _verdict(
+    git_dir: Path, sha: str, secret: Mapping[str, str] | None, settings: Settings
+) -> Mapping[str, str]:
+    """The lineage verdict given, or that of the history of `sha` (worker/repos/lineage.py)."""
+    if secret is not None:
+        return secret
+    try:
+        return lineage.scan(git_dir, sha, "all", settings.git_timeout_seconds, settings).verdict
+    except GitReadError as exc:
+        raise OSError(f"listing the secret files in the history failed: {exc}") from None
+
+
+def _link_and_index(
     store: BlobStore,
-    db: Any,
-    git_dir: Path,
     plan: Plan,
-    sizes: dict[str, int],
-    record: BuildRecord | None,
-    name: str,
-    entries: int,
-    report: Progress,
+    targets: dict[str, str],
+    listing: _Listing,
+    root: Path,
+    index: Path,
     settings: Settings,
-    parse_later_over: int | None = None,
-) -> tuple[dict[str, BlobInfo], dict[tuple[str, str], int], int]:
-    """Process the blobs and parse the (blob, grammar) pairs the store lacks; what the store then
-    says of every blob, and the unit of every pair. What the previous build's record knew is
-    taken from it (its snapshot still links those objects, so the store still has them)."""
-    reused = {s: BlobInfo(*record.infos[s]) for s in sizes if s in record.infos} if record else {}
-    infos = {**reused, **store.known(db, [s for s in sizes if s not in reused])}
-    missing = [sha for sha in sizes if sha not in infos]
-    needed = sum(sizes[s] for s in missing) + _PER_FILE_BYTES * entries
-    check_room(store.root, needed, settings.disk_reserve_bytes, f"make the snapshot of {name}")
-    wanted = parse_pairs(plan, sizes, settings)
-    known_units = {pair: record.units[pair] for pair in wanted if pair in record.units} if record else {}
-    parsed = {**known_units, **store.units(db, wanted - set(known_units))}
-    grammars: dict[str, set[str]] = {}
-    for blob, grammar in wanted - set(parsed):
-        grammars.setdefault(blob, set()).add(grammar)
-    pending = sum(len(g) for g in grammars.values())
-    if parse_later_over is not None and pending > parse_later_over:
-        tasks = [Task("process", s) for s in missing]  # redact and store now, parse once it serves
+    units: dict[tuple[str, str], int],
+    pending: int,
+    move: MoveFrom | None,
+    previous: Path | None,
+) -> tuple[set[str], SearchListing]:
+    """Write the snapshot's folder, list what search sees of it (worker/repos/search_listing.py),
+    then write its symbol index and its manifest; the paths that could not be written, and
+    the listing."""
+    record = listing.record
+    # Every path whose entry differs from the previous snapshot's: changed in git, or withheld,
+    # kept as a link or written differently by the previous build.
+    dirty = set(listing.changed)
+    if record is not None:
+        withheld = frozenset(e.path for e, _ in plan.withheld)
+        links = frozenset(e.path for e in plan.links)
+        dirty |= (withheld ^ record.withheld) | (links ^ record.links) | record.failed
+    if move is not None and record is not None:
+        move.changed = dirty
+        failed = materialize(root, plan, targets, store, settings, move)
     else:
-        pending = 0
-        tasks = [Task("process", s, tuple(sorted(grammars.pop(s, ())))) for s in missing]
-        tasks += [Task("parse", s, tuple(sorted(g))) for s, g in grammars.items() if infos[s].kind == TEXT]
-    if tasks:
-        report(f"processing {len(missing):,} new files", 0.85)
-        processing = Processing(store, db, sizes, infos, report, len(tasks), settings)
-        # IMMEDIATE: take the write lock now (waiting for another build's commit if need be),
-        # never upgrade from a read later, which WAL may refuse without waiting.
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            run_tasks(git_dir, store.objects, tasks, pool_limits(settings), processing)
-        finally:
-            db.execute("COMMIT")
-        parsed.update(store.units(db, wanted - set(parsed)))
-    return infos, parsed, pending
-
-
-def pool_limits(settings: Settings) -> PoolLimits:
-    return PoolLimits(
-        workers=settings.blob_workers or os.cpu_count() or 1,
-        timeout_seconds=settings.blob_timeout_seconds,
-        memory_bytes=settings.blob_memory_bytes,
-        parse_max_bytes=settings.symbols_max_file_bytes,
-    )
+        failed = materialize(root, plan, targets, store, settings)
+    entries = _manifest_entries(plan, failed)
+    files = {e.path for e in entries if e.kind == FILE}
+    searched = searched_listing(root, files, settings, record if not listing.added else None, dirty)
+    base = None
+    if record is not None and previous is not None and searched.indexable is record.indexable and not failed:
+        base = (previous.with_suffix(INDEX_SUFFIX), dirty)
+    write_snapshot_index(searched.indexable, plan, failed, units, index, store, settings, pending, base)
+    write_manifest(index.with_suffix(MANIFEST_SUFFIX), entries, searched.ignored)
+    return failed, searched
 
 
 __all__ = ["DiskFull", "SnapshotRefused", "TreeEntry", "build_snapshot", "check_caps", "list_tree"]

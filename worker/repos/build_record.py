@@ -4,7 +4,8 @@ A refresh after a two-file commit must not redo per file what the last build did
 refresh cost ∝ change). `manifests/<sha>.build` (kept for the served snapshot only: an older one
 still leased by a question keeps its index and path manifest, not its record)
 records the tree listing, which paths were hidden by name, the links' targets, what the store
-said of each blob and which parsed unit each (blob, grammar) has, and the paths `search` sees.
+said of each blob and which parsed unit each (blob, grammar) has, and the paths `search` sees
+and leaves out (worker/repos/search_listing.py).
 The next build of the same repo takes the listing from it plus `git diff-tree` and asks git,
 the store and ripgrep only about what changed.
 
@@ -49,6 +50,7 @@ class BuildRecord:
     withheld: frozenset[str] = frozenset()  # paths withheld by lineage
     links: frozenset[str] = frozenset()  # links written (those to secret files are left out)
     failed: frozenset[str] = frozenset()  # paths that could not be written
+    ignored: list[str] | None = None  # files the snapshot's ignore files hide from search (None: not known)
 
 
 def record_key(settings: Settings, generation: str, snapshot_format: int) -> str:

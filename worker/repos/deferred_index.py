@@ -16,13 +16,14 @@ import logging
 from pathlib import Path
 
 from config.settings import Settings
-from worker.repos.assemble import Processing, Progress, pool_limits, write_snapshot_index
+from worker.repos.assemble import write_snapshot_index
 from worker.repos.blob_pool import Task, run_tasks
 from worker.repos.blobstore import BlobInfo, BlobStore
 from worker.repos.build_record import load_record, record_key, record_path, save_record
 from worker.repos.placeholders import TEXT
 from worker.repos.snapshot import SNAPSHOT_FORMAT
 from worker.repos.snapshot_plan import Plan, parse_pairs, stored_sizes
+from worker.repos.snapshot_processing import Processing, Progress, pool_limits
 from worker.repos.tree_listing import GITLINK, SYMLINK
 
 log = logging.getLogger(__name__)

@@ -6,6 +6,11 @@ links `build_snapshot` wrote, never `.git`, a secret file or a path it failed to
 snapshot is immutable, so a process reads a manifest once (`load_manifest` keeps the last
 few): a missing path's suggestions and a glob listing cost a lookup, not a walk of the tree.
 Snapshots built before manifests existed have none; tools then walk, as before.
+
+It also lists the files the snapshot's own ignore files (`.gitignore`, `.ignore`, `.rgignore`)
+hide from `search`, found by the build's one `rg --files` walk (worker/repos/search_listing.py),
+so that search leaves them out by name (worker/tools/search_scope.py). A manifest written before
+that list existed has none (`Manifest.ignored` is None): ripgrep then reads the ignore files.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ class ManifestEntry(NamedTuple):  # a tuple: 100k of them are made in millisecon
 @dataclass(frozen=True)
 class Manifest:
     entries: tuple[ManifestEntry, ...]  # sorted by path
+    ignored: tuple[str, ...] | None = None  # files hidden from search by ignore files; None: unknown
     _paths: list[str] = field(default_factory=list, repr=False)
     _by_name: dict[str, list[str]] = field(default_factory=dict, repr=False)
 
@@ -74,13 +80,19 @@ def manifest_path(snapshot_root: Path) -> Path:
     return index_path(snapshot_root).with_suffix(MANIFEST_SUFFIX)
 
 
-def write_manifest(destination: Path, entries: Iterable[ManifestEntry]) -> None:
-    """Atomically (write, then rename): a reader sees the whole manifest or none."""
+def write_manifest(
+    destination: Path, entries: Iterable[ManifestEntry], ignored: Iterable[str] | None = None
+) -> None:
+    """Atomically (write, then rename): a reader sees the whole manifest or none. `ignored`: the
+    files search's ignore rules hide (None: not known, ripgrep reads the ignore files)."""
     rows = [[e.path, e.kind, e.size] for e in sorted(entries, key=lambda e: e.path)]
+    record: dict[str, object] = {"format": 1, "entries": rows}
+    if ignored is not None:
+        record["ignored"] = sorted(ignored)
     destination.parent.mkdir(parents=True, exist_ok=True)
     tmp = destination.with_name(f".{destination.name}.{os.getpid()}.tmp")
     # ensure_ascii keeps undecodable names (surrogates) loadable
-    tmp.write_text(json.dumps({"format": 1, "entries": rows}), encoding="ascii")
+    tmp.write_text(json.dumps(record), encoding="ascii")
     os.replace(tmp, destination)
 
 
@@ -99,6 +111,10 @@ def _load(path: str, _stamp: int) -> Manifest | None:
     try:
         record = json.loads(Path(path).read_text(encoding="ascii"))
         rows = record["entries"]
-        return Manifest(tuple(ManifestEntry(str(p), str(k), int(s)) for p, k, s in rows))
-    except (OSError, ValueError, KeyError, TypeError):
+        ignored = record.get("ignored")
+        return Manifest(
+            tuple(ManifestEntry(str(p), str(k), int(s)) for p, k, s in rows),
+            None if ignored is None else tuple(map(str, ignored)),
+        )
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None

@@ -18,9 +18,9 @@ is stopped by the pool (worker/repos/blob_pool.py) and its unit recorded as fail
 the sync goes on, and the file is listed as not indexed (`SymbolIndex.not_indexed`), never
 silently missing.
 
-The files indexed are the ones `search` sees: ripgrep lists them with the same exclusions
-(`.git`, secret files, `.gitignore`d files, symlinks not followed); the ones too large to parse
-are listed as not indexed. A reference is an identifier in code (never in a comment or a
+The files indexed are the ones `search` sees: the build's one `rg --files` walk lists them with
+the same exclusions (`.git`, secret files, `.gitignore`d files, symlinks not followed;
+worker/repos/search_listing.py); the ones too large to parse are listed as not indexed. A reference is an identifier in code (never in a comment or a
 string) whose name is defined somewhere in the same snapshot, in a language of the same family;
 a definition's own name is not a reference. Symbols are parsed from the redacted text, so no name can carry a secret.
 """
@@ -28,19 +28,16 @@ a definition's own name is not a reference. Symbols are parsed from the redacted
 from __future__ import annotations
 
 import logging
-import os
 import re
 import shutil
 import sqlite3
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from config.settings import Settings
 from worker.repos.build_record import RECORD_SUFFIX
 from worker.repos.ref_lines import count_lines, unpack_lines
-from worker.repos.ripgrep import find_ripgrep
-from worker.repos.symbol_grammars import GRAMMARS, LANGUAGE_OF_SUFFIX
+from worker.repos.symbol_grammars import GRAMMARS
 
 log = logging.getLogger(__name__)
 
@@ -125,36 +122,6 @@ def prune_indexes(repo_root: Path, current: str | None = None) -> list[str]:
             entry.unlink(missing_ok=True)
             removed.append(entry.name)
     return removed
-
-
-def indexable_files(root: Path, settings: Settings) -> list[str]:
-    """Paths (relative, sorted) of the files search would see that a grammar can parse, whatever
-    their size (the caller lists the ones too large to parse as not indexed)."""
-    command = [
-        find_ripgrep(),
-        "--files",
-        "--no-config",
-        "--no-messages",
-        "--hidden",
-        "--no-require-git",
-        "--no-ignore-parent",
-        "--no-ignore-global",
-        *(f"--glob=*{suffix}" for suffix in LANGUAGE_OF_SUFFIX),
-        "--iglob=!.git",
-        *(f"--iglob=!{secret}" for secret in settings.secret_file_globs if "/" not in secret),
-    ]
-    done = subprocess.run(
-        command,
-        cwd=root,
-        stdin=subprocess.DEVNULL,  # given no path and a pipe or file on stdin, rg would search stdin
-        capture_output=True,
-        timeout=settings.search_timeout_seconds * 6,
-        env={"PATH": os.environ.get("PATH", ""), "LC_ALL": "C.UTF-8"},
-    )
-    if done.returncode not in (0, 1):  # 1: no file at all
-        raise OSError(f"ripgrep could not list the files: {done.stderr.decode(errors='replace')[:300]}")
-    paths = [p.removeprefix("./") for p in os.fsdecode(done.stdout).split("\n")]
-    return sorted(p for p in paths if p and not os.path.islink(root / p))
 
 
 class SymbolIndex:

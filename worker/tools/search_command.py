@@ -1,7 +1,8 @@
 """The ripgrep command line of one search: our flags, limits and exclusions.
 
 Which files are left out by name, because they are too large or because the snapshot's ignore
-files hide them, is learnt once per snapshot (worker/tools/search_scope.py).
+files hide them, comes from the snapshot's manifest, written when it was built
+(worker/tools/search_scope.py).
 """
 
 from __future__ import annotations
