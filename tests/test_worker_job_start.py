@@ -68,6 +68,38 @@ def test_a_taken_job_is_started_busy_and_registered_before_its_function_runs(red
     assert Job.fetch(job.id, connection=connection).get_status() == JobStatus.FINISHED
 
 
+def test_a_taken_job_is_started_in_one_round_trip_that_carries_the_workers_heartbeat(redis: Any) -> None:
+    connection, settings = redis
+    queue = Queue("start", connection=connection)
+    job = queue.enqueue(what_rq_shows)
+    worker = make_codebot_worker(settings, [queue], connection, ThreadedWorker, seats=1)
+    seen: list[list[str]] = []
+    with connection.monitor() as monitor:
+        reader = threading.Thread(target=lambda: seen.extend(watch(monitor, job.id)), daemon=True)
+        reader.start()
+        time.sleep(0.2)  # MONITOR is on
+        worker.work(burst=True)
+        connection.set("done", job.id)
+        reader.join(10)
+    fetched = next(i for i, c in enumerate(seen) if c[:2] == ["HGETALL", f"rq:job:{job.id}"])
+    # the first transaction after the job is fetched is its start (RQ would beat alone first)
+    start = next(i for i, c in enumerate(seen) if i > fetched and c[0] == "MULTI")
+    started = seen[start : seen.index(["EXEC"], start) + 1]
+    assert ["HSET", worker.key, "state", "busy"] in started
+    assert any(c[:3] == ["HSET", worker.key, "last_heartbeat"] for c in started)  # it beats here instead
+    assert Job.fetch(job.id, connection=connection).get_status() == JobStatus.FINISHED
+
+
+def watch(monitor: Any, job_id: str) -> list[list[str]]:
+    commands = []
+    for event in monitor.listen():
+        command = str(event["command"]).split()
+        commands.append(command)
+        if command == ["SET", "done", job_id]:
+            return commands
+    return commands
+
+
 def runs_past_its_timeout() -> str:
     for _ in range(3000):  # 30 s in slices, so RQ's timeout lands between them
         time.sleep(0.01)

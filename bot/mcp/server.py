@@ -123,7 +123,8 @@ class CodebotTools:
             return self.ask(arguments, progress)
         runtime = self.runtime
         with runtime.mirrors.lease(self.repos) as snapshots:
-            outcome = runtime.registry.call(make_context(runtime.settings, snapshots), name, arguments)
+            ctx = make_context(runtime.settings, snapshots, keep_data=False)  # the client gets the text
+            outcome = runtime.registry.call(ctx, name, arguments)
             unsynced = [n for n in self.repos if n not in snapshots]
         # The arguments' names only: their values are a client's text (a pattern, a path, a secret).
         log.info("mcp tool=%s ok=%s args=%s", name, outcome.ok, ",".join(sorted(outcome.arguments)) or "-")
@@ -163,7 +164,7 @@ class CodebotTools:
                     "Error: none of these repos has been synced on this machine yet; run `codebot repos sync`",
                     error=True,
                 )
-            ctx = make_context(runtime.settings, snapshots)
+            ctx = make_context(runtime.settings, snapshots, keep_data=False)
             agent = Agent(
                 runtime.settings, make_model_client(runtime), runtime.registry, ctx, progress=progress
             )

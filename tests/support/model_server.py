@@ -120,6 +120,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
     server_version = "ScriptedModel/1.0"
     timeout = 30  # a stuck client cannot pin a handler thread forever
     server: _Server
+    _began = 0.0  # perf_counter when this request's line was read
 
     def setup(self) -> None:
         super().setup()
@@ -133,6 +134,12 @@ class _RequestHandler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # keep pytest output clean
+
+    def parse_request(self) -> bool:
+        # The model's time (busy_seconds) starts with the request line read: parsing its
+        # headers is this server's work, not its client's (bench/agent.py subtracts it).
+        self._began = time.perf_counter()
+        return super().parse_request()
 
     # -- plumbing ----------------------------------------------------------------------
 
@@ -284,11 +291,10 @@ class _RequestHandler(BaseHTTPRequestHandler):
             )
 
     def do_POST(self) -> None:
-        started = time.perf_counter()
         try:
             self._do_post()
         finally:
-            self.server.model._add_busy(time.perf_counter() - started)
+            self.server.model._add_busy(time.perf_counter() - self._began)
 
     def _do_post(self) -> None:
         raw_body = self._read_body()

@@ -137,7 +137,7 @@ class ThreadedWorker(CodebotWorker):
         self._is_seat = False
         self._idle_shown = False  # _show_state has just written "idle" (see set_state)
         self._job_started = False  # a seat: _start_job wrote what prepare_job_execution would
-        self._skip_beat = False  # the next heartbeat of RQ's loop was carried by _start_job
+        self._skip_beat = False  # RQ's next lone heartbeat is carried by _start_job's MULTI
 
     # --- the main thread: take a job when a seat is free, hand it to a thread -----------------
 
@@ -159,6 +159,12 @@ class ThreadedWorker(CodebotWorker):
         if result is None:
             self._free_seats.release()
         return result
+
+    def reorder_queues(self, reference_queue: Queue) -> None:
+        """RQ calls this right after it dequeued a job, then beats alone; the job's start
+        (`_start_job`, next) carries the worker's beat in its MULTI: one round trip fewer."""
+        super().reorder_queues(reference_queue)
+        self._skip_beat = True
 
     def _take_seat(self) -> None:
         while not self._free_seats.acquire(timeout=SEAT_POLL_SECONDS):
@@ -217,7 +223,7 @@ class ThreadedWorker(CodebotWorker):
 
     def heartbeat(self, timeout: int | None = None, pipeline: Any = None) -> None:
         if pipeline is None and self._skip_beat:
-            self._skip_beat = False  # the job's start carried this beat
+            self._skip_beat = False  # the job's start carries (or carried) this beat
             return
         super().heartbeat(timeout, pipeline=pipeline)
 

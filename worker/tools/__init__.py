@@ -43,6 +43,11 @@ def build_registry() -> ToolRegistry:
     return ToolRegistry(TOOL_FUNCTIONS)
 
 
-def make_context(settings: Settings, snapshots: Mapping[str, Snapshot]) -> ToolContext:
-    """A fresh context for one question (or one `codebot tool` run) over these snapshots."""
-    return ToolContext(settings=settings, snapshots=dict(snapshots), redact=get_redactor().redact)
+def make_context(
+    settings: Settings, snapshots: Mapping[str, Snapshot], *, keep_data: bool = True
+) -> ToolContext:
+    """A fresh context for one question (or one `codebot tool` run) over these snapshots;
+    `keep_data=False` when only the results' text is used (the agent, MCP)."""
+    return ToolContext(
+        settings=settings, snapshots=dict(snapshots), redact=get_redactor().redact, keep_data=keep_data
+    )

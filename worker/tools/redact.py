@@ -70,4 +70,6 @@ def finish(ctx: ToolContext, text: str, data: dict[str, Any] | None = None) -> T
         text = (
             f"{keep}\n[output cut: {cut:,} more characters not shown — ask for less, e.g. a narrower range]"
         )
+    if not ctx.keep_data:  # nobody reads it: none is made, so none can leak
+        return ToolResult(text=text, data={})
     return ToolResult(text=text, data=_redact_data(data or {}, ctx.redact))

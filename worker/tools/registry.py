@@ -205,12 +205,14 @@ class ToolRegistry:
 # NUL and the other C0 and C1 controls (tab and newline kept): repo content, commit metadata and
 # file names can hold them, and none may reach a model, a chat message, a log or a terminal
 # (an ESC starts a terminal escape, a NUL hides the rest of a line from some readers).
-_CONTROLS = dict.fromkeys([*range(0x00, 0x09), *range(0x0B, 0x20), 0x7F, *range(0x80, 0xA0)])
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f\x80-\x9f]")
 
 
 def inert(text: str) -> str:
-    """`text` without NUL or any other C0/C1 control character but tab and newline."""
-    return text if text.isprintable() else text.translate(_CONTROLS)
+    """`text` without NUL or any other C0/C1 control character but tab and newline. (A regex
+    search first: almost every text has none, and str.translate maps each character through a
+    dict, ~0.15 ms for a 200-line read.)"""
+    return _CONTROLS.sub("", text) if _CONTROLS.search(text) else text
 
 
 def _inert_data(value: Any) -> Any:
