@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
+import threading
 from typing import Any
 
 import pytest
@@ -219,3 +220,27 @@ def test_a_tool_argument_shaped_as_a_link_never_shows_as_one_in_a_task_card_or_p
     shown = json.dumps([call.body for call in rig.api.calls], ensure_ascii=False)
     assert "`x' [retry.py#L3](https://evil.example/x) '`" in shown  # shown whole inside its code span
     assert "<https://evil.example" not in shown and "`x` [retry.py" not in shown  # never a link
+
+
+def test_the_first_model_request_does_not_wait_for_slack_to_add_the_taken_up_reaction(rig: SlackRig) -> None:
+    script(rig)
+    ts = rig.mention("how does retry work?")
+    rig.settle()  # the adapter's 👀 is on; Slack now holds the worker's
+    released = threading.Event()
+    rig.api.hang("reactions.add", 30, "eyes", until=released)
+    held_when_asked: list[bool] = []
+
+    def release_once_the_model_is_asked() -> None:
+        rig.model.wait_for_requests(1, timeout=30)
+        held_when_asked.append(not rig.api.released)  # the 👀 call not yet let through
+        released.set()
+
+    releaser = threading.Thread(target=release_once_the_model_is_asked, daemon=True)
+    releaser.start()
+    rig.work()  # RQ's worker runs in the main thread (its signal handlers)
+    releaser.join(10)
+    assert held_when_asked == [True]
+    # the end's reactions waited for it: 👀 went on, then came off for ✅
+    assert rig.api.reactions("C1", ts) == ["white_check_mark"]
+    (message,) = rig.api.thread_messages("C1", ts)
+    assert "**Sources**" in message.text

@@ -44,7 +44,6 @@ from bot.slack.sink import (
     RECEIVED,
     SLACK_FAILURES,
     SlackSink,
-    add_reaction,
     delivery_failed,
 )
 from config.settings import Settings
@@ -121,9 +120,9 @@ class SlackStreamSink(SlackSink):
     # --- ReplySink ---------------------------------------------------------------------------
     def received(self) -> None:
         if not self.can_stream():
-            super().received()
+            super().received()  # its placeholder is what progress lines edit: waited for
             return
-        add_reaction(client=self.client, channel=self.target.channel, ts=self.target.message, name=RECEIVED)
+        self.react_in_background(RECEIVED)  # the stream needs nothing of it
 
     def progress(self, text: str) -> None:
         if self.view is not None and self.view.streaming:

@@ -41,7 +41,9 @@ def check_rate(redis: Redis, user_key: str, settings: Settings) -> int | None:
     redis.zrem(key, member)  # a refused question does not use up the window
     oldest = redis.zrange(key, 0, 0, withscores=True)
     started = float(oldest[0][1]) if oldest else now
-    return max(1, math.ceil(started + window - now))
+    # never more than the window: a question counted by another adapter thread a moment after
+    # this one read the clock is "older" than now
+    return max(1, min(math.ceil(window), math.ceil(started + window - now)))
 
 
 def depth_if_full(redis: Redis, settings: Settings) -> int | None:
