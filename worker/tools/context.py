@@ -73,7 +73,7 @@ class ToolContext:
     result_cache: dict[str, Any] = field(default_factory=dict)
     # time.monotonic() by which tool work must end (the question's deadline); None: no bound
     deadline: float | None = None
-    # Whether results keep their structured `data` (`codebot tool --json` shows it). The agent
+    # Whether results keep their structured `data` (`codebot tool` prints it). The agent
     # and MCP pass only the text on: building its redacted, inert copy would be work for nothing
     # (~1 ms of a 200-line read_file, done while a search runs on the same cores).
     keep_data: bool = True
