@@ -23,8 +23,9 @@ from tests.support.fixture_repos import Corpus
 from tests.support.model_server import ScriptedModel, text, tool_calls
 from worker.agent import tool_round
 from worker.agent.loop import Agent, AgentResult
+from worker.jobs.job_timeouts import raise_in_thread
 from worker.jobs.question import Question, ReplyTarget
-from worker.jobs.threaded_worker import StopJobRequested, raise_in_thread
+from worker.jobs.threaded_worker import StopJobRequested
 from worker.tools import TOOL_FUNCTIONS, ToolContext, make_context
 from worker.tools.registry import ToolRegistry
 

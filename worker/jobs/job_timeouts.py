@@ -84,13 +84,16 @@ class _Deadlines:
                     continue
                 deadline = heapq.heappop(self._heap)[2]
                 deadline.live = False
-                _raise_in(deadline.thread_id, deadline.exception)
+                raise_in_thread(deadline.thread_id, deadline.exception)
 
 
-def _raise_in(thread_id: int, exception: type[BaseException]) -> None:
+def raise_in_thread(thread_id: int, exception: type[BaseException]) -> bool:
+    """Ask the interpreter to raise `exception` in that thread when it next runs Python (a
+    job's timeout here, stop-job in worker/jobs/threaded_worker.py)."""
     done = ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id), ctypes.py_object(exception))
     if done > 1:  # never expected: undo rather than hit several threads
         ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id), None)
+    return done == 1
 
 
 _DEADLINES = _Deadlines()

@@ -36,7 +36,6 @@ HTTP stack) lives in this one process and is built once (`warm_up`), never per q
 from __future__ import annotations
 
 import copy
-import ctypes
 import logging
 import os
 import signal
@@ -56,7 +55,7 @@ from rq.utils import now
 from rq.worker import WorkerStatus
 from rq.worker.base import StopRequested
 
-from worker.jobs.job_timeouts import SharedTimerDeathPenalty
+from worker.jobs.job_timeouts import SharedTimerDeathPenalty, raise_in_thread
 from worker.jobs.reaper import DUPLICATE_SIGNAL_SECONDS, CodebotWorker, hold_on
 
 log = logging.getLogger("codebot.worker")
@@ -106,14 +105,6 @@ def free_seat() -> None:
     release = getattr(_this_seat, "release", None)
     if release is not None:
         release()
-
-
-def raise_in_thread(thread_id: int, exception: type[BaseException]) -> bool:
-    """Ask the interpreter to raise `exception` in that thread when it next runs Python."""
-    done = ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id), ctypes.py_object(exception))
-    if done > 1:  # never expected: undo rather than hit several threads
-        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id), None)
-    return done == 1
 
 
 class ThreadedWorker(CodebotWorker):
