@@ -3,6 +3,7 @@ request is fitted to it, and the system prompt and the question are never droppe
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -11,11 +12,12 @@ import pytest
 from config.settings import load_settings
 from tests.support.e2e import Rig, build_rig
 from tests.support.model_server import ScriptedModel, text, tool_calls
-from worker.agent.context import TRIMMED_NOTICE, ContextTooSmall, fit
+from worker.agent.context import TRIMMED_NOTICE, ContextTooSmall, fit, tools_chars
 from worker.agent.discovery import discover_context_tokens
 from worker.agent.endpoint_memory import EndpointMemory
 from worker.agent.model import ModelClient, make_openai_client
 from worker.jobs.admin import status_report
+from worker.tools import build_registry
 
 BIG = {"big.txt": "\n".join(f"line {i} " + "x" * 80 for i in range(300)), "README.md": "# payments\n"}
 READ_BIG = tool_calls(("read_file", {"repo": "payments", "path": "big.txt", "end_line": 200}))
@@ -183,3 +185,14 @@ def test_a_server_that_cannot_be_reached_is_asked_for_its_window_again_next_time
     memory = EndpointMemory(settings)
     ModelClient(settings, make_openai_client(settings), memory).window()
     assert memory.context() is None  # nothing remembered: the next question asks again
+
+
+def test_the_tools_size_counted_for_a_request_is_the_size_of_their_json_as_listed() -> None:
+    # The registry's schemas are counted once per process; the count must stay exact for any
+    # subset a small window leaves listed, and for a schema seen for the first time.
+    schemas = build_registry().schemas()
+    for count in range(len(schemas) + 1):
+        assert tools_chars(schemas[:count]) == len(json.dumps(schemas[:count]))
+    fresh = {"type": "function", "function": {"name": "ünïcode", "description": "x" * 5000}}
+    assert tools_chars([fresh, *schemas]) == len(json.dumps([fresh, *schemas]))
+    assert tools_chars(list(reversed(schemas))) == len(json.dumps(list(reversed(schemas))))

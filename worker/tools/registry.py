@@ -172,12 +172,16 @@ class ToolRegistry:
         for function in functions:
             tool = Tool.from_function(function)
             self.tools[tool.name] = tool
+        # Built once: every model request lists the same schemas, and the same objects let the
+        # request's size be counted without encoding them again (worker/agent/context.py).
+        # Nothing changes them after this.
+        self._schemas = [tool.schema() for tool in self.tools.values()]
 
     def names(self) -> list[str]:
         return list(self.tools)
 
     def schemas(self) -> list[dict[str, Any]]:
-        return [tool.schema() for tool in self.tools.values()]
+        return list(self._schemas)
 
     def call(self, ctx: ToolContext, name: str, arguments: str | dict[str, Any] | None) -> ToolOutcome:
         parsed: dict[str, Any] = {}
