@@ -124,10 +124,9 @@ class Deadlines:
                     deadline.fire()
                 except BaseException:  # the thread must outlive any callback: cancels wait on it
                     log.exception("a deadline's callback failed (%s)", self._thread_name)
-            with self._lock:
-                for deadline in due:
+                with self._lock:  # a cancel waiting on this one returns now, not after the others
                     deadline.state = _DONE
-                self._fired.notify_all()
+                    self._fired.notify_all()
 
     def _wait_for_due(self) -> list[Deadline]:
         """Sleep until at least one deadline is due; take every due one out, marked firing."""
