@@ -23,6 +23,7 @@ from config.settings import load_settings
 from worker.jobs.job_timeouts import SharedTimerDeathPenalty
 from worker.jobs.reaper import make_codebot_worker
 from worker.jobs.threaded_worker import ThreadedWorker
+from worker.ops.deadlines import THREAD_NAME
 from worker.ops.redis_connection import connect, stop_embedded_server
 
 
@@ -107,7 +108,7 @@ def runs_past_its_timeout() -> str:
 
 
 def timer_threads() -> int:
-    return sum(1 for thread in threading.enumerate() if thread.name == "codebot-job-timeouts")
+    return sum(1 for thread in threading.enumerate() if thread.name == THREAD_NAME)
 
 
 def test_a_job_past_its_rq_timeout_fails_with_rqs_message_and_the_others_finish(redis: Any) -> None:
@@ -125,7 +126,7 @@ def test_a_job_past_its_rq_timeout_fails_with_rqs_message_and_the_others_finish(
     assert result is not None and result.exc_string is not None
     assert "JobTimeoutException: Task exceeded maximum timeout value (1 seconds)" in result.exc_string
     counts = [Job.fetch(j.id, connection=connection).return_value() for j in others]
-    assert counts == [1] * 5  # every job's timeout watched by the process's one timer thread
+    assert counts == [1] * 5  # every job's timeout watched by the process's one deadline thread
 
 
 def test_a_timeout_cancelled_at_its_jobs_end_never_fires_and_rqs_class_is_left_as_it_was() -> None:

@@ -6,21 +6,19 @@
 - `Attempt` bounds one attempt's total time: when it is up, the socket its reply comes on is
   shut down, which wakes a read blocked on a server trickling a byte every few seconds (the
   SDK's timeouts are per read). It sees the socket through an httpx response hook
-  (`install_watchdog`), so proxies and the SDK's own transport stay as they are. One
-  `Watchdog` thread per process fires every attempt whose time is up.
+  (`install_watchdog`), so proxies and the SDK's own transport stay as they are. The
+  process's one deadline thread (worker/ops/deadlines.py) fires every attempt whose time is
+  up: a timer thread per attempt cost a thread start and a cancel per model call, with 64
+  questions in flight in one process a sixth of the worker's busy time (py-spy, bench/agent.py).
 """
 
 from __future__ import annotations
 
 import contextlib
-import heapq
-import itertools
 import json
-import os
 import random
 import socket
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +28,7 @@ import openai
 from openai._streaming import ServerSentEvent  # the type of the SDK's `Stream._iter_events`
 
 from config.settings import Settings
+from worker.ops.deadlines import DEADLINES, Deadline
 
 
 @dataclass
@@ -79,16 +78,20 @@ class Attempt:
         self.ended = False  # the attempt is over: its deadline no longer matters
         self._sockets: list[socket.socket] = []
         self._lock = threading.Lock()
+        self._deadline: Deadline | None = None
 
     def __enter__(self) -> Attempt:
         _ACTIVE.attempt = self
-        _WATCHDOG.watch(self, time.monotonic() + self.seconds)
+        self._deadline = DEADLINES.add(self.seconds, self.fire)
         return self
 
     def __exit__(self, *_exc: object) -> None:
         with self._lock:
-            self.ended = True  # the watchdog drops it when its deadline comes up; no wake-up needed
+            self.ended = True  # a firing from now on does nothing
             self._sockets = []  # closed by the pool or by us; not kept until the deadline
+        if self._deadline is not None:
+            DEADLINES.cancel(self._deadline)  # O(1): the deadline thread is not woken for it
+            self._deadline = None
         _ACTIVE.attempt = None
 
     def register(self, response: httpx2.Response) -> None:
@@ -113,50 +116,6 @@ class Attempt:
         with self._lock:
             for sock in self._sockets:
                 _shut(sock)
-
-
-class Watchdog:
-    """One thread per process firing every attempt whose time is up. A timer thread per
-    attempt cost a thread start and a cancel per model call: with 64 questions in flight in one
-    process, those handoffs were a sixth of the worker's busy time (py-spy, bench/agent.py)."""
-
-    def __init__(self) -> None:
-        self._sequence = itertools.count()
-        self._reset()
-
-    def _reset(self) -> None:
-        """A forked child starts afresh: the parent's thread is not there, its lock may be held."""
-        self._due: list[tuple[float, int, Attempt]] = []  # a heap: (deadline, sequence, attempt)
-        self._wake = threading.Condition(threading.Lock())
-        self._thread: threading.Thread | None = None
-
-    def watch(self, attempt: Attempt, deadline: float) -> None:
-        with self._wake:
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="codebot-model-watchdog", daemon=True)
-                self._thread.start()
-            heapq.heappush(self._due, (deadline, next(self._sequence), attempt))
-            if self._due[0][2] is attempt:
-                self._wake.notify()  # sooner than what the thread sleeps until
-
-    def _run(self) -> None:
-        while True:
-            with self._wake:
-                while self._due and self._due[0][2].ended:
-                    heapq.heappop(self._due)  # finished in time: nothing to do
-                if not self._due:
-                    self._wake.wait()
-                    continue
-                left = self._due[0][0] - time.monotonic()
-                if left > 0:
-                    self._wake.wait(left)
-                    continue
-                attempt = heapq.heappop(self._due)[2]
-            attempt.fire()  # outside the lock: shutting a socket may take a moment
-
-
-_WATCHDOG = Watchdog()
-os.register_at_fork(after_in_child=_WATCHDOG._reset)
 
 
 def _shut(sock: socket.socket) -> None:

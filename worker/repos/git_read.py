@@ -15,17 +15,20 @@ Objects (a ref resolved, a blob read) come from worker/repos/git_objects.py's lo
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 import signal
 import subprocess
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
+
+from worker.ops.deadlines import DEADLINES as PROCESS_DEADLINES
+from worker.ops.deadlines import Deadline
 
 _CHUNK = 65536
 _READER_IDLE_SECONDS = 300.0  # an unused reader is closed after this long (checked on each use)
@@ -61,56 +64,22 @@ def kill_group(proc: subprocess.Popen[Any]) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
 
 
-class _Deadlines:
-    """One thread that kills each registered git process whose deadline passes.
+class _GitDeadlines:
+    """Kills each registered git process (its whole group) when its deadline passes.
 
-    A thread per command (threading.Timer) costs more than a small git command itself, and so
-    does waking a thread for each one: this one looks every WATCH_SECONDS while any deadline is
-    registered, and ends after IDLE_SECONDS without one."""
+    On the process's one deadline thread (worker/ops/deadlines.py): a thread per command
+    (threading.Timer) costs more than a small git command itself, and a polling thread fired up
+    to a poll late. `remove` returns only once no kill can come any more, so the caller may then
+    reap the process, whose id may be reused."""
 
-    WATCH_SECONDS = 0.1
-    IDLE_SECONDS = 10.0
+    def add(self, proc: subprocess.Popen[Any], seconds: float) -> Deadline:
+        return PROCESS_DEADLINES.add(seconds, functools.partial(kill_group, proc))
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._due: dict[int, tuple[float, subprocess.Popen[Any]]] = {}
-        self._next = 0
-        self._thread: threading.Thread | None = None
-        self._pid = 0
-
-    def add(self, proc: subprocess.Popen[Any], seconds: float) -> int:
-        with self._lock:
-            if self._thread is None or self._pid != os.getpid():
-                self._pid = os.getpid()  # after a fork the parent's thread is gone: start ours
-                self._due.clear()
-                self._thread = threading.Thread(target=self._watch, name="git-deadlines", daemon=True)
-                self._thread.start()
-            self._next += 1
-            self._due[self._next] = (time.monotonic() + seconds, proc)
-            return self._next
-
-    def remove(self, token: int) -> None:
-        with self._lock:
-            self._due.pop(token, None)
-
-    def _watch(self) -> None:
-        idle_since = time.monotonic()
-        while True:
-            time.sleep(self.WATCH_SECONDS)
-            now = time.monotonic()
-            with self._lock:
-                expired = [token for token, (due, _) in self._due.items() if due <= now]
-                victims = [self._due.pop(token)[1] for token in expired]
-                if self._due or victims:
-                    idle_since = now
-                elif now - idle_since > self.IDLE_SECONDS:
-                    self._thread = None
-                    return
-            for proc in victims:
-                kill_group(proc)
+    def remove(self, deadline: Deadline) -> None:
+        PROCESS_DEADLINES.cancel(deadline)
 
 
-DEADLINES = _Deadlines()
+DEADLINES = _GitDeadlines()
 
 
 def _complaint(stderr: bytes) -> str:
