@@ -11,6 +11,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeAlias
 
 from rich.console import Console
 
@@ -26,6 +27,10 @@ ASK_EXIT_CODES = (
     "exit codes: 0 answered from the code it read; 1 failed; 2 the question or setup refused; "
     "3 not an answer (no code was read); 4 cut off; 5 refused (daily budget spent, repos not synced)"
 )
+
+
+# What add_subparsers returns (argparse names it nowhere public).
+_Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
 def _port(text: str) -> int:
@@ -60,7 +65,16 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"codebot {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    # In this order in `codebot --help`.
+    _add_answering(sub)
+    _add_repos_and_tools(sub)
+    _add_servers(sub)
+    _add_operations(sub)
+    return parser
 
+
+def _add_answering(sub: _Commands) -> None:
+    """`ask` and `worker`: answering questions."""
     ask = sub.add_parser("ask", help="ask a question from the terminal", epilog=ASK_EXIT_CODES)
     ask.add_argument("question", nargs="+", help="the question (repo:NAME in it limits the repos)")
     ask.add_argument("--repo", help="limit the question to this repo")
@@ -89,6 +103,9 @@ def _parser() -> argparse.ArgumentParser:
         help="threads: many questions per process (default); fork: a forked process per question",
     )
 
+
+def _add_repos_and_tools(sub: _Commands) -> None:
+    """`repos`, `tool` and `eval`: the whitelist's mirrors, one tool call, the golden questions."""
     repos = sub.add_parser("repos", help="the repository whitelist and its mirrors")
     repos_sub = repos.add_subparsers(dest="repos_command", required=True, metavar="ACTION")
     repos_sub.add_parser("list", help="show each repo: branch, commit, age, size")
@@ -103,6 +120,9 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("file", help="a .jsonl file of golden questions")
     evaluate.add_argument("--csv", default="eval-results.csv", help="where to write the per-question CSV")
 
+
+def _add_servers(sub: _Commands) -> None:
+    """`mcp`, `slack`, `discord` and `web`: the long-running servers."""
     mcp = sub.add_parser("mcp", help="serve the tools and `ask` over the Model Context Protocol")
     mcp.add_argument(
         "--http", action="store_true", help="streamable HTTP instead of stdio (needs CODEBOT_MCP_TOKEN)"
@@ -123,6 +143,9 @@ def _parser() -> argparse.ArgumentParser:
     web.add_argument("--host", help="address to listen on (default CODEBOT_WEB_HOST, 127.0.0.1)")
     web.add_argument("--port", type=_port, help="port to listen on (default CODEBOT_WEB_PORT, 8780)")
 
+
+def _add_operations(sub: _Commands) -> None:
+    """`status`, `feedback` and `redis`: what operators look at and stop."""
     status = sub.add_parser(
         "status", help="queue, workers, failures, refreshes, model endpoints and today's usage"
     )
@@ -143,7 +166,6 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="skip the final snapshot (when the disk is full): the append-only file keeps what it holds",
     )
-    return parser
 
 
 def _cmd_ask(settings: Settings, args: argparse.Namespace, out: Console) -> int:

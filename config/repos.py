@@ -159,20 +159,11 @@ def _parse_entry(raw: object, where: str, base: Path, line: int) -> RepoSpec:
     description = raw.get("description", "")
     if not isinstance(description, str):
         raise ConfigError(f"{where}: description of repo {name!r} must be a string")
-    channels = raw.get("channels")
-    if channels is not None:
-        if not isinstance(channels, list) or not all(isinstance(c, str) for c in channels):
-            raise ConfigError(f"{where}: channels of repo {name!r} must be a list of strings")
-        bad = [c for c in channels if not CHANNEL_PATTERN.match(c)]
-        if bad:
-            raise ConfigError(f"{where}: channel {bad[0]!r} must look like 'slack:C0123' or 'discord:98765'")
+    channels = _channels(raw.get("channels"), name, where)
     refresh = raw.get("refresh_minutes")
     if refresh is not None and (not isinstance(refresh, int) or isinstance(refresh, bool) or refresh < 1):
         raise ConfigError(f"{where}: refresh_minutes of repo {name!r} must be a whole number ≥ 1")
-    forge = raw.get("forge")
-    if forge is not None and (not isinstance(forge, str) or forge.lower() not in FORGES):
-        raise ConfigError(f"{where}: forge {forge!r} of repo {name!r} must be one of: {', '.join(FORGES)}")
-    forge = forge.lower() if forge else None
+    forge = _forge(raw.get("forge"), name, where)
     return RepoSpec(
         name=name,
         url=git_url,
@@ -180,12 +171,31 @@ def _parse_entry(raw: object, where: str, base: Path, line: int) -> RepoSpec:
         branch=branch,
         web_url=(web_url.rstrip("/") if web_url else infer_web_url(strip_credentials(git_url), forge)),
         description=description.strip(),
-        channels=tuple(channels) if channels is not None else None,
+        channels=channels,
         refresh_minutes=refresh,
         line=line,
         history_depth=_history_depth(raw.get("history_depth"), name, where),
         declared_forge=forge,
     )
+
+
+def _channels(value: object, name: str, where: str) -> tuple[str, ...] | None:
+    """The channels allow-list, each `platform:id`; None (every channel) when it is left out."""
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(c, str) for c in value):
+        raise ConfigError(f"{where}: channels of repo {name!r} must be a list of strings")
+    bad = [c for c in value if not CHANNEL_PATTERN.match(c)]
+    if bad:
+        raise ConfigError(f"{where}: channel {bad[0]!r} must look like 'slack:C0123' or 'discord:98765'")
+    return tuple(value)
+
+
+def _forge(value: object, name: str, where: str) -> str | None:
+    """The declared forge, lower-cased; None when left out (it is inferred from the host)."""
+    if value is not None and (not isinstance(value, str) or value.lower() not in FORGES):
+        raise ConfigError(f"{where}: forge {value!r} of repo {name!r} must be one of: {', '.join(FORGES)}")
+    return value.lower() if value else None
 
 
 def _history_depth(value: object, name: str, where: str) -> int | None:

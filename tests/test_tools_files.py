@@ -12,7 +12,8 @@ from tests.support.fixture_repos import HUGE_LINES, Corpus, context, make_repo, 
 from worker.repos.manifest import manifest_path
 from worker.tools import make_context
 from worker.tools.context import ToolError
-from worker.tools.files import list_files, read_file
+from worker.tools.files import read_file
+from worker.tools.listing import list_files
 
 
 def test_lines_are_numbered_and_exactly_the_shown_lines_are_recorded(corpus: Corpus) -> None:

@@ -89,6 +89,13 @@ def run_ask(
         text=cleaned,
         repos=scope.repos,
     )
+    return _answer_and_print(runtime, redis, question, out)
+
+
+def _answer_and_print(runtime: Runtime, redis: Redis, question: Question, out: Console) -> int:
+    """Queue the question and print its events as they come; answer it in this process when no
+    worker is listening. The exit code of its outcome."""
+    settings = runtime.settings
     enqueue_question(redis, question, settings)
     status: dict[str, int] = {}
     printer = threading.Thread(

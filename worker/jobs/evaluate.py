@@ -175,7 +175,20 @@ def run_eval(settings: Settings, file: str, csv_path: str, out: Console) -> int:
         if runtime.mirrors.current(name) is None:
             runtime.mirrors.sync(name)
     rows = [run_one(runtime, golden) for golden in questions]
-    table = Table(title=f"codebot eval: {len(rows)} questions, model {settings.model}")
+    out.print(_table(rows, settings.model))
+    if rows:
+        _print_summary(rows, out)
+    with open(csv_path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(EvalRow.__dataclass_fields__))
+        writer.writeheader()
+        writer.writerows(asdict(row) for row in rows)
+    out.print(f"wrote {csv_path}")
+    return 0 if all(row.status == "answered" for row in rows) else 1
+
+
+def _table(rows: list[EvalRow], model: str) -> Table:
+    """One line per question: its scores, hops, tokens and time."""
+    table = Table(title=f"codebot eval: {len(rows)} questions, model {model}")
     for column in (
         "question",
         "flag",
@@ -204,28 +217,25 @@ def run_eval(settings: Settings, file: str, csv_path: str, out: Console) -> int:
             str(row.tokens),
             f"{row.seconds:.1f}",
         )
-    out.print(table)
-    if rows:
+    return table
 
-        def mean(values: list[float]) -> float:
-            return sum(values) / len(values)
 
+def _print_summary(rows: list[EvalRow], out: Console) -> None:
+    """The means over all questions, and which answers users flagged to read first."""
+
+    def mean(values: list[float]) -> float:
+        return sum(values) / len(values)
+
+    out.print(
+        f"keyword hit rate {mean([r.keyword_hit_rate for r in rows]):.0%} · "
+        f"verified citation rate {mean([r.verified_rate for r in rows]):.0%} · "
+        f"unverified {sum(r.unverified for r in rows)} · hops {mean([r.hops for r in rows]):.1f} · "
+        f"tokens {mean([r.tokens for r in rows]):.0f} · seconds {mean([r.seconds for r in rows]):.1f} per question"
+    )
+    flagged = [r for r in rows if r.flagged]
+    if flagged:
+        again = sum(1 for r in flagged if r.rejected_files_cited)
         out.print(
-            f"keyword hit rate {mean([r.keyword_hit_rate for r in rows]):.0%} · "
-            f"verified citation rate {mean([r.verified_rate for r in rows]):.0%} · "
-            f"unverified {sum(r.unverified for r in rows)} · hops {mean([r.hops for r in rows]):.1f} · "
-            f"tokens {mean([r.tokens for r in rows]):.0f} · seconds {mean([r.seconds for r in rows]):.1f} per question"
+            f"{len(flagged)} question(s) users flagged 👎: {again} of the new answers cite again "
+            "a file the disliked answer cited; read those first"
         )
-        flagged = [r for r in rows if r.flagged]
-        if flagged:
-            again = sum(1 for r in flagged if r.rejected_files_cited)
-            out.print(
-                f"{len(flagged)} question(s) users flagged 👎: {again} of the new answers cite again "
-                "a file the disliked answer cited; read those first"
-            )
-    with open(csv_path, "w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(EvalRow.__dataclass_fields__))
-        writer.writeheader()
-        writer.writerows(asdict(row) for row in rows)
-    out.print(f"wrote {csv_path}")
-    return 0 if all(row.status == "answered" for row in rows) else 1

@@ -28,22 +28,20 @@ replaced by the stored one.
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
 from typing import Literal
 
 from redis import Redis
 
 from config.settings import Settings
-from worker.agent.citations import Source
+from worker.jobs.final_message import Final
 from worker.jobs.question import Question, reference_id
 from worker.jobs.queue import ANSWERED_KEY_PREFIX, ANSWERED_TTL_SECONDS
 from worker.jobs.runtime import Runtime
-from worker.jobs.sink import Answer, ConsoleSink, DeliveryFailed, ReplySink
+from worker.jobs.sink import ConsoleSink, DeliveryFailed, ReplySink
 from worker.ops.claims import new_token, run_script
 from worker.ops.metrics import count
 
@@ -136,60 +134,6 @@ return 1
 """
 
 
-@dataclass(frozen=True)
-class Final:
-    """A question's one final message: the cited answer, or an apology."""
-
-    answer: Answer | None = None
-    apology: str = ""
-    outcome: str = "failed"  # an apology's kind (worker/jobs/outcomes.py): not_an_answer, no_snapshot…
-
-    @property
-    def kind(self) -> str:
-        return "answer" if self.answer is not None else "apology"
-
-    def send(self, sink: ReplySink) -> None:
-        """Post it through `sink` (returns once posted, else raises DeliveryFailed)."""
-        if self.answer is not None:
-            sink.answer(self.answer)
-        elif isinstance(sink, ConsoleSink):  # the terminal's exit code says which kind it was
-            sink.failed(self.apology, self.outcome)
-        else:
-            sink.failed(self.apology)
-
-    def to_json(self) -> str:
-        if self.answer is None:
-            return json.dumps({"kind": "apology", "text": self.apology, "outcome": self.outcome})
-        answer = self.answer
-        return json.dumps(
-            {
-                "kind": "answer",
-                "markdown": answer.markdown,
-                "sources": [asdict(source) for source in answer.sources],
-                "unverified": answer.unverified,
-                "ref": answer.ref,
-                "partial": answer.partial,
-                "cut_off": answer.cut_off,
-            }
-        )
-
-    @classmethod
-    def from_json(cls, raw: str) -> Final:
-        data = json.loads(raw)
-        if data["kind"] != "answer":  # an earlier release stored no outcome: a failure
-            return cls(apology=data["text"], outcome=data.get("outcome", "failed"))
-        return cls(
-            answer=Answer(
-                markdown=data["markdown"],
-                sources=[Source(**source) for source in data["sources"]],
-                unverified=data["unverified"],
-                ref=data["ref"],
-                partial=data["partial"],
-                cut_off=data.get("cut_off", False),
-            )
-        )
-
-
 def make_sink(runtime: Runtime, redis: Redis, question: Question) -> ReplySink:
     """The platform's sink from the runtime's registry (the console needs none)."""
     platform = question.target.platform
@@ -249,21 +193,14 @@ def deliver(
     are the caller's (the entry stays pending and is tried again).
     """
     settings = runtime.settings
-    now = time.time()
-    key = entry_key(question_id)
     if stored is None:
-        taken = int(
-            run_script(
-                redis, _TAKE, [key, DUE_KEY], [token, now, now + settings.delivery_lease_seconds, question_id]
-            )
-        )
-        if taken <= 0:
-            return "busy" if taken == 0 else "none"
-        fields = _decoded(redis.hgetall(key))
-        if "question" not in fields:  # expired between the two calls
-            return "none"
+        taken = _take(redis, settings, question_id, token)
+        if isinstance(taken, str):
+            return taken
+        fields = taken
     else:  # what _STORE wrote: no attempt yet
-        fields = {"attempts": "0", "stored_at": f"{now:.3f}", "platform": stored[0].target.platform}
+        fields = {"attempts": "0", "stored_at": f"{time.time():.3f}", "platform": stored[0].target.platform}
+    failed_attempts = int(fields.get("attempts") or 0)
     try:
         # an entry this release cannot read (stored by another one, mid-deploy) fails like a
         # delivery: tried again, then given up and shown, never left pending unseen
@@ -276,24 +213,44 @@ def deliver(
     except DeliveryFailed as exc:
         return _not_delivered(redis, settings, fields, question_id, token, exc)
     except Exception as exc:  # a bug of ours, or a sink that cannot be made: tried again all the same
-        if not int(fields.get("attempts") or 0):  # the traceback once, not on every attempt
+        if not failed_attempts:  # the traceback once, not on every attempt
             log.exception("delivery of %s crashed", question_id, extra={"job_id": question_id})
         failure = DeliveryFailed(f"{type(exc).__name__}: {exc}")
         return _not_delivered(redis, settings, fields, question_id, token, failure)
-    done = redis.pipeline(transaction=False)  # delivered, and counted, in one round trip
-    done.eval(_DONE, 3, key, DUE_KEY, GAVE_UP_KEY, question_id, f"{time.time():.3f}", DELIVERED_KEEP_SECONDS)
-    count(done, "codebot_deliveries_total", platform=question.target.platform, result="delivered")
+    _mark_delivered(redis, question_id, question.target.platform, final.kind, failed_attempts)
+    return "delivered"
+
+
+def _take(redis: Redis, settings: Settings, question_id: str, token: str) -> dict[str, str] | Delivery:
+    """Lease the entry to `token` for one attempt and read it: its fields, or "busy" when another
+    attempt holds it, "none" when there is none (delivered, given up, expired)."""
+    now = time.time()
+    key = entry_key(question_id)
+    lease = [token, now, now + settings.delivery_lease_seconds, question_id]
+    taken = int(run_script(redis, _TAKE, [key, DUE_KEY], lease))
+    if taken <= 0:
+        return "busy" if taken == 0 else "none"
+    fields = _decoded(redis.hgetall(key))
+    if "question" not in fields:  # expired between the two calls
+        return "none"
+    return fields
+
+
+def _mark_delivered(redis: Redis, question_id: str, platform: str, kind: str, failed_attempts: int) -> None:
+    """The entry done and the delivery counted in one round trip; logged when it took retries."""
+    done = redis.pipeline(transaction=False)
+    keys = (entry_key(question_id), DUE_KEY, GAVE_UP_KEY)
+    done.eval(_DONE, 3, *keys, question_id, f"{time.time():.3f}", DELIVERED_KEEP_SECONDS)
+    count(done, "codebot_deliveries_total", platform=platform, result="delivered")
     done.execute()
-    attempts = int(fields.get("attempts") or 0)
-    if attempts:
+    if failed_attempts:
         log.info(
             "%s of %s delivered after %d failed attempt(s)",
-            final.kind,
+            kind,
             question_id,
-            attempts,
+            failed_attempts,
             extra={"job_id": question_id, "ref": reference_id(question_id)},
         )
-    return "delivered"
 
 
 def _not_delivered(

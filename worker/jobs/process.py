@@ -194,6 +194,17 @@ def run_workers(
             if housekeeper is not None:
                 _stop(housekeeper)
         return 0
+    return _supervise(runtime, burst, plan, housekeeper)
+
+
+def _supervise(
+    runtime: Runtime,
+    burst: bool,
+    plan: list[int | None],
+    housekeeper: multiprocessing.process.BaseProcess | None,
+) -> int:
+    """A forked worker process per entry of the plan, a signal passed on to each of them and the
+    housekeeper; 0 when all of them ended cleanly."""
     context = multiprocessing.get_context("fork")
     children: list[multiprocessing.process.BaseProcess] = [
         context.Process(target=_work, args=(runtime, burst, i, seats), daemon=False)

@@ -33,34 +33,11 @@ def account_question(
     """Log, count and account one finished question: the same facts everywhere, never its code.
     `answered`: the answer this run stored, if it stored one."""
     prompt, completion = outcome.prompt_tokens, outcome.completion_tokens
-    fields: dict[str, Any] = {
-        "job_id": question.id,
-        "ref": outcome.ref,
-        "platform": question.target.platform,
-        "channel": question.target.channel,
-        "user": question.asker,
-        "repos": ",".join(question.repos),
-        "status": outcome.status,
-        "delivery": outcome.delivery,
-        "hops": outcome.hops,
-        "tool_calls": outcome.tool_calls,
-        "tools": outcome.tools,
-        "prompt_tokens": prompt,
-        "completion_tokens": completion,
-        "unverified": outcome.unverified,
-        "seconds": outcome.seconds,
-    }
-    if outcome.reason is not None:
-        fields["reason"] = outcome.reason
-    if outcome.failure_kind is not None:
-        fields["failure_kind"] = outcome.failure_kind
-    if settings.log_question_text:
-        fields["question"] = question.text
     log.log(
         logging.WARNING if outcome.status in ("failed", "not_an_answer", "cut_off") else logging.INFO,
         "question %s",
         outcome.status,
-        extra=fields,
+        extra=_log_fields(settings, question, outcome),
     )
     if outcome.status == "failed":
         count(redis, "codebot_failures_total", reason="crash" if outcome.reason == "crash" else "model")
@@ -92,3 +69,31 @@ def account_question(
             "could not record the question's metrics, record, usage, thread turn and feedback context",
             extra={"job_id": question.id},
         )
+
+
+def _log_fields(settings: Settings, question: Question, outcome: QuestionOutcome) -> dict[str, Any]:
+    """The facts of a finished question's log line; its text only when log_question_text is on."""
+    fields: dict[str, Any] = {
+        "job_id": question.id,
+        "ref": outcome.ref,
+        "platform": question.target.platform,
+        "channel": question.target.channel,
+        "user": question.asker,
+        "repos": ",".join(question.repos),
+        "status": outcome.status,
+        "delivery": outcome.delivery,
+        "hops": outcome.hops,
+        "tool_calls": outcome.tool_calls,
+        "tools": outcome.tools,
+        "prompt_tokens": outcome.prompt_tokens,
+        "completion_tokens": outcome.completion_tokens,
+        "unverified": outcome.unverified,
+        "seconds": outcome.seconds,
+    }
+    if outcome.reason is not None:
+        fields["reason"] = outcome.reason
+    if outcome.failure_kind is not None:
+        fields["failure_kind"] = outcome.failure_kind
+    if settings.log_question_text:
+        fields["question"] = question.text
+    return fields

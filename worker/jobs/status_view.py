@@ -47,29 +47,15 @@ NEVER_REACHED = "never reached"
 def status_facts(redis: Redis, runtime: Runtime) -> dict[str, Any]:
     settings = runtime.settings
     now = time.time()
-    workers = []
-    for worker in sorted(Worker.all(connection=redis), key=lambda w: w.name):
-        job_id = worker.get_current_job_id()
-        state = worker.get_state()
-        workers.append(
-            {
-                "name": worker.name,
-                "host": worker.hostname,
-                "state": "busy" if job_id else str(getattr(state, "value", state)),
-                "question": reference_id(job_id) if job_id else None,
-            }
-        )
     delivery = backlog(redis)
     votes = feedback.tally(redis, now - FEEDBACK_WINDOW_DAYS * 86400)
-    usage = usage_of_day(redis)
-    priced = settings.model_input_usd_per_million_tokens or settings.model_output_usd_per_million_tokens
     return {
         "queue": {
             "redis": describe(settings),
             "questions_waiting": queue_depth(redis),
             "admin_jobs_waiting": Queue(ADMIN_QUEUE, connection=redis).count,
         },
-        "workers": workers,
+        "workers": _worker_facts(redis),
         "failed_last_hour": [
             reference_id(job_id) for job_id in failed_questions(redis, now - FAILED_WINDOW_SECONDS)
         ],
@@ -90,12 +76,37 @@ def status_facts(redis: Redis, runtime: Runtime) -> dict[str, Any]:
             for fact in repo_facts(redis, runtime, runtime.whitelist.names())
         ],
         "model": _model_facts(redis, runtime, now),
-        "today": {
-            "questions": usage.questions,
-            "tokens": usage.prompt_tokens + usage.completion_tokens,
-            "token_budget": settings.daily_token_budget or None,
-            "cost_usd": round(usage.cost_usd, 4) if priced else None,
-        },
+        "today": _today_facts(redis, runtime),
+    }
+
+
+def _worker_facts(redis: Redis) -> list[dict[str, Any]]:
+    """Every live RQ worker by name: where it runs and which question it is busy with."""
+    workers = []
+    for worker in sorted(Worker.all(connection=redis), key=lambda w: w.name):
+        job_id = worker.get_current_job_id()
+        state = worker.get_state()
+        workers.append(
+            {
+                "name": worker.name,
+                "host": worker.hostname,
+                "state": "busy" if job_id else str(getattr(state, "value", state)),
+                "question": reference_id(job_id) if job_id else None,
+            }
+        )
+    return workers
+
+
+def _today_facts(redis: Redis, runtime: Runtime) -> dict[str, Any]:
+    """Today's questions and tokens; the cost only when the model's prices are set."""
+    settings = runtime.settings
+    usage = usage_of_day(redis)
+    priced = settings.model_input_usd_per_million_tokens or settings.model_output_usd_per_million_tokens
+    return {
+        "questions": usage.questions,
+        "tokens": usage.prompt_tokens + usage.completion_tokens,
+        "token_budget": settings.daily_token_budget or None,
+        "cost_usd": round(usage.cost_usd, 4) if priced else None,
     }
 
 
@@ -178,23 +189,36 @@ def _line(out: Console, *parts: tuple[str, str]) -> None:
 
 
 def render_status(facts: dict[str, Any], out: Console) -> None:
-    now = time.time()
-    queue = facts["queue"]
+    """Draw status_facts() for a terminal, one section after another."""
+    _draw_queue(facts["queue"], facts["workers"], out)
+    _draw_failures(facts["failed_last_hour"], facts["delivery"], out)
+    votes = facts["feedback"]
+    _line(
+        out, ("feedback: ", "bold"), (f"{votes['up']} up, {votes['down']} down in {votes['days']} days", "")
+    )
+    _draw_repos(facts["repos"], out)
+    _draw_model(facts["model"], out)
+    _draw_today(facts["today"], out)
+
+
+def _draw_queue(queue: dict[str, Any], workers: list[dict[str, Any]], out: Console) -> None:
     _line(out, ("queue: ", "bold"), (f"{queue['redis']}", ""))
     _line(
         out,
         ("  ", ""),
         (f"{queue['questions_waiting']} question(s) waiting, {queue['admin_jobs_waiting']} admin job(s)", ""),
     )
-    _line(out, ("workers: ", "bold"), (f"{len(facts['workers'])} alive", ""))
-    for worker in facts["workers"]:
+    _line(out, ("workers: ", "bold"), (f"{len(workers)} alive", ""))
+    for worker in workers:
         state = f"busy with {worker['question']}" if worker["question"] else worker["state"]
         _line(out, (f"  {worker['name']}", "cyan"), (f" on {worker['host']}: {state}", ""))
-    failed = facts["failed_last_hour"]
+
+
+def _draw_failures(failed: list[str], delivery: dict[str, Any], out: Console) -> None:
+    """Questions that failed, and replies the outbox is still retrying or gave up on."""
     _line(out, ("failed: ", "bold"), (f"{len(failed)} question(s) in the last hour", "red" if failed else ""))
     if failed:
         _line(out, ("  references: " + ", ".join(failed[-5:]), "dim"))
-    delivery = facts["delivery"]
     _line(
         out,
         ("delivery: ", "bold"),
@@ -207,12 +231,12 @@ def render_status(facts: dict[str, Any], out: Console) -> None:
             (f"{entry['attempts']} attempt(s) in {short_duration(entry['age_seconds'])}; ", ""),
             (f"last error: {entry['error'] or '?'}", "dim"),
         )
-    votes = facts["feedback"]
-    _line(
-        out, ("feedback: ", "bold"), (f"{votes['up']} up, {votes['down']} down in {votes['days']} days", "")
-    )
+
+
+def _draw_repos(repos: list[dict[str, Any]], out: Console) -> None:
+    now = time.time()
     _line(out, ("repos:", "bold"))
-    for repo in facts["repos"]:
+    for repo in repos:
         if repo["sha"]:
             age = short_duration(now - repo["refreshed_at"]) if repo["refreshed_at"] else "?"
             where = f" on {repo['host']}" if repo["host"] else " on this machine"
@@ -223,7 +247,10 @@ def render_status(facts: dict[str, Any], out: Console) -> None:
         if repo["error"]:
             parts.append((f"; last error: {repo['error']}", "red"))
         _line(out, *parts)
-    model = facts["model"]
+
+
+def _draw_model(model: dict[str, Any], out: Console) -> None:
+    """The configured model, every endpoint the workers learned about, and the latest errors."""
     _line(out, ("model: ", "bold"), (f"{model['model']} at {model['endpoint']}", ""))
     for endpoint in model["endpoints"]:
         style = "" if endpoint["reached"] else "yellow"
@@ -242,7 +269,9 @@ def render_status(facts: dict[str, Any], out: Console) -> None:
             ),
             (error["detail"] or "(no error text)", "dim"),
         )
-    today = facts["today"]
+
+
+def _draw_today(today: dict[str, Any], out: Console) -> None:
     budget = f" of {today['token_budget']} budget" if today["token_budget"] else ""
     cost = (
         f"${today['cost_usd']:.4f}"

@@ -216,19 +216,13 @@ def build_snapshot(
     once it serves: a first sync can be read and searched before its code is indexed."""
     store = BlobStore(settings.data_dir.resolve())
     key = record_key(settings, store.generation, SNAPSHOT_FORMAT)
-    listing = _listing(settings, git_dir, sha, previous, key)
-    check_caps(listing.entries, settings, name)
-    record = listing.record
-    verdict = _verdict(git_dir, sha, secret, settings)
-    plan = make_plan(listing.entries, settings, verdict, record.by_name if record else None, listing.changed)
-    targets = _link_targets(git_dir, plan, listing, settings.git_timeout_seconds)
-    hide_secret_links(plan, targets, settings)
-    sizes = stored_sizes(plan, settings)
+    decided = _decide(settings, git_dir, sha, name, secret, previous, key)
+    listing, plan, targets, sizes = decided.listing, decided.plan, decided.targets, decided.sizes
     with store.in_use():
         db = store.connect()
         try:
             infos, units, pending = process_missing(
-                store, db, git_dir, plan, sizes, record, name, len(listing.entries), report, settings,
+                store, db, git_dir, plan, sizes, listing.record, name, len(listing.entries), report, settings,
                 parse_later_over,
             )  # fmt: skip
             report("linking files", 0.98)
@@ -239,16 +233,58 @@ def build_snapshot(
             )
         finally:
             db.close()
-    save_record(
-        record_path(index),
-        BuildRecord(
-            key, sha, listing.entries, plan.by_name, targets,
-            {s: (i.kind, i.reason, i.lines) for s, i in infos.items() if s in sizes},
+    save_record(record_path(index), decided.record(infos, units, searched, failed))
+    return _describe(plan, infos, failed, settings)
+
+
+@dataclass(frozen=True)
+class _Decided:
+    """What a build decides before it touches the store: the commit's entries, what becomes of
+    each, the links' targets, and the blobs it stores with their sizes."""
+
+    key: str
+    sha: str
+    listing: _Listing
+    plan: Plan
+    targets: dict[str, str]
+    sizes: dict[str, int]
+
+    def record(
+        self,
+        infos: dict[str, BlobInfo],
+        units: dict[tuple[str, str], int],
+        searched: SearchListing,
+        failed: set[str],
+    ) -> BuildRecord:
+        """The build record the next build of this repo reuses (worker/repos/build_record.py)."""
+        plan = self.plan
+        return BuildRecord(
+            self.key, self.sha, self.listing.entries, plan.by_name, self.targets,
+            {s: (i.kind, i.reason, i.lines) for s, i in infos.items() if s in self.sizes},
             units, searched.indexable, frozenset(e.path for e, _ in plan.withheld),
             frozenset(e.path for e in plan.links), frozenset(failed), searched.ignored,
-        ),
-    )  # fmt: skip
-    return _describe(plan, infos, failed, settings)
+        )  # fmt: skip
+
+
+def _decide(
+    settings: Settings,
+    git_dir: Path,
+    sha: str,
+    name: str,
+    secret: Mapping[str, str] | None,
+    previous: Path | None,
+    key: str,
+) -> _Decided:
+    """List the commit (refused over a cap) and decide every entry: by name, by lineage, the
+    links' targets, and what the store keeps."""
+    listing = _listing(settings, git_dir, sha, previous, key)
+    check_caps(listing.entries, settings, name)
+    record = listing.record
+    verdict = _verdict(git_dir, sha, secret, settings)
+    plan = make_plan(listing.entries, settings, verdict, record.by_name if record else None, listing.changed)
+    targets = _link_targets(git_dir, plan, listing, settings.git_timeout_seconds)
+    hide_secret_links(plan, targets, settings)
+    return _Decided(key, sha, listing, plan, targets, stored_sizes(plan, settings))
 
 
 def _verdict(

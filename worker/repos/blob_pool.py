@@ -150,18 +150,8 @@ def run_tasks(
         while queue or busy:
             while queue and len(busy) < size:
                 worker = idle.pop() if idle else _WARM.take(key) or _start(git_dir, objects, limits)
-                task = queue.popleft()
-                worker.task, worker.stage = task, "stored" if task.op == "process" else "parsed"
-                worker.deadline = time.monotonic() + limits.timeout_seconds
                 try:
-                    worker.send(
-                        {
-                            "op": task.op,
-                            "sha": task.sha,
-                            "grammars": list(task.grammars),
-                            "parse_max_bytes": limits.parse_max_bytes,
-                        }
-                    )
+                    _give(worker, queue.popleft(), limits)
                 except OSError:
                     _fail(worker, "the processor could not be started", on_message)
                     continue
@@ -179,26 +169,55 @@ def run_tasks(
                         on_message,
                     )
                     continue
-                for message in messages:
-                    on_message(message)
-                    if message[0] == "stored":
-                        worker.stage = "parsed"
-                        worker.deadline = time.monotonic() + limits.timeout_seconds
-                    else:  # parsed, or failed: the task is over
-                        worker.task = None
+                _pass_on(worker, messages, limits, on_message)
                 if worker.task is None:
                     del busy[fd]
                     idle.append(worker)
-            now = time.monotonic()
-            for fd, worker in list(busy.items()):
-                if worker.deadline <= now:
-                    del busy[fd]
-                    _fail(worker, f"processing took longer than {limits.timeout_seconds:g} s", on_message)
+            _stop_late(busy, limits, on_message)
     finally:
         for worker in busy.values():
             worker.kill()
         for worker in idle:
             _WARM.keep(key, worker)
+
+
+def _give(worker: _Process, task: Task, limits: PoolLimits) -> None:
+    """Send `task` to `worker`, its time bound starting now (OSError: the worker is gone)."""
+    worker.task, worker.stage = task, "stored" if task.op == "process" else "parsed"
+    worker.deadline = time.monotonic() + limits.timeout_seconds
+    worker.send(
+        {
+            "op": task.op,
+            "sha": task.sha,
+            "grammars": list(task.grammars),
+            "parse_max_bytes": limits.parse_max_bytes,
+        }
+    )
+
+
+def _pass_on(
+    worker: _Process, messages: list[Any], limits: PoolLimits, on_message: Callable[[tuple[Any, ...]], None]
+) -> None:
+    """Hand each of a worker's messages on; a stored blob's parse gets its own time bound, and any
+    other message ends the task."""
+    for message in messages:
+        on_message(message)
+        if message[0] == "stored":
+            worker.stage = "parsed"
+            worker.deadline = time.monotonic() + limits.timeout_seconds
+        else:  # parsed, or failed: the task is over
+            worker.task = None
+
+
+def _stop_late(
+    busy: dict[int, _Process], limits: PoolLimits, on_message: Callable[[tuple[Any, ...]], None]
+) -> None:
+    """Stop every busy worker past its deadline; its blob fails at the stage it was in."""
+    now = time.monotonic()
+    for fd, worker in list(busy.items()):
+        if worker.deadline <= now:
+            del busy[fd]
+            _fail(worker, f"processing took longer than {limits.timeout_seconds:g} s", on_message)
 
 
 _IDLE_SECONDS = (

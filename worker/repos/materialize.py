@@ -130,36 +130,10 @@ def _write(
     only: set[str] | None,
 ) -> set[str]:
     """Write the plan's entries (those in `only`, when given) into `root`; the paths that failed."""
-    failed: set[str] = set()
     # Plain strings, not Path objects: per file, pathlib's joins cost as much as the link itself.
-    base, objects = os.fspath(root), os.fspath(store.objects)
-    written = [
-        e
-        for e in (*plan.files, *(entry for entry, _ in plan.withheld), *plan.links, *plan.submodules)
-        if only is None or e.path in only
-    ]
-    folders = sorted({p.rsplit("/", 1)[0] for e in written if "/" in (p := e.path)})
-    folders += [e.path for e in plan.submodules if only is None or e.path in only]
-    for folder in folders:
-        try:
-            os.makedirs(f"{base}/{folder}", exist_ok=True)
-        except OSError as exc:
-            log.warning("could not make folder %r: %s", shown_name(folder), exc)
-    for entry in plan.files:
-        if only is not None and entry.path not in only:
-            continue
-        destination = f"{base}/{entry.path}"
-        try:
-            if entry.size == 0:
-                os.close(os.open(destination, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
-            elif entry.size > settings.blob_max_bytes:
-                reason = f"larger than blob_max_bytes ({human_bytes(settings.blob_max_bytes)})"
-                Path(destination).write_bytes(placeholder(OVERSIZED, entry.size, reason))
-            else:
-                _link(object_file(objects, entry.sha), destination)
-        except OSError as exc:
-            failed.add(entry.path)
-            log.warning("could not write %r: %s", shown_name(entry.path), exc)
+    base = os.fspath(root)
+    _make_folders(base, plan, only)
+    failed = _write_files(base, os.fspath(store.objects), plan, only, settings)
     for entry, why in plan.withheld:
         if only is not None and entry.path not in only:
             continue
@@ -176,4 +150,43 @@ def _write(
         except OSError as exc:
             failed.add(entry.path)
             log.warning("could not make link %r: %s", shown_name(entry.path), exc)
+    return failed
+
+
+def _make_folders(base: str, plan: Plan, only: set[str] | None) -> None:
+    """The folders the written entries go in, and the submodules' (empty) folders; one that
+    cannot be made is logged, and what goes in it fails on its own."""
+    written = [
+        e
+        for e in (*plan.files, *(entry for entry, _ in plan.withheld), *plan.links, *plan.submodules)
+        if only is None or e.path in only
+    ]
+    folders = sorted({p.rsplit("/", 1)[0] for e in written if "/" in (p := e.path)})
+    folders += [e.path for e in plan.submodules if only is None or e.path in only]
+    for folder in folders:
+        try:
+            os.makedirs(f"{base}/{folder}", exist_ok=True)
+        except OSError as exc:
+            log.warning("could not make folder %r: %s", shown_name(folder), exc)
+
+
+def _write_files(base: str, objects: str, plan: Plan, only: set[str] | None, settings: Settings) -> set[str]:
+    """The plan's files: an empty file, a placeholder when over blob_max_bytes, else a link to the
+    processed object; the paths that failed."""
+    failed: set[str] = set()
+    for entry in plan.files:
+        if only is not None and entry.path not in only:
+            continue
+        destination = f"{base}/{entry.path}"
+        try:
+            if entry.size == 0:
+                os.close(os.open(destination, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+            elif entry.size > settings.blob_max_bytes:
+                reason = f"larger than blob_max_bytes ({human_bytes(settings.blob_max_bytes)})"
+                Path(destination).write_bytes(placeholder(OVERSIZED, entry.size, reason))
+            else:
+                _link(object_file(objects, entry.sha), destination)
+        except OSError as exc:
+            failed.add(entry.path)
+            log.warning("could not write %r: %s", shown_name(entry.path), exc)
     return failed

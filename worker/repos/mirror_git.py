@@ -112,6 +112,38 @@ def _report_git_progress(line: str, report: Progress) -> None:
         report(match.group(1).lower(), fraction)
 
 
+def _start_git(spec: RepoSpec, mirror: Path, args: list[str], stdout: IO[bytes]) -> subprocess.Popen[bytes]:
+    """git on the mirror in a session of its own (no terminal to prompt on), stderr piped."""
+    try:
+        return subprocess.Popen(
+            ["git", "--git-dir", str(mirror), *args],
+            stdin=subprocess.DEVNULL,
+            stdout=stdout,
+            stderr=subprocess.PIPE,
+            env=_git_env(spec),
+            start_new_session=True,
+        )
+    except FileNotFoundError:
+        raise GitError("git is not installed (not found on PATH)") from None
+
+
+def _read_stderr(proc: subprocess.Popen[bytes], report: Progress | None) -> list[str]:
+    """git's stderr read as it comes (each progress line reported) until git closes it; its last
+    lines, for the complaint."""
+    assert proc.stderr is not None
+    lines: list[str] = []
+    pending = b""
+    while chunk := proc.stderr.read1(65536):  # type: ignore[attr-defined]
+        *complete, pending = re.split(rb"[\r\n]", pending + chunk)
+        for raw in complete:
+            if line := raw.decode("utf-8", "replace").strip():
+                lines = [*lines[-49:], line]
+                if report is not None:
+                    _report_git_progress(line, report)
+    lines.append(pending.decode("utf-8", "replace").strip())
+    return lines
+
+
 def run_mirror_git(
     spec: RepoSpec,
     mirror: Path,
@@ -132,34 +164,14 @@ def run_mirror_git(
     terminal, so neither can prompt there: a missing credential fails instead of hanging.
     """
     with tempfile.TemporaryFile() as out:
-        try:
-            proc = subprocess.Popen(
-                ["git", "--git-dir", str(mirror), *args],
-                stdin=subprocess.DEVNULL,
-                stdout=stdout or out,
-                stderr=subprocess.PIPE,
-                env=_git_env(spec),
-                start_new_session=True,
-            )
-        except FileNotFoundError:
-            raise GitError("git is not installed (not found on PATH)") from None
+        proc = _start_git(spec, mirror, args, stdout or out)
         started = time.monotonic()
         timer = threading.Timer(timeout, _kill_group, [proc])
         timer.start()
-        lines: list[str] = []
         watchdog = Watchdog(data_root, reserve, partial(_kill_group, proc))
         try:
             watchdog.__enter__()
-            assert proc.stderr is not None
-            pending = b""
-            while chunk := proc.stderr.read1(65536):  # type: ignore[attr-defined]
-                *complete, pending = re.split(rb"[\r\n]", pending + chunk)
-                for raw in complete:
-                    if line := raw.decode("utf-8", "replace").strip():
-                        lines = [*lines[-49:], line]
-                        if report is not None:
-                            _report_git_progress(line, report)
-            lines.append(pending.decode("utf-8", "replace").strip())
+            lines = _read_stderr(proc, report)
             proc.wait()
         finally:
             watchdog.__exit__()

@@ -40,6 +40,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 from typing import IO
 
 from config.repos import RepoSpec, Whitelist
@@ -49,7 +50,7 @@ from worker.repos.build_record import record_path
 from worker.repos.cleanup import Cleanup, run_now
 from worker.repos.deferred_index import PARSE_LATER_OVER, finish_index
 from worker.repos.disk import DiskFull
-from worker.repos.locks import LockTimeout, TakeApart, exclusive_lock
+from worker.repos.locks import LockTimeout, SnapshotFolder, TakeApart, exclusive_lock
 from worker.repos.materialize import MoveFrom
 from worker.repos.mirror_git import GitError, Progress, history_depth, run_mirror_git, scrub
 from worker.repos.mirror_lineage import MirrorGit
@@ -289,12 +290,8 @@ class Mirrors(MirrorUpkeep):
         tmp = folder.path / f".tmp-{sha}-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
-        current = current_sha(paths)
-        previous, taken, move = None, None, None
-        if current is not None and current != sha and self._servable(paths, current):
-            previous = record_path(index_path(folder.files(current)))  # reuse what its build decided
-            taken = Previous(folder, current, TakeApart(folder, current))
-            move = MoveFrom(taken.claim, taken.release)
+        previous, taken = self._previous(paths, sha)
+        move = MoveFrom(taken.claim, taken.release) if taken is not None else None
         try:
             final = folder.files(sha)
             meta = build_snapshot(
@@ -314,13 +311,7 @@ class Mirrors(MirrorUpkeep):
             committed_at = float(self._git(spec, paths, ["log", "-1", "--format=%ct", sha]))
             write_meta(folder.meta(sha), Snapshot(spec, sha, branch, final, time.time(), committed_at, meta))
             folder.lease_file(sha).touch()
-            # A leftover dir here is incomplete or of the old format, so no lease can be holding
-            # it (neither is ever served).
-            if final.exists():
-                trash = folder.path / f".trash-{sha}-{os.getpid()}"
-                os.rename(final, trash)
-                shutil.rmtree(trash, ignore_errors=True)
-            os.rename(tmp, final)
+            _rename_into_place(folder, sha, tmp)
         except BaseException:
             if move is not None and taken is not None:
                 move.undo()  # before the temp dir goes: what it holds was moved from the served one
@@ -331,6 +322,17 @@ class Mirrors(MirrorUpkeep):
             shutil.rmtree(tmp, ignore_errors=True)
         return taken
 
+    def _previous(self, paths: RepoPaths, sha: str) -> tuple[Path | None, Previous | None]:
+        """The served snapshot's build record (to reuse what its build decided), and the served
+        snapshot to take unchanged folders from; none when it is `sha` or not servable."""
+        folder = paths.snapshots
+        current = current_sha(paths)
+        if current is None or current == sha or not self._servable(paths, current):
+            return None, None
+        return record_path(index_path(folder.files(current))), Previous(
+            folder, current, TakeApart(folder, current)
+        )
+
     # --- small helpers ---------------------------------------------------------------------
 
     def _spec(self, name: str) -> RepoSpec:
@@ -339,3 +341,14 @@ class Mirrors(MirrorUpkeep):
             known = ", ".join(self.whitelist.names()) or "none"
             raise UnknownRepoError(f"unknown repo {name!r} — known repos: {known}")
         return spec
+
+
+def _rename_into_place(folder: SnapshotFolder, sha: str, tmp: Path) -> None:
+    """Give the built snapshot its final name. A leftover dir there is incomplete or of the old
+    format, so no lease can be holding it (neither is ever served)."""
+    final = folder.files(sha)
+    if final.exists():
+        trash = folder.path / f".trash-{sha}-{os.getpid()}"
+        os.rename(final, trash)
+        shutil.rmtree(trash, ignore_errors=True)
+    os.rename(tmp, final)

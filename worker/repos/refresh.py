@@ -132,21 +132,7 @@ def catch_up(
     read (wanted_sha) for some of the names; the others are read here. Returns the syncs it ran. A sync that finds a commit newer than the wanted one records
     it, so the other machines follow this one.
     """
-    behind: dict[str, str] = {}
-    known = wanted or {}
-    for name in dict.fromkeys(names):
-        try:
-            sha = known[name] if name in known else wanted_sha(redis, name)
-        except RedisError as exc:
-            log.warning("catch-up of %s skipped: Redis unavailable (%s)", name, exc)
-            continue
-        local = local_sha(mirrors, name)
-        # Nothing recorded and nothing servable here: an install upgraded from a release that
-        # recorded no commits, or whose snapshots this release cannot serve. Synced to the
-        # branch's head all the same (and recorded below), so it heals without an operator.
-        healing = sha is None and local is None
-        if (healing or (sha is not None and sha != local)) and not recently_failed(mirrors, name):
-            behind[name] = sha or ""
+    behind = _behind(mirrors, redis, names, wanted or {})
     if not behind:
         return {}
     updating = [f"{name} to commit `{sha[:7]}`" for name, sha in behind.items() if sha]
@@ -167,6 +153,28 @@ def catch_up(
         elif result.sha and result.sha != behind[name]:
             _record(redis, mirrors, result)
     return results
+
+
+def _behind(
+    mirrors: Mirrors, redis: Redis, names: Iterable[str], known: dict[str, str | None]
+) -> dict[str, str]:
+    """The repos to sync, each with the commit wanted ("" for the branch's head); a repo whose
+    wanted commit Redis cannot say is skipped, and one whose fetch failed lately waits."""
+    behind: dict[str, str] = {}
+    for name in dict.fromkeys(names):
+        try:
+            sha = known[name] if name in known else wanted_sha(redis, name)
+        except RedisError as exc:
+            log.warning("catch-up of %s skipped: Redis unavailable (%s)", name, exc)
+            continue
+        local = local_sha(mirrors, name)
+        # Nothing recorded and nothing servable here: an install upgraded from a release that
+        # recorded no commits, or whose snapshots this release cannot serve. Synced to the
+        # branch's head all the same (and recorded by catch_up), so it heals without an operator.
+        healing = sha is None and local is None
+        if (healing or (sha is not None and sha != local)) and not recently_failed(mirrors, name):
+            behind[name] = sha or ""
+    return behind
 
 
 def period_offset_seconds(name: str, period_seconds: int) -> int:

@@ -11,8 +11,9 @@ from collections.abc import Mapping
 from config.settings import Settings
 from worker.repos.snapshot import Snapshot
 from worker.tools.context import ToolContext, ToolError
-from worker.tools.files import list_files, read_file
+from worker.tools.files import read_file
 from worker.tools.history import blame, diff, log, show
+from worker.tools.listing import list_files
 from worker.tools.navigation import find_definition, find_references
 from worker.tools.redact import get_redactor
 from worker.tools.registry import ToolOutcome, ToolRegistry, ToolResult

@@ -1,4 +1,4 @@
-"""read_file and list_files: the model's view of one file or one folder of a snapshot.
+"""read_file: the model's view of lines of one file of a snapshot (list_files is in listing.py).
 
 Line numbers are 1-based and count "\n" only (as ripgrep does), so a line found by search has
 the same number here. Lines are shown as `  12│ text`.
@@ -11,19 +11,15 @@ says what it was, which is what these tools show. Names are shown without contro
 
 from __future__ import annotations
 
-import os
-import stat
 from pathlib import Path
 from typing import Any
 
-import pathspec
-
-from worker.repos.manifest import Manifest, load_manifest
+from config.settings import Settings
 from worker.repos.placeholders import BINARY, OVERSIZED, PLACEHOLDER_MAX_BYTES, Placeholder, read_placeholder
 from worker.repos.snapshot import Snapshot
-from worker.repos.visible import hidden_name, secret_path, shown_name
+from worker.repos.visible import shown_name
 from worker.tools.context import ToolContext, ToolError
-from worker.tools.paths import human_size, not_found, resolve_path, walk
+from worker.tools.paths import human_size, not_found, resolve_path
 from worker.tools.redact import finish
 from worker.tools.registry import ToolResult
 
@@ -164,21 +160,10 @@ def read_file(
     absolute, relative = resolve_path(snapshot, path, settings)
     if not relative:
         raise ToolError("give the path of a file; use list_files to see what the repo holds")
-    start = max(1, start_line)  # clamped: a 0 or -5 means "from the top"
-    if end_line is not None and end_line < start:
-        raise ToolError(
-            f"end_line ({end_line}) is before start_line ({start}); pass end_line >= start_line or omit it"
-        )
-
+    start = _first_line(start_line, end_line)
     lines = ctx.file_cache.get((name, relative))
-    total: int
     if lines is None:
-        if absolute.is_dir():
-            raise ToolError(
-                f"{relative!r} is a folder; call list_files with path={relative!r} to see inside it"
-            )
-        if not absolute.is_file():
-            raise not_found(snapshot, relative, settings)
+        _check_is_file(snapshot, relative, absolute, settings)
         size = absolute.stat().st_size
         held = placeholder_of(absolute, size)
         if held is not None:
@@ -193,6 +178,24 @@ def read_file(
     total = len(lines)
     last = total if end_line is None else min(end_line, total)
     return _render(ctx, snapshot, relative, lines[start - 1 : last], start, total, end_line)
+
+
+def _first_line(start_line: int, end_line: int | None) -> int:
+    """The first line to show; a start below 1 means "from the top", an end before it is refused."""
+    start = max(1, start_line)
+    if end_line is not None and end_line < start:
+        raise ToolError(
+            f"end_line ({end_line}) is before start_line ({start}); pass end_line >= start_line or omit it"
+        )
+    return start
+
+
+def _check_is_file(snapshot: Snapshot, relative: str, absolute: Path, settings: Settings) -> None:
+    """Refuse a folder or a missing file, saying what to call instead."""
+    if absolute.is_dir():
+        raise ToolError(f"{relative!r} is a folder; call list_files with path={relative!r} to see inside it")
+    if not absolute.is_file():
+        raise not_found(snapshot, relative, settings)
 
 
 def _render(
@@ -216,9 +219,36 @@ def _render(
         raise ToolError(
             f"start_line {start} is past the end: {relative!r} has {total} lines; pass start_line <= {total}"
         )
+    shown, records = _numbered(lines, start, total, settings)
+    last = start + len(shown) - 1
+    ctx.shown.add(name, relative, range(start, last + 1))
+    header = f"{name}:{shown_name(relative)} lines {start}-{last} of {total}"
+    notices = _end_notices(settings, len(shown), last, total, end_line)
+    text = "\n".join([header, *shown, *notices])
+    data = {
+        "repo": name,
+        "path": relative,
+        "start_line": start,
+        "end_line": last,
+        "total_lines": total,
+        "lines": records,
+    }
+    return finish(ctx, text, data)
+
+
+def _read_budget(settings: Settings) -> int:
+    """The characters of numbered lines one read shows: room is left for the header and notices
+    inside the whole-result cap."""
+    return min(settings.read_max_chars, settings.tool_output_max_chars - 600)
+
+
+def _numbered(
+    lines: list[str], start: int, total: int, settings: Settings
+) -> tuple[list[str], list[dict[str, Any]]]:
+    """The lines as shown (`  12│ text`, over-long lines cut) and as data, up to the line cap
+    and the character budget."""
     width = len(str(min(total, start + len(lines))))
-    # Leave room for the header and notices inside the whole-result cap.
-    budget = min(settings.read_max_chars, settings.tool_output_max_chars - 600)
+    budget = _read_budget(settings)
     shown: list[str] = []
     records: list[dict[str, Any]] = []
     used = 0
@@ -232,204 +262,19 @@ def _render(
         shown.append(formatted)
         records.append({"line": number, "text": line})
         used += len(formatted) + 1
-    last = start + len(shown) - 1
-    ctx.shown.add(name, relative, range(start, last + 1))
-    header = f"{name}:{shown_name(relative)} lines {start}-{last} of {total}"
+    return shown, records
+
+
+def _end_notices(settings: Settings, shown: int, last: int, total: int, end_line: int | None) -> list[str]:
+    """What follows the lines: how to continue a capped read, or that the file ends early."""
     wanted_last = total if end_line is None else min(end_line, total)
-    notices = []
     if last < wanted_last:
         why = (
             f"{settings.read_max_lines} lines"
-            if len(shown) >= settings.read_max_lines
-            else f"{budget:,} characters"
+            if shown >= settings.read_max_lines
+            else f"{_read_budget(settings):,} characters"
         )
-        notices.append(f"[capped at {why}; call read_file with start_line={last + 1} to continue]")
-    elif end_line is not None and end_line > total:
-        notices.append(f"[the file ends at line {total}]")
-    text = "\n".join([header, *shown, *notices])
-    data = {
-        "repo": name,
-        "path": relative,
-        "start_line": start,
-        "end_line": last,
-        "total_lines": total,
-        "lines": records,
-    }
-    return finish(ctx, text, data)
-
-
-class _Entry:
-    """The parts of os.DirEntry that _entry_line uses, for a path taken from the manifest."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self._stat = os.lstat(path)
-
-    def is_symlink(self) -> bool:
-        return stat.S_ISLNK(self._stat.st_mode)
-
-    def is_dir(self, follow_symlinks: bool = True) -> bool:
-        return stat.S_ISDIR(self._stat.st_mode)
-
-    def stat(self, follow_symlinks: bool = True) -> os.stat_result:
-        return self._stat
-
-
-_PLACEHOLDER_NOTE = {BINARY: "binary", OVERSIZED: "too large to read"}
-
-
-def _entry_line(
-    entry: os.DirEntry[str] | _Entry, label: str, root: str, ctx: ToolContext
-) -> tuple[str, dict[str, Any]] | None:
-    """How one entry is listed (None: not at all); a symlink shows its target only when that
-    stays in the repo, and is not listed when its target is a secret file."""
-    shown = shown_name(label)
-    if entry.is_symlink():
-        target = os.path.realpath(entry.path)
-        if target == root or target.startswith(root + os.sep):
-            inside = os.path.relpath(target, root).replace(os.sep, "/")
-            if inside != "." and secret_path(inside, ctx.settings) is not None:
-                return None  # the link would show a secret file's name
-            inside = "/" if inside == "." else inside + ("/" if os.path.isdir(target) else "")
-            return f"{shown} -> {shown_name(inside)}", {"path": label, "type": "link", "target": inside}
-        return f"{shown} -> (outside the repo; not readable)", {"path": label, "type": "link", "target": None}
-    if entry.is_dir(follow_symlinks=False):
-        try:
-            count = sum(1 for _ in os.scandir(entry.path))
-        except OSError:
-            count = 0
-        noun = "entry" if count == 1 else "entries"
-        return f"{shown}/  ({count} {noun})", {"path": label + "/", "type": "dir", "entries": count}
-    size = entry.stat(follow_symlinks=False).st_size
-    held = placeholder_of(Path(entry.path), size)
-    if held is not None:
-        note = _PLACEHOLDER_NOTE.get(held.kind, "withheld: never shown")
-        data = {"path": label, "type": "file", "size_bytes": held.size, held.kind: True}
-        return f"{shown}  ({human_size(held.size)}, {note})", data
-    return f"{shown}  ({human_size(size)})", {"path": label, "type": "file", "size_bytes": size}
-
-
-def _glob_from_manifest(
-    ctx: ToolContext,
-    manifest: Manifest,
-    spec: pathspec.PathSpec,
-    root: str,
-    folder: str,
-    rows: list[tuple[str, dict[str, Any]]],
-) -> int:
-    """Matches of `spec` below `folder` ("." for the root) from the snapshot's manifest: only the
-    rows shown touch the disk. The count of every match."""
-    folder = "" if folder == "." else folder.replace(os.sep, "/")
-    skip = len(folder) + 1 if folder else 0
-    total = 0
-    for entry in manifest.under(folder):
-        if not spec.match_file(entry.path[skip:]):
-            continue
-        if len(rows) < ctx.settings.list_max_entries:
-            try:
-                line = _entry_line(_Entry(os.path.join(root, entry.path)), entry.path, root, ctx)
-            except OSError:
-                line = None
-            if line is None:
-                continue
-            rows.append(line)
-        total += 1
-    return total
-
-
-def _glob_by_walking(
-    ctx: ToolContext,
-    spec: pathspec.PathSpec,
-    root: str,
-    absolute: Path,
-    rows: list[tuple[str, dict[str, Any]]],
-    truncated: list[bool],
-) -> int:
-    """Matches of `spec` below `absolute`, walking the tree (at most list_walk_max_entries)."""
-    total = 0
-    for path_from_root, entry in walk(Path(root), absolute, ctx.settings, truncated):
-        below = os.path.relpath(entry.path, absolute).replace(os.sep, "/")
-        if spec.match_file(below):
-            line = _entry_line(entry, path_from_root, root, ctx)
-            if line is None:
-                continue
-            total += 1
-            if len(rows) < ctx.settings.list_max_entries:
-                rows.append(line)
-    return total
-
-
-def list_files(ctx: ToolContext, repo: str, path: str = "", glob: str | None = None) -> ToolResult:
-    """List a folder of a repo with file sizes, or find files by name pattern.
-
-    Without glob: the folder's own entries (folders end with '/'). With glob: every file under
-    the folder whose path matches, at any depth, using .gitignore-style patterns: "*.py",
-    "test_*.py", "src/**/config*", "Dockerfile". Use it to find where things live; use search
-    to find text inside files.
-
-    Args:
-        repo: the repo's name, as listed by list_repos
-        path: folder to list, relative to the repo root; omit for the root
-        glob: optional file name pattern to match recursively, e.g. "*.go" or "**/migrations/*.sql"
-    """
-    settings = ctx.settings
-    snapshot = ctx.snapshot(repo)
-    name = snapshot.repo.name
-    absolute, relative = resolve_path(snapshot, "" if path.strip() in ("/", "./") else path, settings)
-    if not absolute.exists():
-        raise not_found(snapshot, relative, settings)
-    if not absolute.is_dir():
-        raise ToolError(f"{relative!r} is a file, not a folder; call read_file to read it")
-    root = os.path.realpath(snapshot.root)
-    where = f"{name}:{shown_name(relative) or '.'}/"
-    rows: list[tuple[str, dict[str, Any]]] = []
-    hidden = 0
-    total = 0
-    if glob:
-        if len(glob) > settings.pattern_max_chars:
-            raise ToolError(
-                f"the glob is longer than {settings.pattern_max_chars} characters; use a shorter one"
-            )
-        try:
-            spec = pathspec.GitIgnoreSpec.from_lines([glob])
-        except Exception as exc:  # pathspec raises several types for a malformed pattern
-            raise ToolError(
-                f"invalid glob {glob!r} ({exc}); use a pattern like '*.py' or 'src/**/test_*.py'"
-            ) from None
-        truncated: list[bool] = []
-        manifest = load_manifest(snapshot.root)
-        if manifest is not None:
-            total = _glob_from_manifest(ctx, manifest, spec, root, os.path.relpath(absolute, root), rows)
-        else:  # a snapshot built before manifests: walk it
-            total = _glob_by_walking(ctx, spec, root, absolute, rows, truncated)
-        title = f"{where} files matching {glob!r}: {'at least ' if truncated else ''}{total}"
-        if truncated:
-            title += (
-                f" (stopped after looking at {settings.list_walk_max_entries:,} entries; pass a deeper path)"
-            )
-    else:
-        with os.scandir(absolute) as scan:
-            entries = sorted(scan, key=lambda e: (not e.is_dir(follow_symlinks=False), e.name))
-        for entry in entries:
-            line = None if hidden_name(entry.name, settings) else _entry_line(entry, entry.name, root, ctx)
-            if line is None:
-                hidden += 1
-                continue
-            total += 1
-            if len(rows) < settings.list_max_entries:
-                rows.append(line)
-        title = f"{where} {total} entries"
-    lines = [title, *(row for row, _ in rows)]
-    if not total:
-        lines.append("(nothing here)" if not glob else "(no match; try a looser glob like '*name*')")
-    if total > len(rows):
-        lines.append(f"[showing {len(rows)} of {total}; pass a deeper path or a glob to narrow]")
-    if hidden:
-        lines.append(f"[{hidden} entries not listed: .git or secret files, which are never readable]")
-    if not relative and not glob and snapshot.meta.withheld:
-        lines.append(
-            f"[{snapshot.meta.withheld} secret or credentials file(s) in this repo are withheld: "
-            "never listed, searched or read]"
-        )
-    data = {"repo": name, "path": relative, "glob": glob, "total": total, "entries": [d for _, d in rows]}
-    return finish(ctx, "\n".join(lines), data)
+        return [f"[capped at {why}; call read_file with start_line={last + 1} to continue]"]
+    if end_line is not None and end_line > total:
+        return [f"[the file ends at line {total}]"]
+    return []

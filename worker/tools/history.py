@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -83,53 +84,37 @@ def blame(
     if not parsed.lines:
         raise ToolError(f"git found no lines to blame in {relative!r} {start}-{last}")
     capped = last < (total if end_line is None else min(end_line, total))
-    return _blame_result(ctx, snapshot, relative, lines, parsed.lines, parsed.commits, start, last, capped)
+    window = _BlameWindow(snapshot, relative, lines, start, last, capped)
+    return _blame_result(ctx, window, parsed.lines, parsed.commits)
+
+
+@dataclass(frozen=True)
+class _BlameWindow:
+    """The lines of one file that one blame call shows."""
+
+    snapshot: Snapshot
+    relative: str
+    lines: list[str]  # the whole file's (redacted) lines
+    start: int
+    last: int
+    capped: bool  # read_max_lines ended it before the last line asked for
 
 
 def _blame_result(
-    ctx: ToolContext,
-    snapshot: Snapshot,
-    relative: str,
-    lines: list[str],
-    blamed: Iterable[Any],
-    commits: dict[str, dict[str, str]],
-    start: int,
-    last: int,
-    capped: bool,
+    ctx: ToolContext, window: _BlameWindow, blamed: Iterable[Any], commits: dict[str, dict[str, str]]
 ) -> ToolResult:
     settings = ctx.settings
+    snapshot, relative, last = window.snapshot, window.relative, window.last
     name = snapshot.repo.name
-    total = len(lines)
-    ranges: list[tuple[str, int, int]] = []
-    for item in blamed:
-        if ranges and ranges[-1][0] == item.sha and ranges[-1][2] == item.final_line - 1:
-            ranges[-1] = (item.sha, ranges[-1][1], item.final_line)
-        else:
-            ranges.append((item.sha, item.final_line, item.final_line))
-    width = len(str(last))
     budget = min(settings.read_max_chars, settings.tool_output_max_chars - 600)
-    out = [f"blame of {name}:{shown_name(relative)} lines {start}-{last} of {total}, at the snapshot's commit "
-           f"{snapshot.sha[:SHORT]}:"]  # fmt: skip
+    out = [f"blame of {name}:{shown_name(relative)} lines {window.start}-{last} of {len(window.lines)}, "
+           f"at the snapshot's commit {snapshot.sha[:SHORT]}:"]  # fmt: skip
     used = len(out[0])
     shown: list[int] = []
     records: list[dict[str, Any]] = []
     cut_at = None
-    for sha, first, final in ranges:
-        info = commits.get(sha, {})
-        date = day(int(info["author-time"])) if info.get("author-time", "").isdigit() else "?"
-        person = shown_person(ctx, info.get("author", ""), info.get("author-mail", "").strip("<>"))
-        subject = ctx.redact(info.get("summary", ""))
-        edge = "boundary" in info
-        label = f"L{first}-L{final}" if final > first else f"L{first}"
-        head = f"{label} · {sha[:SHORT]} · {date} · {person}: {subject}"
-        if edge:
-            head += " [at the edge of the mirror's history (history_depth): may be older]"
-        block = [head]
-        for number in range(first, final + 1):
-            text = lines[number - 1]
-            if len(text) > settings.read_max_line_chars:
-                text = text[: settings.read_max_line_chars] + f" …[line cut: {len(text):,} chars]"
-            block.append(f"  {number:>{width}}│ {text}")
+    for sha, first, final in _ranges(blamed):
+        block, record = _range_block(ctx, window, (sha, first, final), commits.get(sha, {}))
         size = sum(len(line) + 1 for line in block)
         if used + size > budget and shown:
             cut_at = first
@@ -138,11 +123,10 @@ def _blame_result(
         used += size
         shown += range(first, final + 1)
         ctx.history.add_commits(name, [sha])
-        records.append({"sha": sha, "start_line": first, "end_line": final, "date": date, "author": person,
-                        "subject": subject, "boundary": edge})  # fmt: skip
+        records.append(record)
     if cut_at is not None:
         out.append(f"[capped; call blame with start_line={cut_at} to continue]")
-    elif capped:
+    elif window.capped:
         out.append(
             f"[capped at {settings.read_max_lines} lines; call blame with start_line={last + 1} to continue]"
         )
@@ -150,6 +134,44 @@ def _blame_result(
     ctx.history.add_lines(name, snapshot.sha, relative, shown)
     data = {"repo": name, "path": relative, "commit": snapshot.sha, "ranges": records}
     return finish(ctx, "\n".join(out), data)
+
+
+def _ranges(blamed: Iterable[Any]) -> list[tuple[str, int, int]]:
+    """Consecutive lines last changed by the same commit, as (sha, first line, last line)."""
+    ranges: list[tuple[str, int, int]] = []
+    for item in blamed:
+        if ranges and ranges[-1][0] == item.sha and ranges[-1][2] == item.final_line - 1:
+            ranges[-1] = (item.sha, ranges[-1][1], item.final_line)
+        else:
+            ranges.append((item.sha, item.final_line, item.final_line))
+    return ranges
+
+
+def _range_block(
+    ctx: ToolContext, window: _BlameWindow, span: tuple[str, int, int], info: dict[str, str]
+) -> tuple[list[str], dict[str, Any]]:
+    """One range as shown (its commit's sha, date, author and subject, then its numbered lines)
+    and as data."""
+    settings = ctx.settings
+    sha, first, final = span
+    width = len(str(window.last))
+    date = day(int(info["author-time"])) if info.get("author-time", "").isdigit() else "?"
+    person = shown_person(ctx, info.get("author", ""), info.get("author-mail", "").strip("<>"))
+    subject = ctx.redact(info.get("summary", ""))
+    edge = "boundary" in info
+    label = f"L{first}-L{final}" if final > first else f"L{first}"
+    head = f"{label} · {sha[:SHORT]} · {date} · {person}: {subject}"
+    if edge:
+        head += " [at the edge of the mirror's history (history_depth): may be older]"
+    block = [head]
+    for number in range(first, final + 1):
+        text = window.lines[number - 1]
+        if len(text) > settings.read_max_line_chars:
+            text = text[: settings.read_max_line_chars] + f" …[line cut: {len(text):,} chars]"
+        block.append(f"  {number:>{width}}│ {text}")
+    record = {"sha": sha, "start_line": first, "end_line": final, "date": date, "author": person,
+              "subject": subject, "boundary": edge}  # fmt: skip
+    return block, record
 
 
 # --- show and diff -----------------------------------------------------------------------------

@@ -14,6 +14,7 @@ import posixpath
 from dataclasses import dataclass, field
 from typing import Any
 
+from config.settings import Settings
 from worker.repos.diff_parse import Hunk, ParsedDiff, Section
 from worker.repos.git_objects import ObjectReader
 from worker.repos.history import GITLINK, SYMLINK, ZERO_SHA, RawEntry
@@ -123,22 +124,9 @@ def render_changes(
 ) -> Rendered:
     """The stat, then each shown file's hunks until `budget` characters are used."""
     settings = ctx.settings
-    out = Rendered()
-    visible: list[tuple[RawEntry, Section | None]] = []
-    for entry, section in zip(parsed.entries, parsed.sections, strict=True):
-        if _hidden(entry, ctx, reader):
-            out.secret_files += 1
-        else:
-            visible.append((entry, section))
-    entries = [entry for entry, _ in visible]
-    added = sum(e.added or 0 for e in entries)
-    deleted = sum(e.deleted or 0 for e in entries)
-    out.lines.append(f"{len(entries)} file(s) changed, +{added} -{deleted}:")
-    out.lines += stat_lines(entries, settings.history_stat_max_files)
-    if out.secret_files:
-        out.lines.append(f"  [{out.secret_files} secret file(s) changed too: never named or shown]")
-    if parsed.cut:
-        out.lines.append("  [git's output was cut (history_output_max_bytes): later files may be missing]")
+    visible = _visible(ctx, reader, parsed)
+    out = Rendered(secret_files=len(parsed.entries) - len(visible))
+    out.lines += _summary([entry for entry, _ in visible], out.secret_files, parsed.cut, settings)
     if not visible:
         return out
     out.lines += ["", f"Changes {LINE_LEGEND}:"]
@@ -153,13 +141,7 @@ def render_changes(
             )
             out.cut = True
             break
-        if SYMLINK not in (entry.old_mode, entry.new_mode) and GITLINK not in (
-            entry.old_mode,
-            entry.new_mode,
-        ):
-            fresh = processed_versions(reader, [entry.old_sha, entry.new_sha], settings)
-            versions.update(fresh)
-            read += sum(v.size for v in fresh.values() if v.kind != OVERSIZED)
+        read += _read_versions(reader, entry, settings, versions)
         block, record = _file_block(ctx, reader, entry, section, parsed.cut, versions)
         size = sum(len(text) + 1 for text, _, _ in block)
         if used + size > budget:
@@ -170,27 +152,76 @@ def render_changes(
                 )
                 out.cut = True
                 break
-            kept = 0  # the first file alone is too long: show its start
-            for text, _, _ in block:
-                if used + len(text) + 1 > budget:
-                    break
-                used += len(text) + 1
-                kept += 1
-            block = [*block[:kept], ("[this file's diff is cut here: too long for one reply]", None, None)]
+            block = _start_of(block, budget - used)  # the first file alone is too long
             out.cut = True
-        else:
-            used += size
+        used += size
         out.lines += [text for text, _, _ in block]
         out.files.append(record)
-        olds = {old for _, old, _ in block if old is not None}
-        news = {new for _, _, new in block if new is not None}
-        if old_commit is not None and olds:
-            ctx.history.add_lines(repo, old_commit, entry.old_path, olds)
-        if news:
-            ctx.history.add_lines(repo, new_commit, entry.new_path, news)
+        _record_evidence(ctx, repo, entry, block, (old_commit, new_commit))
         if out.cut:
             break
     return out
+
+
+def _visible(
+    ctx: ToolContext, reader: ObjectReader, parsed: ParsedDiff
+) -> list[tuple[RawEntry, Section | None]]:
+    """The changed files that may be named and shown, each with its part of git's diff."""
+    return [
+        (entry, section)
+        for entry, section in zip(parsed.entries, parsed.sections, strict=True)
+        if not _hidden(entry, ctx, reader)
+    ]
+
+
+def _summary(entries: list[RawEntry], secret_files: int, cut: bool, settings: Settings) -> list[str]:
+    """The stat of the files shown, and what it leaves out: secret files, and git's output cut."""
+    added = sum(e.added or 0 for e in entries)
+    deleted = sum(e.deleted or 0 for e in entries)
+    lines = [f"{len(entries)} file(s) changed, +{added} -{deleted}:"]
+    lines += stat_lines(entries, settings.history_stat_max_files)
+    if secret_files:
+        lines.append(f"  [{secret_files} secret file(s) changed too: never named or shown]")
+    if cut:
+        lines.append("  [git's output was cut (history_output_max_bytes): later files may be missing]")
+    return lines
+
+
+def _read_versions(
+    reader: ObjectReader, entry: RawEntry, settings: Settings, versions: dict[str, Version]
+) -> int:
+    """Add the file's processed versions to `versions` (a symlink or submodule has none to read);
+    the bytes read, which bound how much of a large commit is read."""
+    if SYMLINK in (entry.old_mode, entry.new_mode) or GITLINK in (entry.old_mode, entry.new_mode):
+        return 0
+    fresh = processed_versions(reader, [entry.old_sha, entry.new_sha], settings)
+    versions.update(fresh)
+    return sum(v.size for v in fresh.values() if v.kind != OVERSIZED)
+
+
+def _start_of(block: list[Line], room: int) -> list[Line]:
+    """As many of a file's first lines as fit in `room` characters, then a note that it is cut."""
+    kept = 0
+    used = 0
+    for text, _, _ in block:
+        if used + len(text) + 1 > room:
+            break
+        used += len(text) + 1
+        kept += 1
+    return [*block[:kept], ("[this file's diff is cut here: too long for one reply]", None, None)]
+
+
+def _record_evidence(
+    ctx: ToolContext, repo: str, entry: RawEntry, block: list[Line], commits: tuple[str | None, str]
+) -> None:
+    """The line numbers shown of each side, as evidence for `[repo@sha:path#L..]` citations."""
+    old_commit, new_commit = commits
+    olds = {old for _, old, _ in block if old is not None}
+    news = {new for _, _, new in block if new is not None}
+    if old_commit is not None and olds:
+        ctx.history.add_lines(repo, old_commit, entry.old_path, olds)
+    if news:
+        ctx.history.add_lines(repo, new_commit, entry.new_path, news)
 
 
 def _file_block(

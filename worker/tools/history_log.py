@@ -85,11 +85,7 @@ def log(
     tail = ["--", relative] if relative else []
     if query is None or not query.strip():
         follow = ["--follow"] if relative and _is_snapshot_file(snapshot, relative, ctx) else []
-        data = git(ctx, git_dir, ["log", "-z", LOG_FORMAT, f"-n{limit + 1}", *follow, *dates, *revs, *tail])
-        parser = LogParser(reader)
-        records = [(r, "") for r in [*parser.feed(data), *parser.close()] if r is not None]
-        more = len(records) > limit
-        records = records[:limit]
+        records, more = _newest(ctx, git_dir, reader, [*follow, *dates, *revs, *tail], limit)
         stopped = None
     else:
         if match not in _MATCHES:
@@ -100,6 +96,16 @@ def log(
         records = [(record, " and ".join(sorted(kinds))) for record, kinds in hits]
     ctx.history.add_commits(name, (record.sha for record, _ in records))
     return _log_result(ctx, snapshot, git_dir, reader, records, relative, query, more, stopped, limit)
+
+
+def _newest(
+    ctx: ToolContext, git_dir: Path, reader: ObjectReader, args: list[str], limit: int
+) -> tuple[list[tuple[LogRecord, str]], bool]:
+    """Without a query: git's log of the window, up to `limit` commits, and whether more exist."""
+    data = git(ctx, git_dir, ["log", "-z", LOG_FORMAT, f"-n{limit + 1}", *args])
+    parser = LogParser(reader)
+    records = [(r, "") for r in [*parser.feed(data), *parser.close()] if r is not None]
+    return records[:limit], len(records) > limit
 
 
 def _log_result(

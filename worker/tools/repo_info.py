@@ -161,19 +161,24 @@ def repo_overview(ctx: ToolContext, repo: str) -> ToolResult:
         "language_shares": shares,
         "navigation": navigation[1],
         "top_level": list(meta.top_level),
-        "readme": None,
     }
+    readme_lines, data["readme"] = _readme_part(ctx, snapshot)
+    return finish(ctx, "\n".join([*lines, *readme_lines]), data)
+
+
+def _readme_part(ctx: ToolContext, snapshot: Snapshot) -> tuple[list[str], dict[str, Any] | None]:
+    """The README's opening as the overview shows it, and as data (None when none is shown)."""
+    name = snapshot.repo.name
+    readme = snapshot.meta.readme
+    if not readme:
+        return ["(no README at the root)"], None
     limit = ctx.settings.overview_readme_chars
-    opening = _readme_opening(ctx, name, meta.readme, limit) if meta.readme and limit else None
-    if opening is not None and meta.readme and opening[1]:
-        text, last_line, more = opening
-        ctx.shown.add(name, meta.readme, range(1, last_line + 1))
-        lines += ["", f"{meta.readme} (lines 1-{last_line}):", text]
-        if more:
-            lines.append(
-                f"[README continues: read_file with path={meta.readme!r} start_line={last_line + 1}]"
-            )
-        data["readme"] = {"path": meta.readme, "text": text, "last_line": last_line}
-    elif not meta.readme:
-        lines.append("(no README at the root)")
-    return finish(ctx, "\n".join(lines), data)
+    opening = _readme_opening(ctx, name, readme, limit) if limit else None
+    if opening is None or not opening[1]:
+        return [], None
+    text, last_line, more = opening
+    ctx.shown.add(name, readme, range(1, last_line + 1))
+    lines = ["", f"{readme} (lines 1-{last_line}):", text]
+    if more:
+        lines.append(f"[README continues: read_file with path={readme!r} start_line={last_line + 1}]")
+    return lines, {"path": readme, "text": text, "last_line": last_line}
