@@ -1,8 +1,9 @@
 """The wire side of a model call: turns as data, reading completions, and the attempt watchdog.
 
 - `ToolCall`, `ModelTurn`: one assembled model turn, whatever the server's format.
-- `turn_from_json` reads a non-streamed chat.completion; `add_fragment`/`calls_from` assemble
-  streamed tool calls by index (docs/platform-notes.md §4).
+- `turn_from_json` reads a non-streamed chat.completion; `read_stream` a streamed one, its text
+  deltas passed on as they arrive and its tool calls assembled by index (`add_fragment`,
+  `calls_from`; docs/platform-notes.md §4).
 - `Attempt` bounds one attempt's total time: when it is up, the socket its reply comes on is
   shut down, which wakes a read blocked on a server trickling a byte every few seconds (the
   SDK's timeouts are per read). It sees the socket through an httpx response hook
@@ -19,7 +20,7 @@ import json
 import random
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -239,3 +240,48 @@ def turn_from_json(body: bytes) -> ModelTurn:
         prompt_tokens=int(usage.get("prompt_tokens") or 0),
         completion_tokens=int(usage.get("completion_tokens") or 0),
     )
+
+
+def read_stream(stream: Any, on_text: Callable[[str], None]) -> ModelTurn:
+    """A streamed chat.completion, each text delta given to `on_text` as it arrives. Raises
+    EmptyStream when nothing came, CutStream when it ended without a finish reason."""
+    response: httpx2.Response = stream.response
+    if "text/event-stream" not in response.headers.get("content-type", ""):
+        # the server ignored stream=True and answered in one piece (or sent garbage)
+        turn = turn_from_json(response.read())
+        if turn.content:
+            on_text(turn.content)
+        return turn
+    text: list[str] = []
+    slots: dict[int, dict[str, str]] = {}
+    finish: str | None = None
+    usage: dict[str, Any] = {}
+    for chunk in stream:  # JSON as sent (Stream[object]): no model object built per chunk
+        data = fields(chunk)
+        usage = fields(data.get("usage")) or usage
+        choices = data.get("choices")
+        for choice in choices if isinstance(choices, list) else []:  # the usage chunk has none
+            choice = fields(choice)
+            if (choice.get("index", 0) or 0) != 0:
+                continue
+            delta = fields(choice.get("delta"))
+            content = delta.get("content")
+            if isinstance(content, str) and content:
+                text.append(content)
+                on_text(content)
+            calls = delta.get("tool_calls")
+            for fragment in calls if isinstance(calls, list) else []:
+                add_fragment(slots, fragment)
+            reason = choice.get("finish_reason")
+            finish = reason if isinstance(reason, str) and reason else finish
+    if not text and not slots and finish is None:
+        raise EmptyStream()
+    turn = ModelTurn(content="".join(text), tool_calls=calls_from(slots), finish_reason=finish)
+    if usage:
+        turn.prompt_tokens = int(usage.get("prompt_tokens") or 0)
+        turn.completion_tokens = int(usage.get("completion_tokens") or 0)
+    if finish is None:
+        # Every server ends a whole reply with a finish reason; a stream that ends without
+        # one (`[DONE]` or not) was cut: a gateway or connection closing half-way.
+        raise CutStream(turn)
+    return turn
