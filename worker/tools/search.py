@@ -231,6 +231,23 @@ def search(
         glob: optional file filter, e.g. "*.py", "src/**", "!tests/**" (a leading ! excludes)
         ignore_case: true to match upper and lower case alike
     """
+    glob = _checked_arguments(ctx, pattern, glob)
+    snapshots = [ctx.snapshot(repo)] if repo else [ctx.snapshots[name] for name in sorted(ctx.snapshots)]
+    if not snapshots:
+        raise ToolError("no repo is in scope for this question, so there is nothing to search")
+    key = json.dumps(["search", pattern, [s.repo.name for s in snapshots], glob, ignore_case])
+    cached = ctx.result_cache.get(key)
+    if isinstance(cached, ToolResult):
+        return ToolResult("(You already ran this exact search; same result.)\n" + cached.text, cached.data)
+    run = _search_snapshots(ctx, snapshots, pattern, glob, ignore_case)
+    result = _report(ctx, run, pattern, glob, [s.repo.name for s in snapshots])
+    ctx.result_cache[key] = result
+    return result
+
+
+def _checked_arguments(ctx: ToolContext, pattern: str, glob: str | None) -> str | None:
+    """The model's pattern and glob refused with a clear message when ripgrep cannot take them;
+    the glob to use (a blank one is none)."""
     settings = ctx.settings
     if not pattern:
         raise ToolError("give a pattern to search for, e.g. 'def main' or 'retry|backoff'")
@@ -247,14 +264,14 @@ def search(
                 f"the glob is longer than {settings.pattern_max_chars} characters; use a shorter one"
             )
         _check_argument("glob", glob)
-    snapshots = [ctx.snapshot(repo)] if repo else [ctx.snapshots[name] for name in sorted(ctx.snapshots)]
-    if not snapshots:
-        raise ToolError("no repo is in scope for this question, so there is nothing to search")
-    key = json.dumps(["search", pattern, [s.repo.name for s in snapshots], glob, ignore_case])
-    cached = ctx.result_cache.get(key)
-    if isinstance(cached, ToolResult):
-        return ToolResult("(You already ran this exact search; same result.)\n" + cached.text, cached.data)
+    return glob
 
+
+def _search_snapshots(
+    ctx: ToolContext, snapshots: list[Snapshot], pattern: str, glob: str | None, ignore_case: bool
+) -> _Run:
+    """ripgrep over each snapshot in turn, until enough is counted or the time is up."""
+    settings = ctx.settings
     run = _Run()
     started = time.monotonic()
     deadline = started + settings.search_timeout_seconds
@@ -266,9 +283,7 @@ def search(
         _search_repo(ctx, snapshot, command, run, deadline)
         if run.hit_count_limit or run.timed_out:
             break
-    result = _report(ctx, run, pattern, glob, [s.repo.name for s in snapshots])
-    ctx.result_cache[key] = result
-    return result
+    return run
 
 
 def _body(run: _Run, budget: int) -> list[str]:
