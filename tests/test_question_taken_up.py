@@ -18,6 +18,7 @@ from tests.support.e2e import Rig
 from tests.support.fixture_repos import make_repo
 from tests.support.model_server import ScriptedModel, text, tool_calls
 from tests.support.slack_rig import SlackRig
+from worker.jobs import lane
 from worker.jobs.sink import ConsoleSink
 from worker.repos.refresh import REPO_KEY_PREFIX
 
@@ -150,3 +151,18 @@ def test_a_refresh_shown_before_the_agent_still_comes_after_the_question_is_mark
         ("progress", STEP),
         ("answer", None),
     ]
+
+
+def test_a_platform_that_never_marks_the_question_taken_up_does_not_keep_the_answer_back(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(lane, "LANE_WAIT_SECONDS", 0.5)
+    script(rig.model)
+    never = threading.Event()
+    hold_console_received(monkeypatch, until=never)  # held HOLD_SECONDS, far past the lane's wait
+    try:
+        _question, events = rig.ask("how does retry work?")
+    finally:
+        never.set()  # the held write goes through now (after the answer)
+    assert [kind for kind, _fields in events] == ["answer"]  # no progress line while the lane is late
+    assert "has not marked the question taken up yet; going on without it" in caplog.text

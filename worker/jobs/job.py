@@ -130,7 +130,7 @@ class QuestionRun:
             log.exception("question crashed", extra={"job_id": question.id, "ref": self.ref})
             final = Final(apology=f"Sorry, something went wrong while answering. Reference: `{self.ref}`")
             outcome = self._outcome("failed", reason="crash")
-        self.lane.wait()  # 👀 and the progress message before the final message
+        self.lane.wait()  # 👀 and the progress message before the final message (a late lane: after all)
         self.lane.close()
         try:
             concluded = self.conclude(outcome, final)
@@ -230,8 +230,9 @@ class QuestionRun:
                 checked_at = now
                 with contextlib.suppress(RedisError):  # Redis down: the line is shown
                     answered = was_answered(self.redis, self.question.id)
-            if not answered:
-                self.lane.wait()  # after the 👀 and the progress message (at once on the lane itself)
+            # after the 👀 and the progress message (at once on the lane itself); a line is a
+            # courtesy: none while a late lane still uses the sink
+            if not answered and self.lane.wait():
                 sink.progress(get_redactor().redact(text))
 
         return report

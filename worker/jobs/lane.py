@@ -14,9 +14,11 @@ order, and goes on to the agent at once:
   in the same order: 👀 and the progress message first, the answer last, ✅ or ⚠️ after 👀.
   A sink is never used from two threads at once.
 
-The wait is bounded (`LANE_WAIT_SECONDS`): a platform that does not answer the 👀 in that time
-is logged and the question goes on without it, as `received()` failing would. A step never
-raises: a failure is logged, and the question is answered all the same.
+The wait is bounded (`LANE_WAIT_SECONDS`): a platform that has not answered the 👀 in that time
+is logged and the question goes on without it: no progress lines (a courtesy, while the lane
+still uses the sink), no live view, and the final message posted all the same (the outbox
+tries again if the sink refuses it meanwhile). A step never raises: a failure is logged, and
+the question is answered all the same.
 """
 
 from __future__ import annotations
@@ -43,9 +45,9 @@ Step = Callable[[], None]
 class Lane:
     """Runs steps on a thread of its own, one after another, in the order given."""
 
-    def __init__(self, name: str, wait_seconds: float = LANE_WAIT_SECONDS) -> None:
+    def __init__(self, name: str, wait_seconds: float | None = None) -> None:
         self.name = name
-        self.wait_seconds = wait_seconds
+        self.wait_seconds = LANE_WAIT_SECONDS if wait_seconds is None else wait_seconds
         self._steps: queue.SimpleQueue[tuple[Step, threading.Event] | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._last: tuple[threading.Event, float] | None = None  # the last step's end, its deadline
@@ -62,15 +64,19 @@ class Lane:
             self._thread = threading.Thread(target=self._work, name=self.name, daemon=True)
             self._thread.start()
 
-    def wait(self) -> None:
-        """Return once every step given so far is done (at once on the lane's own thread), or
-        once the last one has had `wait_seconds`; a lane that late is logged, not waited again."""
-        if self._last is None or self._late or threading.current_thread() is self._thread:
-            return
+    def wait(self) -> bool:
+        """True once every step given so far is done (at once on the lane's own thread); False
+        when the last one has had `wait_seconds` and is still running (logged once, and not
+        waited for again)."""
+        if self._last is None or threading.current_thread() is self._thread:
+            return True
         done, deadline = self._last
-        if not done.wait(max(0.0, deadline - time.monotonic())):
+        if done.wait(0.0 if self._late else max(0.0, deadline - time.monotonic())):
+            return True
+        if not self._late:
             self._late = True
             log.warning("the platform has not marked the question taken up yet; going on without it")
+        return False
 
     def close(self) -> None:
         """No more steps: those not started yet are dropped (a lane so late that the question
