@@ -17,9 +17,13 @@ from tests.support.discord_rig import DiscordRig
 from tests.support.e2e import Rig
 from tests.support.fixture_repos import make_repo
 from tests.support.model_server import ScriptedModel, text, tool_calls
-from tests.support.slack_rig import SlackRig
+from tests.support.slack_rig import SlackRig, wait_until
+from worker.agent.loop import Agent
 from worker.jobs import lane
+from worker.jobs.job import QuestionRun
+from worker.jobs.question import Question
 from worker.jobs.sink import ConsoleSink
+from worker.jobs.threaded_worker import StopJobRequested
 from worker.repos.refresh import REPO_KEY_PREFIX
 
 ANSWER = "Retries back off exponentially [payments:payments/retry.py#L6-L12]."
@@ -166,3 +170,17 @@ def test_a_platform_that_never_marks_the_question_taken_up_does_not_keep_the_ans
         never.set()  # the held write goes through now (after the answer)
     assert [kind for kind, _fields in events] == ["answer"]  # no progress line while the lane is late
     assert "has not marked the question taken up yet; going on without it" in caplog.text
+
+
+def test_a_question_stopped_mid_answer_leaves_no_lane_thread_behind(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def stopped(_agent: Agent, _question: Question) -> None:
+        raise StopJobRequested  # `rq` stop-job, raised in the question's thread while the model works
+
+    monkeypatch.setattr(Agent, "run", stopped)
+    question = rig.question("how does retry work?")
+    with pytest.raises(StopJobRequested):
+        QuestionRun(rig.runtime, rig.redis, question).run()
+    assert [kind for kind, _fields in rig.events(question, timeout=1.0)] == ["received"]
+    wait_until(lambda: not [t for t in threading.enumerate() if t.name.startswith("codebot-lane-")])

@@ -100,7 +100,11 @@ class QuestionRun:
     def run(self) -> QuestionOutcome:
         # whatever is logged while answering (a tool that crashed) carries the question's ids
         with log_context(job_id=self.question.id, ref=self.ref):
-            return self._run()
+            try:
+                return self._run()
+            finally:  # also after a job timeout raised in the middle: the lane's thread ends
+                self.lane.close()
+                self.events.close()
 
     def _run(self) -> QuestionOutcome:
         question = self.question

@@ -81,9 +81,9 @@ class Lane:
     def close(self) -> None:
         """No more steps: those not started yet are dropped (a lane so late that the question
         ended without it), and the thread ends."""
-        self._closed = True
-        if self._thread is not None:
+        if self._thread is not None and not self._closed:
             self._steps.put(None)
+        self._closed = True
 
     def _work(self) -> None:
         while (item := self._steps.get()) is not None:
