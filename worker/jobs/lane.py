@@ -55,7 +55,10 @@ class Lane:
         self._closed = False
 
     def run(self, step: Step) -> None:
-        """Run `step` after those given before (with the caller's log context); returns at once."""
+        """Run `step` after those given before (with the caller's log context); returns at once.
+        After `close()` nothing more runs."""
+        if self._closed:
+            return
         done = threading.Event()
         self._last = (done, time.monotonic() + self.wait_seconds)
         context = contextvars.copy_context()  # a question's log lines carry its ids, also here
