@@ -18,7 +18,6 @@ The Slack calls are small keyword-only functions taking the client, shared with 
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from typing import Any
 
@@ -47,7 +46,6 @@ CHUNKS_KEY_PREFIX = "codebot:slack:chunks:"  # + question id -> hash: chunk numb
 # Records outlive the outbox's last attempt (delivery_give_up_seconds) by this much.
 RECORD_MARGIN_SECONDS = 24 * 3600
 RECEIVED, ANSWERED, FAILED = "eyes", "white_check_mark", "warning"
-REACTION_WAIT_SECONDS = 30.0  # the end's reactions wait this long for a 👀 added in the background
 _HARMLESS_REACTION_ERRORS = {"already_reacted", "no_reaction", "message_not_found", "too_many_reactions"}
 # What "Slack could not be reached or said no" looks like, after the client's own retries.
 SLACK_FAILURES = (SlackClientError, OSError)
@@ -200,24 +198,6 @@ class SlackSink:
         self.client = make_client(settings)
         self._last_progress = float("-inf")
         self._placeholder: str | None = None
-        self._reacting: threading.Thread | None = None  # 👀 being added in the background
-
-    def react_in_background(self, name: str) -> None:
-        """Add a reaction to the question without waiting for Slack: nothing shown depends on
-        it, and a question's first model request need not wait a Web API round trip. The
-        reactions of its end wait for it (`_finish`): 👀 comes off only after it went on."""
-        self._reacting = threading.Thread(
-            target=add_reaction,
-            kwargs={
-                "client": self.client,
-                "channel": self.target.channel,
-                "ts": self.target.message,
-                "name": name,
-            },
-            name=f"codebot-slack-{name}",
-            daemon=True,
-        )
-        self._reacting.start()
 
     @property
     def thread(self) -> str | None:
@@ -364,10 +344,6 @@ class SlackSink:
         channel, message = self.target.channel, self.target.message
         if not message:
             return
-        if self._reacting is not None:
-            self._reacting.join(REACTION_WAIT_SECONDS)
-            if self._reacting.is_alive():
-                log.warning("the 👀 reaction is still on its way; ending the question's reactions anyway")
         for call, name in ((self.client.reactions_remove, RECEIVED), (self.client.reactions_add, reaction)):
             try:
                 call(channel=channel, timestamp=message, name=name)

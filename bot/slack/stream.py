@@ -44,6 +44,7 @@ from bot.slack.sink import (
     RECEIVED,
     SLACK_FAILURES,
     SlackSink,
+    add_reaction,
     delivery_failed,
 )
 from config.settings import Settings
@@ -120,9 +121,9 @@ class SlackStreamSink(SlackSink):
     # --- ReplySink ---------------------------------------------------------------------------
     def received(self) -> None:
         if not self.can_stream():
-            super().received()  # its placeholder is what progress lines edit: waited for
+            super().received()  # its placeholder is what progress lines edit
             return
-        self.react_in_background(RECEIVED)  # the stream needs nothing of it
+        add_reaction(client=self.client, channel=self.target.channel, ts=self.target.message, name=RECEIVED)
 
     def progress(self, text: str) -> None:
         if self.view is not None and self.view.streaming:

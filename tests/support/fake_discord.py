@@ -12,7 +12,8 @@ application/json` exactly (discord.py parses nothing else, docs/platform-notes.m
 `Via` header, or discord.py takes the 429 for a Cloudflare ban); `outage(503)` fails every
 matching call with that status until `outage(None)` (discord.py itself retries 500, 502, 504
 and 524 five times, 16 s in all, and raises at once on the other 5xx; `outage(429,
-retry_after=s)` rate-limits every call). Messages honour `nonce` +
+retry_after=s)` rate-limits every call); `hold(method, path, until)` holds the next matching
+call until the event is set (or `seconds`), then answers it as usual. Messages honour `nonce` +
 `enforce_nonce` like Discord: the same nonce in a channel returns the earlier message. A
 thread started from a message gets the message's id; a second one fails with code 160004.
 
@@ -93,6 +94,9 @@ class FakeDiscord:
         self._refusal_status = 403
         self._outage: _RateLimit | None = None  # every matching call fails with `status` while set
         self._outage_status = 500
+        self._holds: list[tuple[_RateLimit, threading.Event, float]] = []  # hold(): match, until, seconds
+        self.held: list[Call] = []  # calls hold() held, as they arrived
+        self.released: list[Call] = []  # held calls whose hold is over (then answered as usual)
         self._sockets: list[web.WebSocketResponse] = []
         self._sequence = 0
         self._pending: set[asyncio.Future[None]] = set()
@@ -167,6 +171,20 @@ class FakeDiscord:
         with self._lock:
             self._outage = None if status is None else _RateLimit(1, retry_after, method, path)
             self._outage_status = status or 500
+
+    def hold(self, method: str, path: str, until: threading.Event, seconds: float = 10.0) -> None:
+        """Hold the next `method` call whose path matches the regex until `until` is set (at most
+        `seconds`), then answer it as usual: a Discord slow to answer that one call."""
+        with self._lock:
+            self._holds.append((_RateLimit(1, 0.0, method, path), until, seconds))
+
+    def _hold_for(self, method: str, path: str) -> tuple[threading.Event, float] | None:
+        with self._lock:
+            for index, (match, until, seconds) in enumerate(self._holds):
+                if match.method == method and re.search(match.path or "", path):
+                    del self._holds[index]
+                    return until, seconds
+        return None
 
     @property
     def gateway_sessions(self) -> int:
@@ -348,6 +366,11 @@ class FakeDiscord:
         call = Call(request.method, path, dict(request.query), body)
         with self._lock:
             self.calls.append(call)
+        hold = self._hold_for(request.method, path)
+        if hold is not None:
+            self.held.append(call)
+            await asyncio.get_running_loop().run_in_executor(None, hold[0].wait, hold[1])
+            self.released.append(call)
         with self._lock:
             down = self._outage
             down_now = (

@@ -20,13 +20,15 @@ from redis.exceptions import RedisError
 from rq import get_current_job
 from rq.job import Job
 
-from worker.agent.citations import check_answer, check_body
+from worker.agent.citations import CheckedAnswer, check_answer, check_body
 from worker.agent.endpoint_memory import base_url_of, display_url, record_model_error
+from worker.agent.events import ProgressEvents
 from worker.agent.live_text import LiveText
-from worker.agent.loop import Agent, ModelFailure
+from worker.agent.loop import Agent, AgentResult, ModelFailure
 from worker.jobs import outbox
 from worker.jobs import runtime as runtime_module
-from worker.jobs.live import ANSWERED_CHECK_SECONDS, LiveEvents, LiveView, live_view
+from worker.jobs.lane import DeferredEvents, Lane
+from worker.jobs.live import ANSWERED_CHECK_SECONDS, LiveEvents, live_view
 from worker.jobs.outbox import Final, make_sink
 from worker.jobs.outcomes import (
     DeliveryState,
@@ -86,7 +88,8 @@ class QuestionRun:
         self.ref = reference_id(question.id)
         self.token = new_token()  # this run's claim on the question's one final message
         self.sink: ReplySink | None = None
-        self.view: LiveView | None = None  # the sink's live view of this run, if it offered one
+        self.lane = Lane(f"codebot-lane-{self.ref}")  # the sink's 👀 and live view, off the model's path
+        self.events = DeferredEvents()  # the agent's reports, held until the lane made the live view
         self.answered: Answer | None = None  # the answer this run stored, once it has
         self.answered_checked_at = float("-inf")  # when the answered marker was last seen absent
         self.start = StartFacts(answered=False)  # what the start read (read_start)
@@ -97,7 +100,11 @@ class QuestionRun:
     def run(self) -> QuestionOutcome:
         # whatever is logged while answering (a tool that crashed) carries the question's ids
         with log_context(job_id=self.question.id, ref=self.ref):
-            return self._run()
+            try:
+                return self._run()
+            finally:  # also after a job timeout raised in the middle: the lane's thread ends
+                self.lane.close()
+                self.events.close()
 
     def _run(self) -> QuestionOutcome:
         question = self.question
@@ -108,7 +115,7 @@ class QuestionRun:
         started = time.monotonic()
         try:  # everything, the sink and its 👀 included: whatever fails, the asker hears of it
             self.sink = make_sink(self.runtime, self.redis, question)
-            self.sink.received()
+            self.lane.run(self.sink.received)  # the model is asked meanwhile (worker/jobs/lane.py)
             if budget_spent(self.redis, self.runtime.settings):
                 outcome = self._outcome("budget_spent")
                 final = Final(apology=BUDGET_SPENT_MESSAGE, outcome="budget_spent")
@@ -127,11 +134,12 @@ class QuestionRun:
             log.exception("question crashed", extra={"job_id": question.id, "ref": self.ref})
             final = Final(apology=f"Sorry, something went wrong while answering. Reference: `{self.ref}`")
             outcome = self._outcome("failed", reason="crash")
+        self.lane.wait()  # 👀 and the progress message before the final message (a late lane: after all)
+        self.lane.close()
         try:
             concluded = self.conclude(outcome, final)
         finally:
-            if self.view is not None:  # the sink closed it if it delivered; else nothing more is shown
-                self.view.close()
+            self.events.close()  # the sink closed its live view if it delivered; else nothing more is shown
         return self._finish(concluded, started)
 
     def conclude(self, outcome: QuestionOutcome, final: Final) -> QuestionOutcome:
@@ -226,19 +234,27 @@ class QuestionRun:
                 checked_at = now
                 with contextlib.suppress(RedisError):  # Redis down: the line is shown
                     answered = was_answered(self.redis, self.question.id)
-            if not answered:
+            # after the 👀 and the progress message (at once on the lane itself); a line is a
+            # courtesy: none while a late lane still uses the sink
+            if not answered and self.lane.wait():
                 sink.progress(get_redactor().redact(text))
 
         return report
 
-    def _live_events(self, view: LiveView, text: LiveText, redact: Callable[[str], str]) -> LiveEvents:
+    def _observe(self, sink: ReplySink, text: LiveText, redact: Callable[[str], str]) -> None:
+        """On the lane: the sink's live view, else progress lines, is where the agent's reports go."""
+        view = live_view(sink, text)
+        if view is None:
+            self.events.attach(ProgressEvents(self._progress(sink)))
+            return
+
         def answered_elsewhere() -> bool:
             try:
                 return was_answered(self.redis, self.question.id)
             except RedisError:
                 return False
 
-        return LiveEvents(view, text, redact, answered_elsewhere)
+        self.events.attach(LiveEvents(view, text, redact, answered_elsewhere), view)
 
     def _answer(self, sink: ReplySink) -> tuple[QuestionOutcome, Final]:
         runtime = self.runtime
@@ -255,27 +271,33 @@ class QuestionRun:
             text = LiveText(
                 ctx.redact, lambda raw: check_body(ctx, raw).markdown, runtime.settings.stream_holdback_chars
             )
-            view = live_view(sink, text)
+            self.lane.run(lambda: self._observe(sink, text, ctx.redact))  # the agent starts meanwhile
             agent = Agent(
                 runtime.settings,
                 client,
                 runtime.registry,
                 ctx,
-                progress=progress,
-                events=self._live_events(view, text, ctx.redact) if view is not None else None,
+                events=self.events,
                 redis=self.redis,
                 endpoint_facts=self.start.endpoint,
             )
-            self.view = view
             result = agent.run(self.question)
             if result.failure is not None:  # answered from what was found; admins still see why
                 self._record_model_failure(result.failure)
             kind = result.outcome
             reply = cut_off_text(result.text) if kind == "cut_off" and not result.stopped else result.text
             checked = check_answer(ctx, ctx.redact(reply))
+        snapshot_shas = {name: snap.sha for name, snap in snapshots.items()}
+        return self._answered(result, checked, snapshot_shas)
+
+    def _answered(
+        self, result: AgentResult, checked: CheckedAnswer, snapshot_shas: dict[str, str]
+    ) -> tuple[QuestionOutcome, Final]:
+        """The run's outcome and final message, from the agent's result and its checked answer."""
+        kind = result.outcome
         markdown = checked.markdown
         if result.stopped:
-            settings = runtime.settings
+            settings = self.runtime.settings
             markdown = stopped_markdown(
                 markdown, result.stopped, self.ref, settings.question_deadline_seconds, settings.max_hops
             )
@@ -307,7 +329,7 @@ class QuestionRun:
             partial=result.partial,
             stop_reason=result.stop_reason,
             tools=dict(result.tool_names),
-            snapshots={name: snap.sha for name, snap in snapshots.items()},
+            snapshots=snapshot_shas,
             trace=result.trace,
         )
         return outcome, final

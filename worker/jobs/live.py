@@ -2,8 +2,10 @@
 
 A platform sink may offer a live view of the question (Slack: a chat stream with task cards
 and loading states; Discord: the progress message edited as the text grows, a typing
-indicator while tools run). The job asks the sink for one with `live(text)` after `received()`;
-a sink without the method, or that answers None, gets today's one-line progress instead.
+indicator while tools run). The job asks the sink for one with `live(text)` after `received()`,
+both on the question's lane (worker/jobs/lane.py: the model is asked meanwhile, and what the
+agent reports is held until the view exists); a sink without the method, or that answers None
+or fails, gets today's one-line progress instead.
 
 `LiveEvents` is the agent's observer (worker/agent/events.py) for such a view:
 - text deltas go into a `LiveText` (worker/agent/live_text.py), which the view reads when it

@@ -10,6 +10,10 @@ the console one lives here; tests/test_reply_sinks.py holds every platform to it
   answered died.
 - `received()` and `progress(text)` are courtesies: they never raise. A failure to post is
   logged and the question goes on; progress is throttled by the sink.
+- The job calls `received()` (and `live()`, worker/jobs/live.py) on the question's lane, a
+  thread of its own (worker/jobs/lane.py), and every later call from the question's thread
+  after the lane is done: a sink is used from one thread at a time, not always the same one
+  (DiscordSink's event loop is made on the lane and run later on the question's thread).
 - `answer(answer)` and `failed(message)` deliver the question's one final message, which the
   outbox stored before calling them. They return only once all of it is in place: the
   message(s), 👀 taken off, ✅ or ⚠️ put on (✅ only for an answer not cut off:
