@@ -22,8 +22,8 @@ from tests.support.e2e import Rig
 from worker.jobs.question import reference_id
 
 webdriver = pytest.importorskip("selenium.webdriver")
+from selenium.common.exceptions import WebDriverException  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.support import expected_conditions  # noqa: E402
 from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
 
 CHROMEDRIVER = "/usr/bin/chromedriver"
@@ -73,11 +73,16 @@ def shots(tmp_path: Path) -> Path:
 
 
 def click_through(driver: object, by: str, value: str) -> None:
-    """Click a link or button and wait for the next page (the old one gone, the new one loaded)."""
-    page = driver.find_element(By.TAG_NAME, "html")  # type: ignore[attr-defined]
+    """Click a link or button and wait for the next page (the old one gone, the new one loaded).
+
+    The old page is marked in its window object, which a new page does not have. (Polling the
+    old page's element for staleness made chromedriver answer "unhandled inspector error" now
+    and then while the page was being replaced: a failure of the wait, not of the console.)"""
+    driver.execute_script("window.codebotOldPage = true")  # type: ignore[attr-defined]
     driver.find_element(by, value).click()  # type: ignore[attr-defined]
-    WebDriverWait(driver, 30).until(expected_conditions.staleness_of(page))
-    WebDriverWait(driver, 30).until(lambda d: d.execute_script("return document.readyState") == "complete")
+    WebDriverWait(driver, 30, ignored_exceptions=(WebDriverException,)).until(
+        lambda d: d.execute_script("return !window.codebotOldPage && document.readyState === 'complete'")
+    )
 
 
 def shot(driver: object, folder: Path, name: str) -> None:
