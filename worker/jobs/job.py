@@ -241,11 +241,14 @@ class QuestionRun:
 
         return report
 
-    def _observe(self, sink: ReplySink, text: LiveText, redact: Callable[[str], str]) -> None:
-        """On the lane: the sink's live view, else progress lines, is where the agent's reports go."""
+    def _observe(
+        self, sink: ReplySink, text: LiveText, redact: Callable[[str], str], progress: Callable[[str], None]
+    ) -> None:
+        """On the lane: the sink's live view, else the run's progress lines, is where the agent's
+        reports go."""
         view = live_view(sink, text)
         if view is None:
-            self.events.attach(ProgressEvents(self._progress(sink)))
+            self.events.attach(ProgressEvents(progress))
             return
 
         def answered_elsewhere() -> bool:
@@ -271,7 +274,9 @@ class QuestionRun:
             text = LiveText(
                 ctx.redact, lambda raw: check_body(ctx, raw).markdown, runtime.settings.stream_holdback_chars
             )
-            self.lane.run(lambda: self._observe(sink, text, ctx.redact))  # the agent starts meanwhile
+            # the agent starts meanwhile; the refresh's progress lines and the agent's are one
+            # run of lines, with one answered check between them (`_progress`)
+            self.lane.run(lambda: self._observe(sink, text, ctx.redact, progress))
             agent = Agent(
                 runtime.settings,
                 client,
