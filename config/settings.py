@@ -82,6 +82,10 @@ class Settings(ChatSettings):
     history_depth: int = Field(default=1000, ge=0)
     # No mirror keeps more commits than this, `history_depth = "all"` included; 0: no cap.
     history_max_depth: int = Field(default=100_000, ge=0)
+    # Files git pairs by content per side of one commit when it looks for renames with an edit
+    # (git's -l: at most this squared candidate pairs; a commit with 2,000 deleted and 2,000 added
+    # 4 kB files takes 5.5 s). Past it codebot pairs the commit's secret files by content itself.
+    lineage_rename_limit: int = Field(default=2000, ge=1, le=32767)
     # How long a sync waits for another refresh of the same repo before giving up.
     sync_lock_wait_seconds: float = Field(default=1800.0, gt=0)
     # `codebot repos sync` refreshes this many repos at once (each has its own lock).

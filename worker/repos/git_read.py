@@ -143,6 +143,11 @@ class GitProcess:
                 kill_group(self.proc)
                 return
 
+    def stderr_text(self) -> str:
+        """What git printed on stderr (its first 64 KiB), a warning of a success included."""
+        self._stderr.seek(0)
+        return self._stderr.read(65536).decode("utf-8", "replace")
+
     def timed_out(self) -> bool:
         return self.proc.returncode == -signal.SIGKILL and time.monotonic() - self.started >= self.timeout
 

@@ -30,41 +30,54 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import gzip
 import hashlib
 import os
 import subprocess
-import zlib
-from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from config.settings import Settings
 from worker.repos.blob_process import process_blob
 from worker.repos.blobstore import generation
 from worker.repos.git_objects import ObjectReader
-from worker.repos.git_read import GitProcess, GitReadError, read_env
+from worker.repos.git_read import GitProcess, GitReadError, read_env, run_git
+from worker.repos.lineage_descent import (
+    DESCENT,
+    SKIPPED_WARNING,
+    Suspect,
+    closure,
+    pair_by_content,
+    suspect_of,
+)
+from worker.repos.lineage_records import (
+    CHECKED_FILE,
+    EDGES_FILE,
+    WINDOW_FILE,
+    Found,
+    read_checked,
+    read_edges,
+    read_window,
+    write,
+    write_checked,
+    write_edges,
+    write_window,
+)
 from worker.repos.placeholders import WITHHELD
 from worker.repos.redaction import get_redactor
 from worker.repos.visible import secret_path
 
 SECRET_BLOBS_FILE = "codebot-secret-blobs"
-EDGES_FILE = "codebot-lineage-edges"
-WINDOW_FILE = "codebot-lineage-window"  # a windowed mirror: each commit's names and edges
-_FORMAT = "lineage-2"  # the first line of SECRET_BLOBS_FILE: "<format> <tip> <depth>"
+_FORMAT = "lineage-3"  # the first line of SECRET_BLOBS_FILE: "<format> <tip> <depth> <rules>"
 _ZERO = "0" * 40
 _EMPTY_BLOB = "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391"  # an empty file holds nothing to hide
 NAME = "name"
 CONTENT = "content"
-DESCENT = "descent"
 REASONS = {
     NAME: "a secret file (by its name) in another commit",
     CONTENT: "it is, or was edited from, a credentials file (by its content)",
     DESCENT: "it descends from a secret file (renamed, copied or edited from one)",
 }
-CHECKED_FILE = "codebot-lineage-checked"  # blobs whose content was judged: "<sha> 0|1"
-_GZIP_MAGIC = b"\x1f\x8b"  # EDGES_FILE, WINDOW_FILE and CHECKED_FILE are gzipped (_write)
 
 
 def secret_blobs(git_dir: Path) -> dict[str, str] | None:
@@ -105,6 +118,7 @@ class Scan:
     edges: list[tuple[str, str]]  # descent edges seen (kept only for a mirror of the whole history)
     changed: bool  # differs from what the mirror has stored
     rules: str = ""  # the fingerprint of the names and rules it was decided with
+    suspects: list[Suspect] = field(default_factory=list)  # diffs past the rename limit (kept too)
 
 
 def scan(
@@ -128,78 +142,89 @@ def scan(
     same = fmt == _FORMAT and old_rules == _rules(settings)  # else the names or rules changed: rescan
     if same and old_tip == tip and old_depth == depth:
         return Scan(dict(known), [], False, old_rules)
-    # -M -C: a rename or a copy with an edit in the same commit is still one; -m: a merge against
-    # each parent; no --follow or pathspec, so every file of every commit is seen.
-    detect = ["-M", "-C"] if renames else ["--no-renames"]
+    # -M -C: a rename or a copy with an edit in the same commit is still one; -l: up to the limit
+    # (lineage_descent.py pairs the secret files of the diffs past it); -m: a merge against each
+    # parent; no --follow or pathspec, so every file of every commit is seen.
+    detect = ["-M", "-C", f"-l{settings.lineage_rename_limit}"] if renames else ["--no-renames"]
     if depth != "all":
-        names, edges = _window(git_dir, tip, timeout, settings, detect)
+        found = _window(git_dir, tip, timeout, settings, detect)
     else:
-        kept = _read_edges(git_dir) if same and old_depth == "all" else None
+        kept = read_edges(git_dir) if same and old_depth == "all" else None
         incremental = kept is not None and _is_ancestor(git_dir, old_tip, tip, timeout)
-        names = {sha for sha, why in known.items() if why == NAME} if incremental else set()
-        edges = kept if incremental and kept is not None else []
+        found = kept if incremental and kept is not None else Found()
+        if incremental:
+            found.names = {sha for sha, why in known.items() if why == NAME}
         revs = [tip, f"^{old_tip}"] if incremental else [tip]
         # --no-mailmap: git log would read the tip's .mailmap, a blob a blobless copy lacks
         args = ["log", "--no-mailmap", "--raw", "--no-abbrev", *detect, "-m", "-z", "--format=%x1e", *revs]
         with GitProcess(git_dir, args, timeout, 1 << 40) as proc:
-            edges += _entries(proc.chunks(), names, settings)
+            new = _read_diffs(proc.chunks(), settings).get("", Found())
             proc.finish()
-    content = _credentials_sources(git_dir, edges, names, timeout, settings) if renames else set()
+            _check_skips(proc.stderr_text(), new.suspects)
+        found.names |= new.names
+        found.edges += new.edges
+        found.suspects += new.suspects
+    names, edges, suspects = found.names, found.edges, found.suspects
+    content = _credentials_sources(git_dir, found, timeout, settings) if renames else set()
     known_now = {**(seed or {}), **dict.fromkeys(content, CONTENT), **dict.fromkeys(names, NAME)}
-    return Scan(_closure(known_now, edges), edges, True, _rules(settings))
+    verdict = pair_by_content(
+        git_dir, closure(known_now, edges), edges, suspects, timeout, settings.history_diff_max_file_bytes
+    )
+    return Scan(verdict, edges, True, _rules(settings), suspects)
+
+
+def _check_skips(stderr: str, suspects: list[Suspect]) -> None:
+    """Fail closed when git says it skipped rename detection and lineage counted no diff past the
+    limit: lineage counts at least git's candidates, so a git that counts otherwise would leave
+    the verdict resting on renames nobody looked for."""
+    if SKIPPED_WARNING in stderr and not suspects:
+        raise GitReadError("git skipped rename detection where lineage counted no diff past the limit")
 
 
 def _rules(settings: Settings) -> str:
-    """What the verdict was decided with: the secret file names and the processing rules."""
+    """What the verdict was decided with: the secret file names, the processing rules and the
+    rename limit (which pairs git made, and which lineage made itself)."""
     digest = hashlib.sha256("\0".join(settings.secret_file_globs).encode())
-    digest.update(generation().encode())
+    digest.update(f"\0{settings.lineage_rename_limit}\0{generation()}".encode())
     return digest.hexdigest()[:12]
 
 
-def _credentials_sources(
-    git_dir: Path, edges: list[tuple[str, str]], names: set[str], timeout: float, settings: Settings
-) -> set[str]:
-    """The blobs with descendants (edge sources) that are credentials files by content (as the
-    processed store judges them: a private key, a kubeconfig, …): their renamed or edited
-    versions are secret by descent, even when the edit broke the shape content checks see.
+def _credentials_sources(git_dir: Path, found: Found, timeout: float, settings: Settings) -> set[str]:
+    """The blobs with descendants (edge sources, and the sources of diffs past the rename limit)
+    that are credentials files by content (as the processed store judges them: a private key, a
+    kubeconfig, …): their renamed or edited versions are secret by descent, even when the edit
+    broke the shape content checks see.
 
     Each blob is judged once per mirror and set of rules (CHECKED_FILE)."""
     rules = _rules(settings)
-    checked = _read_checked(git_dir, rules)
-    todo = sorted({old for old, _ in edges} - names - set(checked))
+    checked = read_checked(git_dir, rules)
+    sources = {old for old, _ in found.edges}.union(*(suspect.sources for suspect in found.suspects))
+    todo = sorted(sources - found.names - set(checked))
     if todo:
         reader = ObjectReader(git_dir, timeout)
         try:
             for start in range(0, len(todo), 500):
-                found = reader.lookup_many(todo[start : start + 500], settings.history_diff_max_file_bytes)
-                for sha, blob in found.items():
+                blobs = reader.lookup_many(todo[start : start + 500], settings.history_diff_max_file_bytes)
+                for sha, blob in blobs.items():
                     data = blob.data if blob is not None and blob.kind == "blob" else None
                     checked[sha] = data is not None and process_blob(data, get_redactor()).kind == WITHHELD
         finally:
             reader.close()
-        lines = [rules, *(f"{sha} {int(secret)}" for sha, secret in sorted(checked.items()))]
-        _write(git_dir / CHECKED_FILE, "\n".join(lines) + "\n", packed=True)
+        write_checked(git_dir, rules, checked)
     return {sha for sha, secret in checked.items() if secret}
-
-
-def _read_checked(git_dir: Path, rules: str) -> dict[str, bool]:
-    lines = (_read_text(git_dir / CHECKED_FILE) or "").split("\n")
-    if lines[0] != rules:
-        return {}
-    return {line[:40]: line[41:] == "1" for line in lines[1:] if len(line) == 42}
 
 
 def store(git_dir: Path, tip: str, depth: str, found: Scan) -> None:
     """Write the verdict (atomically) where every route reads it; the edges for a mirror of the
     whole history, whose next scan reads only the new commits."""
     if depth == "all":
-        _write(git_dir / EDGES_FILE, "".join(f"{old} {new}\n" for old, new in found.edges), packed=True)
+        write_edges(git_dir, Found(edges=found.edges, suspects=found.suspects))
     stale = WINDOW_FILE if depth == "all" else EDGES_FILE  # of the other kind of scan, if any
     with contextlib.suppress(OSError):
         (git_dir / stale).unlink()
     header = f"{_FORMAT} {tip} {depth} {found.rules}"
     lines = [header, *(f"{sha} {why}" for sha, why in sorted(found.verdict.items()))]
-    _write(git_dir / SECRET_BLOBS_FILE, "\n".join(lines) + "\n")
+    write(git_dir / SECRET_BLOBS_FILE, "\n".join(lines) + "\n")
 
 
 def record(
@@ -222,27 +247,72 @@ def forget(git_dir: Path) -> None:
 # --- the scan ----------------------------------------------------------------------------------
 
 
-def _entries(chunks: Iterable[bytes], names: set[str], settings: Settings) -> list[tuple[str, str]]:
-    """Read `git log --raw -z` entries: blobs under a secret name go into `names`; the descent
-    edges (old blob -> new blob of a rename, copy, modification or type change) are returned."""
-    edges: list[tuple[str, str]] = []
+def _diffs(chunks: Iterable[bytes]) -> Iterator[tuple[str, list[tuple[list[str], list[str]]]]]:
+    """The diffs of `git log --raw -z --format=%x1e…`, one per commit and parent: what followed
+    its \x1e (a commit's sha, or nothing) and its entries (the five fields, the paths). A \x1e
+    inside a path is read as part of the path: entries are read field by field."""
     pending = b""
     head: list[str] | None = None
     paths: list[str] = []
+    title: str | None = None
+    entries: list[tuple[list[str], list[str]]] = []
     for chunk in chunks:
         tokens = (pending + chunk).split(b"\0")
         pending = tokens.pop()
         for token in tokens:
             if head is not None:
                 paths.append(os.fsdecode(token))
-                if len(paths) < (2 if head[4][:1] in ("R", "C") else 1):
-                    continue
-                _entry(head, paths, names, edges, settings)
-                head, paths = None, []
+                if len(paths) == (2 if head[4][:1] in ("R", "C") else 1):
+                    entries.append((head, paths))
+                    head, paths = None, []
             elif token.lstrip(b"\n").startswith(b":"):
                 fields = token.lstrip(b"\n")[1:].decode("ascii", "replace").split()
                 head = fields if len(fields) == 5 else None
-    return edges
+            elif token.startswith(b"\x1e"):
+                if title is not None:
+                    yield title, entries
+                title, entries = token[1:].decode("ascii", "replace").strip(), []
+    if title is not None:
+        yield title, entries
+
+
+def _read_diffs(chunks: Iterable[bytes], settings: Settings) -> dict[str, Found]:
+    """What the diffs tell, by what followed their \x1e (a commit's sha, or "" for all): blobs
+    under a secret name, descent edges (old blob -> new blob of a rename, copy, modification or
+    type change), and the diffs whose rename candidates pass the limit (where git may have
+    paired nothing: lineage_descent.py)."""
+    found: dict[str, Found] = {}
+    for title, entries in _diffs(chunks):
+        into = found.setdefault(title, Found())
+        candidates = _Candidates()
+        for head, paths in entries:
+            _entry(head, paths, into.names, into.edges, settings)
+            candidates.add(head)
+        if (suspect := candidates.suspect(settings.lineage_rename_limit)) is not None:
+            into.suspects.append(suspect)
+    return found
+
+
+class _Candidates:
+    """The rename candidates of one diff as git counts them: its sources (every entry with an old
+    side: deleted, changed, renamed or copied, as -C takes them) times its added files."""
+
+    def __init__(self) -> None:
+        self.sources: list[str] = []  # the blobs worth pairing: empty files hold nothing
+        self.added: list[str] = []
+        self.source_count = self.added_count = 0
+
+    def add(self, head: list[str]) -> None:
+        old_sha, new_sha = head[2], head[3]
+        if head[4][:1] == "A":
+            self.added_count += 1
+            self.added += [new_sha] if new_sha not in (_ZERO, _EMPTY_BLOB) else []
+        elif old_sha != _ZERO:
+            self.source_count += 1
+            self.sources += [old_sha] if old_sha != _EMPTY_BLOB else []
+
+    def suspect(self, limit: int) -> Suspect | None:
+        return suspect_of(self.sources, self.added, self.source_count * self.added_count, limit)
 
 
 def _entry(head: list[str], paths: list[str], names: set[str], edges: list[tuple[str, str]],
@@ -256,20 +326,16 @@ def _entry(head: list[str], paths: list[str], names: set[str], edges: list[tuple
         edges.append((old_sha, new_sha))
 
 
-def _window(
-    git_dir: Path, tip: str, timeout: float, settings: Settings, detect: list[str]
-) -> tuple[set[str], list[tuple[str, str]]]:
-    """The names and descent edges of a windowed mirror's commits, each commit read from git once:
-    what a commit contributes depends on the commit alone, so it is kept (WINDOW_FILE) while the
-    commit is in the window, and a refresh reads only the new commits. The commits at the
-    shallow edge are left out: git shows them as if every file were added, and every name they
-    hold is already in the seed from the whole branch (`lineage.git`), which a windowed scan
-    always gets; so the verdict is the one a full rescan of the window gives."""
+def _window(git_dir: Path, tip: str, timeout: float, settings: Settings, detect: list[str]) -> Found:
+    """The names, descent edges and suspect diffs of a windowed mirror's commits, each commit read
+    from git once: what a commit contributes depends on the commit alone, so it is kept
+    (WINDOW_FILE) while the commit is in the window, and a refresh reads only the new commits.
+    The commits at the shallow edge are left out: git shows them as if every file were added, and
+    every name they hold is already in the seed from the whole branch (`lineage.git`), which a
+    windowed scan always gets; so the verdict is the one a full rescan of the window gives."""
     key = " ".join([_rules(settings), *detect])
-    kept = _read_window(git_dir, key)
-    with GitProcess(git_dir, ["rev-list", tip], timeout, 1 << 40) as proc:
-        commits = b"".join(proc.chunks()).decode("ascii").split()
-        proc.finish()
+    kept = read_window(git_dir, key)
+    commits = run_git(git_dir, ["rev-list", tip], timeout, 1 << 40).data.decode("ascii").split()
     try:
         edge = set((git_dir / "shallow").read_text(encoding="ascii").split())
     except FileNotFoundError:
@@ -280,20 +346,20 @@ def _window(
         args = ["log", "--no-mailmap", "--raw", "--no-abbrev", *detect, "-m", "-z", "--format=%x1e%H",
                 "--no-walk=unsorted", "--stdin"]  # fmt: skip
         found = _entries_by_commit(git_dir, args, "".join(f"{c}\n" for c in todo), timeout, settings)
-        kept.update({commit: found.get(commit, (set(), [])) for commit in todo})
+        kept.update({commit: found.get(commit, Found()) for commit in todo})
     window = {commit: kept[commit] for commit in wanted}
-    _write(git_dir / WINDOW_FILE, "\n".join([key, *_window_lines(window)]) + "\n", packed=True)
-    names: set[str] = set()
-    edges: list[tuple[str, str]] = []
-    for commit_names, commit_edges in window.values():
-        names.update(commit_names)
-        edges += commit_edges
-    return names, edges
+    write_window(git_dir, key, window)
+    every = Found()
+    for one in window.values():
+        every.names |= one.names
+        every.edges += one.edges
+        every.suspects += one.suspects
+    return every
 
 
 def _entries_by_commit(
     git_dir: Path, args: list[str], stdin: str, timeout: float, settings: Settings
-) -> dict[str, tuple[set[str], list[tuple[str, str]]]]:
+) -> dict[str, Found]:
     done = subprocess.run(
         ["git", "--git-dir", str(git_dir), "--no-pager", *args],
         input=stdin.encode("ascii"),
@@ -303,46 +369,9 @@ def _entries_by_commit(
     )
     if done.returncode != 0:
         raise GitReadError(f"git log failed: {done.stderr.decode('utf-8', 'replace').strip()[-300:]}")
-    found: dict[str, tuple[set[str], list[tuple[str, str]]]] = {}
-    for part in done.stdout.split(b"\x1e")[1:]:
-        commit, _, rest = part.partition(b"\0")
-        names, edges = found.setdefault(commit.decode("ascii").strip(), (set(), []))
-        edges += _entries([rest], names, settings)
+    found = _read_diffs([done.stdout], settings)
+    _check_skips(done.stderr.decode("utf-8", "replace"), [s for one in found.values() for s in one.suspects])
     return found
-
-
-def _window_lines(window: Mapping[str, tuple[set[str], list[tuple[str, str]]]]) -> Iterator[str]:
-    for commit, (names, edges) in window.items():
-        yield f"{commit} " + " ".join([*sorted(names), *(f"{old}>{new}" for old, new in edges)])
-
-
-def _read_window(git_dir: Path, key: str) -> dict[str, tuple[set[str], list[tuple[str, str]]]]:
-    lines = (_read_text(git_dir / WINDOW_FILE) or "").split("\n")
-    if lines[0] != key:
-        return {}
-    kept: dict[str, tuple[set[str], list[tuple[str, str]]]] = {}
-    for line in lines[1:]:
-        commit, *items = line.split(" ")
-        if len(commit) == 40:
-            names = {item for item in items if len(item) == 40}
-            edges = [(item[:40], item[41:]) for item in items if len(item) == 81]
-            kept[commit] = (names, edges)
-    return kept
-
-
-def _closure(known: Mapping[str, str], edges: list[tuple[str, str]]) -> dict[str, str]:
-    """Every blob known secret, and every blob reachable from one along descent edges."""
-    following: defaultdict[str, list[str]] = defaultdict(list)
-    for old, new in edges:
-        following[old].append(new)
-    verdict = dict(known)
-    todo = list(known)
-    while todo:
-        for new in following.get(todo.pop(), ()):
-            if new not in verdict:
-                verdict[new] = DESCENT
-                todo.append(new)
-    return verdict
 
 
 def _is_ancestor(git_dir: Path, old: str, new: str, timeout: float) -> bool:
@@ -357,39 +386,8 @@ def _is_ancestor(git_dir: Path, old: str, new: str, timeout: float) -> bool:
     return True
 
 
-# --- files ---------------------------------------------------------------------------------------
-
-
 def _stamp(git_dir: Path) -> int:
     try:
         return (git_dir / SECRET_BLOBS_FILE).stat().st_mtime_ns
     except OSError:
         return 0
-
-
-def _read_edges(git_dir: Path) -> list[tuple[str, str]] | None:
-    """The descent edges the last whole-history scan saw; None when they cannot be read (then
-    the scan is not incremental: the verdict never rests on edges it lost)."""
-    text = _read_text(git_dir / EDGES_FILE)
-    if text is None:
-        return None
-    return [(line[:40], line[41:81]) for line in text.split("\n") if len(line) == 81]
-
-
-def _read_text(path: Path) -> str | None:
-    """A record as written by _write, compressed or (from before) plain; None when missing,
-    damaged or not ASCII."""
-    try:
-        data = path.read_bytes()
-        return (gzip.decompress(data) if data[:2] == _GZIP_MAGIC else data).decode("ascii")
-    except (OSError, EOFError, UnicodeDecodeError, zlib.error, gzip.BadGzipFile):
-        return None
-
-
-def _write(path: Path, text: str, packed: bool = False) -> None:
-    """Atomically. `packed`: gzip, for the records of 40-hex shas that repeat (a third the size:
-    gitleaks/gitleaks's 0.4 MB of edges to 0.13 MB); the verdict stays plain text."""
-    data = text.encode("ascii")
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(gzip.compress(data, compresslevel=6, mtime=0) if packed else data)
-    os.replace(tmp, path)
