@@ -146,8 +146,9 @@ def scan(
     # (lineage_descent.py pairs the secret files of the diffs past it); -m: a merge against each
     # parent; no --follow or pathspec, so every file of every commit is seen.
     detect = ["-M", "-C", f"-l{settings.lineage_rename_limit}"] if renames else ["--no-renames"]
+    limit = settings.lineage_rename_limit if renames else None  # no renames looked for: none skipped
     if depth != "all":
-        found = _window(git_dir, tip, timeout, settings, detect)
+        found = _window(git_dir, tip, timeout, limit, settings, detect)
     else:
         kept = read_edges(git_dir) if same and old_depth == "all" else None
         incremental = kept is not None and _is_ancestor(git_dir, old_tip, tip, timeout)
@@ -158,7 +159,7 @@ def scan(
         # --no-mailmap: git log would read the tip's .mailmap, a blob a blobless copy lacks
         args = ["log", "--no-mailmap", "--raw", "--no-abbrev", *detect, "-m", "-z", "--format=%x1e", *revs]
         with GitProcess(git_dir, args, timeout, 1 << 40) as proc:
-            new = _read_diffs(proc.chunks(), settings).get("", Found())
+            new = _read_diffs(proc.chunks(), limit, settings).get("", Found())
             proc.finish()
             _check_skips(proc.stderr_text(), new.suspects)
         found.names |= new.names
@@ -276,11 +277,11 @@ def _diffs(chunks: Iterable[bytes]) -> Iterator[tuple[str, list[tuple[list[str],
         yield title, entries
 
 
-def _read_diffs(chunks: Iterable[bytes], settings: Settings) -> dict[str, Found]:
+def _read_diffs(chunks: Iterable[bytes], limit: int | None, settings: Settings) -> dict[str, Found]:
     """What the diffs tell, by what followed their \x1e (a commit's sha, or "" for all): blobs
     under a secret name, descent edges (old blob -> new blob of a rename, copy, modification or
-    type change), and the diffs whose rename candidates pass the limit (where git may have
-    paired nothing: lineage_descent.py)."""
+    type change), and the diffs whose rename candidates pass `limit` (where git may have paired
+    nothing: lineage_descent.py; None: git was asked for no renames)."""
     found: dict[str, Found] = {}
     for title, entries in _diffs(chunks):
         into = found.setdefault(title, Found())
@@ -288,7 +289,7 @@ def _read_diffs(chunks: Iterable[bytes], settings: Settings) -> dict[str, Found]
         for head, paths in entries:
             _entry(head, paths, into.names, into.edges, settings)
             candidates.add(head)
-        if (suspect := candidates.suspect(settings.lineage_rename_limit)) is not None:
+        if limit is not None and (suspect := candidates.suspect(limit)) is not None:
             into.suspects.append(suspect)
     return found
 
@@ -326,7 +327,9 @@ def _entry(head: list[str], paths: list[str], names: set[str], edges: list[tuple
         edges.append((old_sha, new_sha))
 
 
-def _window(git_dir: Path, tip: str, timeout: float, settings: Settings, detect: list[str]) -> Found:
+def _window(
+    git_dir: Path, tip: str, timeout: float, limit: int | None, settings: Settings, detect: list[str]
+) -> Found:
     """The names, descent edges and suspect diffs of a windowed mirror's commits, each commit read
     from git once: what a commit contributes depends on the commit alone, so it is kept
     (WINDOW_FILE) while the commit is in the window, and a refresh reads only the new commits.
@@ -345,7 +348,7 @@ def _window(git_dir: Path, tip: str, timeout: float, settings: Settings, detect:
     if todo:
         args = ["log", "--no-mailmap", "--raw", "--no-abbrev", *detect, "-m", "-z", "--format=%x1e%H",
                 "--no-walk=unsorted", "--stdin"]  # fmt: skip
-        found = _entries_by_commit(git_dir, args, "".join(f"{c}\n" for c in todo), timeout, settings)
+        found = _entries_by_commit(git_dir, args, "".join(f"{c}\n" for c in todo), timeout, limit, settings)
         kept.update({commit: found.get(commit, Found()) for commit in todo})
     window = {commit: kept[commit] for commit in wanted}
     write_window(git_dir, key, window)
@@ -358,7 +361,7 @@ def _window(git_dir: Path, tip: str, timeout: float, settings: Settings, detect:
 
 
 def _entries_by_commit(
-    git_dir: Path, args: list[str], stdin: str, timeout: float, settings: Settings
+    git_dir: Path, args: list[str], stdin: str, timeout: float, limit: int | None, settings: Settings
 ) -> dict[str, Found]:
     done = subprocess.run(
         ["git", "--git-dir", str(git_dir), "--no-pager", *args],
@@ -369,7 +372,7 @@ def _entries_by_commit(
     )
     if done.returncode != 0:
         raise GitReadError(f"git log failed: {done.stderr.decode('utf-8', 'replace').strip()[-300:]}")
-    found = _read_diffs([done.stdout], settings)
+    found = _read_diffs([done.stdout], limit, settings)
     _check_skips(done.stderr.decode("utf-8", "replace"), [s for one in found.values() for s in one.suspects])
     return found
 
