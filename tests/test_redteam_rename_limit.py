@@ -14,9 +14,12 @@ from typing import Any
 
 import pytest
 
+from tests.support.fixture_repos import make_repo
+from tests.support.git_remote import make_mirrors
 from tests.support.history_repo import HistoryRepo, Mirrored, mirrored
 from tests.support.mcp_rig import served_repo, stdio_client_for
 from tests.support.vendor_upgrade_repo import RENAMED, VendorUpgrade, build_vendor_upgrade_repo
+from tests.test_redteam_history import answers
 from worker.tools import build_registry
 
 REGISTRY = build_registry()
@@ -62,6 +65,24 @@ def test_a_secret_file_renamed_with_an_edit_beside_a_1001_file_vendor_upgrade_sh
     right, wrong = (shown[f"log -p {guess}"][1] for guess in ("right", "wrong"))
     assert right.replace(built.values[0][:12], "Q") == wrong.replace(built.values[0][:11] + "#", "Q")
     assert shown["show"][0] and shown["diff"][0]  # the upgrade itself is shown
+
+
+def test_a_mirror_synced_before_a_file_renamed_past_the_limit_was_named_secret_knows_what_a_fresh_one_knows(
+    tmp_path: Path,
+) -> None:
+    built = build_vendor_upgrade_repo(tmp_path / "src", first_name="settings.txt")  # innocent, at first
+    entry = [{"name": "app", "url": str(built.path), "branch": "main", "history_depth": "all"}]
+    stepwise = make_mirrors(tmp_path / "stepwise", entry, lineage_rename_limit=1000)
+    assert stepwise.sync("app").ok  # keeps the upgrade's diff: its renames were past the limit
+    make_repo(built.path, {".env": built.first})  # names the first settings secret, two commits later
+    fresh = make_mirrors(tmp_path / "fresh", entry, lineage_rename_limit=1000)
+    calls: list[tuple[str, dict[str, Any]]] = [("read_file", {"path": RENAMED}), ("show", {"sha": "HEAD~2"})]
+
+    assert stepwise.sync("app").ok and fresh.sync("app").ok
+    seen = answers(stepwise, calls)
+    assert seen == answers(fresh, calls)
+    assert "withheld: it descends from a secret file" in seen[0]
+    assert not any(value in text for value in built.values for text in seen)
 
 
 def test_a_secret_file_renamed_past_the_rename_limit_is_withheld_over_mcp_too(

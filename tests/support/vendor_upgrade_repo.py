@@ -5,7 +5,8 @@ pairs), so git left to itself pairs none of the commit's edited renames.
 
 Commits, oldest first: `start` (README.md, .env, the vendor files), `upgrade` (the rename and the
 upgrade), `later` (a README edit, so a window of 3 commits holds `upgrade` whole). Built with one
-`git fast-import`, not 1,001 commits; the secret values are assembled at run time."""
+`git fast-import`, not 1,001 commits; the secret values are assembled at run time. `first_name`:
+the name the settings file has in `start` (a later commit may then name its content secret)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ RENAMED = "config/defaults.txt"  # the .env's innocent new name
 class VendorUpgrade:
     path: Path  # a work repo (checked out), served as the remote
     values: list[str]  # the .env's values: none may come out of any tool
+    first: bytes  # the settings file's content in `start`
     shas: dict[str, str] = field(default_factory=dict)  # commit name -> sha
 
 
@@ -44,17 +46,18 @@ def _vendor(version: str, number: int) -> bytes:
     return body.encode()
 
 
-def build_vendor_upgrade_repo(path: Path) -> VendorUpgrade:
+def build_vendor_upgrade_repo(path: Path, first_name: str = ".env") -> VendorUpgrade:
     rng = random.Random(31)
     token = "".join(
         rng.choice("ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz23456789") for _ in range(32)
     )
-    built = VendorUpgrade(path, ["envmarker" + token[:16], "dbmarker" + token[16:]])
-    env = f"FAVORITE={built.values[0]}\nSHARED_NAME={built.values[1]}\nREGION=eu-west-1\n".encode()
+    values = ["envmarker" + token[:16], "dbmarker" + token[16:]]
+    env = f"FAVORITE={values[0]}\nSHARED_NAME={values[1]}\nREGION=eu-west-1\n".encode()
+    built = VendorUpgrade(path, values, env)
     old = {f"vendor/lib-1.0/m{n}.js": _vendor("1.0", n) for n in range(VENDOR_FILES)}
     upgraded = {f"vendor/lib-2.0/m{n}.js": _vendor("2.0", n) for n in range(VENDOR_FILES)}
-    stream = _commit("start", 0, {"README.md": b"# app\n", ".env": env, **old})
-    stream += _commit("upgrade", 1, {".env": None, RENAMED: env + b"LOG_LEVEL=info\n",
+    stream = _commit("start", 0, {"README.md": b"# app\n", first_name: env, **old})
+    stream += _commit("upgrade", 1, {first_name: None, RENAMED: env + b"LOG_LEVEL=info\n",
                                      **dict.fromkeys(old), **upgraded})  # fmt: skip
     stream += _commit("later", 2, {"README.md": b"# app\n\nOn lib 2.0.\n"})
     subprocess.run(["git", "init", "-q", "-b", "main", str(path)], check=True)
