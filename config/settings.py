@@ -84,7 +84,8 @@ class Settings(ChatSettings):
     history_max_depth: int = Field(default=100_000, ge=0)
     # Files git pairs by content per side of one commit when it looks for renames with an edit
     # (git's -l: at most this squared candidate pairs; a commit with 2,000 deleted and 2,000 added
-    # 4 kB files takes 5.5 s). Past it codebot pairs the commit's secret files by content itself.
+    # 4 kB files takes 5.5 s). Past it codebot pairs the commit's secret files by content itself
+    # (docs/security.md#rename-pairing).
     lineage_rename_limit: int = Field(default=2000, ge=1, le=32767)
     # How long a sync waits for another refresh of the same repo before giving up.
     sync_lock_wait_seconds: float = Field(default=1800.0, gt=0)
