@@ -9,11 +9,14 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from tests.support.git_remote import GitRemote, make_mirrors
 from tests.support.history_repo import Mirrored, mirrored
 from tests.support.redteam_repo import RedTeam, build_redteam_repo
+from tests.test_redteam_history import answers
 from worker.tools import build_registry
 
 REGISTRY = build_registry()
@@ -125,3 +128,20 @@ def test_a_credentials_file_renamed_and_cut_out_of_its_shape_stays_withheld(
     assert not any(line in text for line in red.key_lines)
     assert "withheld: it descends from a secret file" in shown[0][1]
     assert "withheld: it is, or was edited from, a credentials file" in shown[2][1]
+
+
+def test_a_path_holding_the_record_separator_hides_no_rename_in_a_window(tmp_path: Path) -> None:
+    marker = "sepmarker" + "Hb7" * 6
+    remote = GitRemote.create(tmp_path / "remote")
+    remote.commit({".env": f"FAVORITE={marker}\n"}, "Add settings")
+    # "\x1e" sorts before every other path: git lists it first among the commit's changes
+    remote.commit(
+        {".env": None, "notes/zz.txt": f"FAVORITE={marker}\nMORE=1\n", "\x1enotes.txt": "x\n"}, "Move"
+    )
+    remote.commit({"README.md": "# demo, moved\n"}, "Tidy")
+    host = make_mirrors(tmp_path / "host", [{"name": "app", "url": str(remote.bare), "history_depth": 3}])
+    assert host.sync("app").ok
+
+    seen = answers(host, [("read_file", {"path": "notes/zz.txt"})])
+
+    assert marker not in seen[0] and "withheld" in seen[0]
