@@ -7,7 +7,9 @@ A blob is secret by lineage when, in the history the mirror holds (its tracked b
 - it is a credentials file by its content (as the processed store judges it) and has
   descendants ("content"), or
 - it descends from a secret blob: a later version of a file renamed, copied or modified from
-  one, also when the content changed in the same commit as the rename ("descent"), transitively.
+  one, also when the content changed in the same commit as the rename ("descent"), transitively;
+  in a commit with more rename candidates than git pairs (`lineage_rename_limit`), the secret
+  files are paired by content by lineage itself (worker/repos/lineage_descent.py).
 
 Content is judged elsewhere, once per blob, by the processed blob store
 (worker/repos/blob_process.py: credentials files withheld whole, secrets redacted). The verdict

@@ -44,9 +44,11 @@ class Suspect:
     @staticmethod
     def decoded(item: str) -> Suspect | None:
         """A Suspect from `encoded`; None for anything else (damaged, or not one)."""
+        if not item.startswith("?"):
+            return None
         sources, sep, added = item[1:].partition(">")
         shas = [sources.split(","), added.split(",")]
-        if not item.startswith("?") or not sep or any(len(sha) != 40 for side in shas for sha in side):
+        if not sep or any(len(sha) != 40 for side in shas for sha in side):
             return None
         return Suspect(tuple(shas[0]), tuple(shas[1]))
 
