@@ -57,8 +57,7 @@ def test_after_logout_a_copied_session_cookie_no_longer_opens_a_page(console: st
     copied = dict(cookie)
     assert request(console + "/questions", cookie)[0] == 200
     assert request(console + "/questions", copied, source="127.0.0.5")[0] == 200
-    status, _, body = request(console + "/logout", cookie, data=b"")
-    assert status == 200 and "Logged out" in body
+    request(console + "/logout", cookie, data=b"")  # its page: test_web_console.py
     for source in ("127.0.0.1", "127.0.0.5"):
         status, headers, _ = request(console + "/questions", copied, source=source)
         assert (status, headers["location"]) == (303, "/login"), source

@@ -5,6 +5,11 @@ no CDN: plots are inline SVG drawn by the templates from geometry computed here 
 the console works offline. Every template is autoescaped (Jinja2 `autoescape=True`) and every
 response forbids scripts, frames and foreign resources (Content-Security-Policy), so a hostile
 question, reason, file name or model error shows as text.
+
+Who asks is decided per request (`Console.viewer_of`, bot/web/auth.py): a Bearer token alone
+when one is sent, then a trusted proxy's user header, then the session cookie (bot/web/sessions.py,
+where failed logins are counted too). Every request's Host must be one of the console's own
+(`allowed_hosts`), before anything else.
 """
 
 from __future__ import annotations
