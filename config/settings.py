@@ -185,9 +185,9 @@ class Settings(ChatSettings):
     # '["127.0.0.1"]'): the user header counts only on a connection from one of these (the TCP
     # peer, never X-Forwarded-For). With the header set and this empty, `codebot web` refuses to start.
     web_trusted_proxies: tuple[str, ...] = ()
-    # Host names the console is reached by (JSON list, e.g. '["console.example.com"]'), besides
-    # 127.0.0.1, localhost, [::1] and the address it listens on: any other Host header is refused
-    # (400), which stops DNS rebinding.
+    # Host names the console is reached by, without a port (JSON list, e.g. '["console.example.com"]';
+    # '*.example.com' for its subdomains), besides 127.0.0.1, localhost, [::1] and the address it
+    # listens on: any other Host header is refused (400), which stops DNS rebinding.
     web_allowed_hosts: tuple[str, ...] = ()
     web_session_seconds: int = Field(default=43_200, ge=60)  # a login lasts this long; logout ends it
     # Failed logins (the form or a wrong Bearer token) from one address in a window; more: 429
@@ -259,6 +259,16 @@ class Settings(ChatSettings):
                 raise ValueError(
                     f"{entry!r} is not an IP address or CIDR (e.g. 127.0.0.1 or 10.0.0.0/8)"
                 ) from None
+        return tuple(entry.strip() for entry in value)
+
+    @field_validator("web_allowed_hosts", mode="after")
+    @classmethod
+    def _host_names(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for entry in value:
+            if not re.fullmatch(r"(\*\.)?[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\]", entry.strip()):
+                raise ValueError(
+                    f"{entry!r} is not a host name without a port (e.g. console.example.com, *.example.com)"
+                )
         return tuple(entry.strip() for entry in value)
 
     @field_validator("discord_command_guild", mode="before")
