@@ -24,6 +24,7 @@ from jinja2 import Environment, FileSystemLoader
 from redis import Redis
 from redis.exceptions import RedisError
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
@@ -224,8 +225,8 @@ class Console:
             if len(body) > MAX_LOGIN_BYTES:
                 return PlainTextResponse(texts.TOO_LARGE, 413, headers=HEADERS)
         given = (parse_qs(body.decode("utf-8", "replace")).get("token") or [""])[0].strip()
-        try:
-            return self.logged_in(request, given)
+        try:  # Redis is blocking I/O: off the event loop, as the pages are
+            return await run_in_threadpool(self.logged_in, request, given)
         except RedisError as exc:
             return self.render(
                 "error.html", 503, viewer=None, problem=texts.redis_trouble(type(exc).__name__)
