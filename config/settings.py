@@ -7,6 +7,7 @@ for everything of our own; a `.env` file in the working directory is read too.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from pathlib import Path
 from typing import Any
@@ -173,17 +174,33 @@ class Settings(ChatSettings):
     # --- the operators' web console (`codebot web`, docs/operations.md) ---------------------------
     web_host: str = "127.0.0.1"  # where `codebot web` listens (`--host`); a reverse proxy is its front
     web_port: int = Field(default=8780, ge=0, le=65535)  # its port (`--port`)
-    # The token an operator logs in with; `codebot web` refuses to start without it or a proxy header.
+    # The token an operator logs in with, at least 32 characters; `codebot web` refuses to start
+    # without it or a proxy header.
     web_token: SecretStr | None = None
-    # A second token whose holders also see the questions' texts (the console's admins).
+    # A second token (at least 32 characters) whose holders also see the questions' texts.
     web_admin_token: SecretStr | None = None
     # Behind a reverse proxy that authenticates people: the header carrying the user's name (e.g.
-    # X-Forwarded-User). Requests with it are let in as that user, so the console must be reachable
-    # only through the proxy (keep web_host 127.0.0.1). Empty: tokens only.
+    # X-Forwarded-User). A request with it from one of web_trusted_proxies is let in as that
+    # user (a Bearer token, when given, decides instead). Empty: tokens only.
     web_proxy_user_header: str = ""
     # Users named by that header who see the questions' texts (JSON list); everyone else sees
     # the facts of each question (repos, outcome, tools, time), never its words.
     web_admins: tuple[str, ...] = ()
+    # The addresses the authenticating proxy connects from (JSON list of IPs or CIDRs, e.g.
+    # '["127.0.0.1"]'): the user header counts only on a connection from one of these (the TCP
+    # peer, never X-Forwarded-For). With the header set and this empty, `codebot web` refuses to start.
+    web_trusted_proxies: tuple[str, ...] = ()
+    # Host names the console is reached by, without a port (JSON list, e.g. '["console.example.com"]';
+    # '*.example.com' for its subdomains), besides 127.0.0.1, localhost, [::1] and the address it
+    # listens on: any other Host header is refused (400), which stops DNS rebinding.
+    web_allowed_hosts: tuple[str, ...] = ()
+    web_session_seconds: int = Field(default=43_200, ge=60)  # a login lasts this long; logout ends it
+    # Failed logins (the form or a wrong Bearer token) from one address in a window; more: 429
+    # with Retry-After until the window ends, the right token included.
+    web_login_failures_per_address: int = Field(default=5, ge=1)
+    # Failed logins from all addresses together in a window; more: 429 for everyone until it ends.
+    web_login_failures_total: int = Field(default=100, ge=1)
+    web_login_window_seconds: int = Field(default=900, ge=1)  # the window those two count in
 
     @field_validator("data_dir", "repos_file", mode="before")
     @classmethod
@@ -236,6 +253,28 @@ class Settings(ChatSettings):
             if not host or not port.isdigit() or not 0 < int(port) < 65536:
                 raise ValueError(f"{address.strip()!r} is not host:port (e.g. 10.0.0.5:26379,10.0.0.6:26379)")
         return ",".join(address.strip() for address in value.split(","))
+
+    @field_validator("web_trusted_proxies", mode="after")
+    @classmethod
+    def _ip_networks(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for entry in value:
+            try:
+                ipaddress.ip_network(entry.strip(), strict=False)
+            except ValueError:
+                raise ValueError(
+                    f"{entry!r} is not an IP address or CIDR (e.g. 127.0.0.1 or 10.0.0.0/8)"
+                ) from None
+        return tuple(entry.strip() for entry in value)
+
+    @field_validator("web_allowed_hosts", mode="after")
+    @classmethod
+    def _host_names(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for entry in value:
+            if not re.fullmatch(r"(\*\.)?[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\]", entry.strip()):
+                raise ValueError(
+                    f"{entry!r} is not a host name without a port (e.g. console.example.com, *.example.com)"
+                )
+        return tuple(entry.strip() for entry in value)
 
     @field_validator("discord_command_guild", mode="before")
     @classmethod

@@ -201,3 +201,22 @@ def test_an_unreachable_discord_api_stops_the_adapter_in_one_line(tmp_path: Path
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines()[-1].startswith("codebot: DISCORD_API_URL: cannot reach Discord")
+
+
+def test_a_console_proxy_or_host_that_is_not_an_address_or_a_name_is_named_with_its_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cases = {
+        "CODEBOT_WEB_TRUSTED_PROXIES": (
+            '["10.0.0.0/8", "proxy.local"]',
+            "'proxy.local' is not an IP address",
+        ),
+        "CODEBOT_WEB_ALLOWED_HOSTS": ('["console.example.com:443"]', "without a port"),
+    }
+    for variable, (value, message) in cases.items():
+        with monkeypatch.context() as env:
+            env.setenv(variable, value)
+            with pytest.raises(ConfigError, match=f"^{variable}: .*{message}"):
+                load_settings(env_file=None)
+    monkeypatch.setenv("CODEBOT_WEB_TRUSTED_PROXIES", '["127.0.0.1", "10.0.0.0/8", "::1"]')
+    assert load_settings(env_file=None).web_trusted_proxies == ("127.0.0.1", "10.0.0.0/8", "::1")

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
+from bot.web.auth import Gate
 from codebot.cli import _parser
 from config.settings import Settings
 from worker.ops.metrics import COUNTER_LABELS, HELP
@@ -163,6 +164,24 @@ def test_compose_keeps_redis_append_only_and_runs_adapter_worker_and_web_against
         assert services[name]["environment"]["REDIS_URL"] == "redis://redis:6379/0"
     published = [port for service in services.values() for port in service.get("ports", [])]
     assert published and all(port.startswith("127.0.0.1:") for port in published)
+
+
+def test_compose_puts_the_console_on_a_network_of_its_own_and_trusts_only_its_gateway() -> None:
+    config = compose()
+    web = config["services"]["web"]
+    address = web["networks"]["console"]["ipv4_address"]
+    assert list(web["networks"]) == ["console"] and "console" in config["services"]["redis"]["networks"]
+    assert all("console" not in config["services"][name].get("networks", []) for name in ("slack", "worker"))
+    assert web["command"][web["command"].index("--host") + 1] == address  # not 0.0.0.0
+    (subnet,) = config["networks"]["console"]["ipam"]["config"]
+    settings = Settings(
+        _env_file=None,  # type: ignore[call-arg]
+        web_trusted_proxies=json.loads(web["environment"]["CODEBOT_WEB_TRUSTED_PROXIES"]),
+        web_allowed_hosts=json.loads(web["environment"]["CODEBOT_WEB_ALLOWED_HOSTS"]),
+        web_proxy_user_header="X-Forwarded-User",
+    )
+    assert settings.web_trusted_proxies == (subnet["gateway"],)
+    assert Gate(settings).is_trusted_proxy(subnet["gateway"]) and not Gate(settings).is_trusted_proxy(address)
 
 
 def test_every_systemd_unit_runs_as_codebot_with_its_settings_file() -> None:

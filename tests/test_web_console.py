@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from bot.web.app import build_app
-from tests.support.console_rig import Filled, fill, serving
+from bot.web.auth import COOKIE
+from tests.support.console_rig import ADMIN_TOKEN, Filled, fill, serving
 from tests.support.e2e import Rig
 from worker.jobs.question import reference_id
 
@@ -34,7 +35,7 @@ pytestmark = [
         not shutil.which("chromedriver", path="/usr/bin"), reason="chromium-driver not installed"
     ),
     pytest.mark.rig(
-        web_admin_token="admin-secret",
+        web_admin_token=ADMIN_TOKEN,
         daily_token_budget=200_000,
         model_input_usd_per_million_tokens=2.0,
         model_output_usd_per_million_tokens=8.0,
@@ -55,7 +56,7 @@ def browser(rig: Rig, tmp_path: Path) -> Iterator[tuple[object, str, Filled]]:
     try:
         with serving(build_app(rig.runtime, rig.redis)) as base:
             driver.get(base + "/questions")
-            driver.find_element(By.ID, "token").send_keys("admin-secret")
+            driver.find_element(By.ID, "token").send_keys(ADMIN_TOKEN)
             click_through(driver, By.ID, "login")
             WebDriverWait(driver, 30).until(
                 lambda d: d.find_elements(By.ID, "questions"), "no questions page after logging in"
@@ -156,3 +157,15 @@ def test_repos_and_system_show_syncs_workers_endpoints_and_usage_against_the_bud
     assert driver.find_elements(By.CSS_SELECTOR, "#plot-tokens line.limit")  # the budget line
     assert driver.find_elements(By.CSS_SELECTOR, "#plot-cost circle.dot")
     shot(driver, shots, "system")
+
+
+def test_logging_out_ends_the_session_so_its_cookie_put_back_opens_nothing(browser: tuple) -> None:
+    driver, base, _ = browser
+    session = driver.get_cookie(COOKIE)
+    assert session and session["httpOnly"]
+    click_through(driver, By.CSS_SELECTOR, "form.who button")
+    assert "Logged out" in driver.find_element(By.ID, "login-notice").text
+    assert driver.get_cookie(COOKIE) is None
+    driver.add_cookie({"name": COOKIE, "value": session["value"], "path": "/"})  # a copy kept
+    driver.get(base + "/questions")
+    assert driver.find_elements(By.ID, "token") and not driver.find_elements(By.ID, "questions")

@@ -5,6 +5,11 @@ no CDN: plots are inline SVG drawn by the templates from geometry computed here 
 the console works offline. Every template is autoescaped (Jinja2 `autoescape=True`) and every
 response forbids scripts, frames and foreign resources (Content-Security-Policy), so a hostile
 question, reason, file name or model error shows as text.
+
+Who asks is decided per request (`Console.viewer_of`, bot/web/auth.py): a Bearer token alone
+when one is sent, then a trusted proxy's user header, then the session cookie (bot/web/sessions.py,
+where failed logins are counted too). Every request's Host must be one of the console's own
+(`allowed_hosts`), before anything else.
 """
 
 from __future__ import annotations
@@ -19,13 +24,17 @@ from jinja2 import Environment, FileSystemLoader
 from redis import Redis
 from redis.exceptions import RedisError
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from bot.web import data, ops_data
-from bot.web.auth import COOKIE, Gate, Viewer
+from bot.web import data, ops_data, texts
+from bot.web.auth import COOKIE, Gate, Viewer, allowed_hosts
 from bot.web.plots import Series, line_plot, percentile
+from bot.web.sessions import LoginThrottle, Sessions
 from worker.jobs.runtime import Runtime
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -45,6 +54,7 @@ def make_environment() -> Environment:
     env = Environment(
         loader=FileSystemLoader(TEMPLATES), autoescape=True, trim_blocks=True, lstrip_blocks=True
     )
+    env.globals["texts"] = texts
     env.globals["nav"] = [
         ("questions", "Questions"),
         ("quality", "Quality"),
@@ -52,6 +62,11 @@ def make_environment() -> Environment:
         ("system", "System"),
     ]
     return env
+
+
+def peer_of(request: Request) -> str:
+    """The TCP peer's address (uvicorn runs without proxy headers: never X-Forwarded-For)."""
+    return request.client.host if request.client else ""
 
 
 class Console:
@@ -62,26 +77,55 @@ class Console:
         self.redis = redis
         self.gate = gate
         self.clock = clock
+        self.sessions = Sessions(redis, runtime.settings)
+        self.throttle = LoginThrottle(redis, runtime.settings, clock)
         self.env = make_environment()
 
     def render(self, name: str, status: int = 200, **context: Any) -> Response:
         body = self.env.get_template(name).render(**context)
         return Response(body, status, headers=HEADERS, media_type="text/html")
 
+    def throttled(self, seconds: int) -> Response:
+        headers = {**HEADERS, "Retry-After": str(seconds)}
+        return PlainTextResponse(texts.throttled(seconds), 429, headers=headers)
+
     def guarded(self, handler: Handler) -> Callable[[Request], Response]:
         def endpoint(request: Request) -> Response:
-            headers = {k.lower(): v for k, v in request.headers.items()}
-            viewer = self.gate.viewer(headers, request.cookies.get(COOKIE, ""))
-            if viewer is None:
-                if "authorization" in headers:
-                    return PlainTextResponse("unauthorized", 401, headers=HEADERS)
-                return RedirectResponse("/login", 303, headers=HEADERS)
+            viewer: Viewer | None = None
             try:
+                found = self.viewer_of(request)
+                if isinstance(found, Response):
+                    return found
+                viewer = found
                 return handler(request, viewer)
             except RedisError as exc:
-                return self.render("error.html", 503, viewer=viewer, problem=f"Redis: {type(exc).__name__}")
+                problem = texts.redis_trouble(type(exc).__name__)
+                return self.render("error.html", 503, viewer=viewer, problem=problem)
 
         return endpoint
+
+    def viewer_of(self, request: Request) -> Viewer | Response:
+        """Who asks, or the answer that turns them away. A Bearer token, when given, decides
+        alone (wrong: 401, whatever other headers say); then a trusted proxy's user header;
+        then the session cookie."""
+        peer = peer_of(request)
+        bearer = request.headers.get("authorization", "")
+        if bearer:
+            wait = self.throttle.wait_seconds(peer)
+            if wait:
+                return self.throttled(wait)
+            given = bearer[7:].strip() if bearer.lower().startswith("bearer ") else ""
+            viewer = self.gate.by_token(given)
+            if viewer is None:
+                self.throttle.failed(peer)
+                return PlainTextResponse(texts.UNAUTHORIZED, 401, headers=HEADERS)
+            return viewer
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        viewer = self.gate.proxied(headers, peer)
+        if viewer is None:
+            remembered = self.sessions.fingerprint_of(request.cookies.get(COOKIE, ""))
+            viewer = self.gate.by_fingerprint(remembered or "")
+        return viewer or RedirectResponse("/login", 303, headers=HEADERS)
 
     # --- pages ------------------------------------------------------------------------------------
 
@@ -94,10 +138,13 @@ class Console:
     def question(self, request: Request, viewer: Viewer) -> Response:
         record = data.find_question(self.redis, request.path_params["question_id"])
         if record is None:
-            return self.render("error.html", 404, viewer=viewer, problem="No such question among those kept.")
+            return self.render("error.html", 404, viewer=viewer, problem=texts.NO_SUCH_QUESTION)
         row = data.question_row(self.redis, record, viewer.sees_questions)
         votes = data.feedback.votes_of(self.redis, row.id)
-        return self.render("question.html", viewer=viewer, page="questions", row=row, votes=votes)
+        facts = data.trace_facts(record.get("trace") or [], set(self.runtime.registry.tools))
+        return self.render(
+            "question.html", viewer=viewer, page="questions", row=row, votes=votes, trace_facts=facts
+        )
 
     def quality(self, request: Request, viewer: Viewer) -> Response:
         days = data.last_days(PLOT_DAYS, self.clock())
@@ -169,25 +216,53 @@ class Console:
     # --- login ------------------------------------------------------------------------------------
 
     def login_form(self, request: Request) -> Response:
-        return self.render("login.html", viewer=None, page="login", failed=False)
+        return self.render("login.html", viewer=None, page="login", problem="")
 
     async def login(self, request: Request) -> Response:
         body = b""
         async for chunk in request.stream():
             body += chunk
             if len(body) > MAX_LOGIN_BYTES:
-                return PlainTextResponse("too large", 413, headers=HEADERS)
+                return PlainTextResponse(texts.TOO_LARGE, 413, headers=HEADERS)
         given = (parse_qs(body.decode("utf-8", "replace")).get("token") or [""])[0].strip()
-        session = self.gate.session_for(given)
-        if session is None:
-            return self.render("login.html", 401, viewer=None, page="login", failed=True)
+        try:  # Redis is blocking I/O: off the event loop, as the pages are
+            return await run_in_threadpool(self.logged_in, request, given)
+        except RedisError as exc:
+            return self.render(
+                "error.html", 503, viewer=None, problem=texts.redis_trouble(type(exc).__name__)
+            )
+
+    def logged_in(self, request: Request, given: str) -> Response:
+        peer = peer_of(request)
+        wait = self.throttle.wait_seconds(peer)
+        if wait:
+            response = self.render(
+                "login.html", 429, viewer=None, page="login", problem=texts.throttled(wait)
+            )
+            response.headers["Retry-After"] = str(wait)
+            return response
+        token_fingerprint = self.gate.fingerprint_for(given)
+        if token_fingerprint is None:
+            self.throttle.failed(peer)
+            return self.render("login.html", 401, viewer=None, page="login", problem=texts.WRONG_TOKEN)
         response = RedirectResponse("/questions", 303, headers=HEADERS)
-        secure = request.url.scheme == "https" or request.headers.get("x-forwarded-proto") == "https"
-        response.set_cookie(COOKIE, session, httponly=True, samesite="strict", secure=secure)
+        secure = request.url.scheme == "https" or (
+            self.gate.is_trusted_proxy(peer) and request.headers.get("x-forwarded-proto") == "https"
+        )
+        cookie = self.sessions.open(token_fingerprint)
+        response.set_cookie(
+            COOKIE, cookie, self.sessions.seconds, httponly=True, samesite="strict", secure=secure
+        )
         return response
 
     def logout(self, request: Request) -> Response:
-        response = RedirectResponse("/login", 303, headers=HEADERS)
+        try:
+            self.sessions.close(request.cookies.get(COOKIE, ""))
+        except RedisError as exc:  # the session was not ended: say so rather than pretend
+            return self.render(
+                "error.html", 503, viewer=None, problem=texts.redis_trouble(type(exc).__name__)
+            )
+        response = self.render("login.html", viewer=None, page="login", notice=texts.LOGGED_OUT)
         response.delete_cookie(COOKIE)
         return response
 
@@ -196,8 +271,16 @@ class Console:
         return Response(css, headers={**HEADERS, "Cache-Control": "max-age=300"}, media_type="text/css")
 
 
-def build_app(runtime: Runtime, redis: Redis, gate: Gate | None = None) -> Starlette:
-    console = Console(runtime, redis, gate or Gate(runtime.settings))
+def build_app(
+    runtime: Runtime,
+    redis: Redis,
+    gate: Gate | None = None,
+    listen_host: str = "127.0.0.1",
+    clock: Callable[[], float] = time.time,
+) -> Starlette:
+    """The console's app. Every request's Host must be one of `allowed_hosts` (else 400, before
+    anything else is read: a DNS-rebinding page never reaches the login or a Bearer check)."""
+    console = Console(runtime, redis, gate or Gate(runtime.settings), clock)
     routes = [
         Route("/", lambda request: RedirectResponse("/questions", 303)),
         Route("/health", lambda request: PlainTextResponse("ok")),
@@ -211,4 +294,6 @@ def build_app(runtime: Runtime, redis: Redis, gate: Gate | None = None) -> Starl
         Route("/repos", console.guarded(console.repos)),
         Route("/system", console.guarded(console.system)),
     ]
-    return Starlette(routes=routes)
+    hosts = allowed_hosts(runtime.settings, listen_host)
+    middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=hosts, www_redirect=False)]
+    return Starlette(routes=routes, middleware=middleware)

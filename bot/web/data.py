@@ -8,6 +8,7 @@ shown as it is.
 
 from __future__ import annotations
 
+import re
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from urllib.parse import quote
 
 from redis import Redis
 
+from bot.web import texts
 from worker.jobs import feedback
 from worker.jobs.question import reference_id
 from worker.jobs.question_log import recent_questions
@@ -112,6 +114,35 @@ def question_row(redis: Redis, record: dict[str, Any], show_text: bool) -> Quest
         text=str(record.get("question", "")) if show_text else "",
         record=record,
     )
+
+
+# One line of a question's trace, as the agent writes it (worker/agent/loop.py):
+# `NAME ARGUMENTS -> ok|error` or `NAME -> skipped (why)`. The last ` -> ` decides (greedy):
+# arguments are model output and may hold one too.
+TRACE_LINE = re.compile(r"(?P<name>\S+)(?: .*)? -> (?P<outcome>ok|error|skipped\b.*)", re.S)
+TRACE_OUTCOMES = {"ok": texts.TRACE_OK, "error": texts.TRACE_ERROR, "skipped": texts.TRACE_CUT_OFF}
+
+
+@dataclass(frozen=True)
+class TraceFacts:
+    """A trace without its arguments (which carry the question's words): each call's tool and
+    outcome, and the counts."""
+
+    steps: list[tuple[str, str]]
+    counts: str
+
+
+def trace_facts(lines: list[Any], known_tools: set[str]) -> TraceFacts:
+    """A tool name the registry does not know is model output too: shown as "unknown"."""
+    steps = []
+    for line in lines:
+        match = TRACE_LINE.fullmatch(str(line))
+        name = match["name"] if match else ""
+        outcome = TRACE_OUTCOMES[match["outcome"].split(" ")[0]] if match else texts.TRACE_ERROR
+        steps.append((name if name in known_tools else texts.UNKNOWN_TOOL, outcome))
+    tally = Counter(outcome for _, outcome in steps)
+    counts = texts.trace_counts(tally[texts.TRACE_OK], tally[texts.TRACE_ERROR], tally[texts.TRACE_CUT_OFF])
+    return TraceFacts(steps, counts)
 
 
 @dataclass(frozen=True)

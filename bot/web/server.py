@@ -6,7 +6,9 @@ import logging
 import socket
 
 import uvicorn
+from starlette.applications import Starlette
 
+from bot.web import texts
 from bot.web.app import build_app
 from bot.web.auth import Gate
 from config.errors import ConfigError
@@ -22,22 +24,30 @@ def bind(host: str, port: int) -> socket.socket:
         raise ConfigError(f"CODEBOT_WEB_PORT: cannot listen on {host}:{port} ({exc.strerror})") from None
 
 
-def make_server(settings: Settings, listener: socket.socket) -> uvicorn.Server:
+def uvicorn_config(app: Starlette) -> uvicorn.Config:
+    """uvicorn for the console. proxy_headers=False: uvicorn would otherwise take the client's
+    address from X-Forwarded-For on connections from 127.0.0.1, and the console decides whether
+    to believe a proxy's user header by that address (bot/web/auth.py)."""
+    return uvicorn.Config(
+        app, lifespan="off", access_log=False, log_level="warning", server_header=False, proxy_headers=False
+    )
+
+
+def make_server(settings: Settings, gate: Gate, host: str) -> uvicorn.Server:
     from worker.jobs.runtime import build_runtime
     from worker.ops.redis_connection import connect
 
-    gate = Gate(settings)  # no token and no proxy header: one line now, not an open console
-    app = build_app(build_runtime(settings), connect(settings, check_writes=False), gate)
-    config = uvicorn.Config(app, lifespan="off", access_log=False, log_level="warning", server_header=False)
-    return uvicorn.Server(config)
+    redis = connect(settings, check_writes=False)
+    return uvicorn.Server(uvicorn_config(build_app(build_runtime(settings), redis, gate, listen_host=host)))
 
 
 def serve(settings: Settings, host: str, port: int) -> int:
     """Serve until SIGTERM/SIGINT (uvicorn's own handlers)."""
+    gate = Gate(settings)  # no token, a short one, a proxy header without proxies: one line, no console
     listener = bind(host, port)
-    server = make_server(settings, listener)
+    server = make_server(settings, gate, host)
     where = f"http://{host}:{listener.getsockname()[1]}/"
     log.info("web console on %s", where)
-    print(f"codebot web: the console is at {where} (log in with CODEBOT_WEB_TOKEN)", flush=True)
+    print(texts.listening(where), flush=True)
     server.run(sockets=[listener])
     return 0

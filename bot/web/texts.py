@@ -1,0 +1,65 @@
+"""Every text the web console (`codebot web`) shows or says at start, in one place.
+
+The pages' own markup is in bot/web/templates/; what a page says about a login, a refusal or a
+question's trace is here, as are the one-line reasons `codebot web` refuses to start.
+"""
+
+from __future__ import annotations
+
+MIN_TOKEN_CHARS = 32
+MAKE_A_TOKEN = "python -c 'import secrets; print(secrets.token_urlsafe(32))'"
+
+# --- at start (config/errors.py: one line, never a traceback) ----------------------------------
+NO_WAY_IN = (
+    f"CODEBOT_WEB_TOKEN: not set — the console needs a token (make one with `{MAKE_A_TOKEN}`) "
+    "or CODEBOT_WEB_PROXY_USER_HEADER behind an authenticating proxy"
+)
+PROXY_WITHOUT_TRUSTED_PROXIES = (
+    "CODEBOT_WEB_TRUSTED_PROXIES: not set, but CODEBOT_WEB_PROXY_USER_HEADER is — name the addresses "
+    "your authenticating proxy connects from (JSON list of IPs or CIDRs, e.g. '[\"127.0.0.1\"]'); "
+    "the header is believed only on their connections"
+)
+
+
+def token_too_short(variable: str, length: int) -> str:
+    return (
+        f"{variable}: {length} characters, the console needs at least {MIN_TOKEN_CHARS} "
+        f"(make one with `{MAKE_A_TOKEN}`)"
+    )
+
+
+def listening(where: str) -> str:
+    return f"codebot web: the console is at {where} (log in with CODEBOT_WEB_TOKEN)"
+
+
+# --- answers to requests ------------------------------------------------------------------------
+UNAUTHORIZED = "unauthorized"
+TOO_LARGE = "too large"
+WRONG_TOKEN = "That token is not one of the console's."
+LOGGED_OUT = "Logged out: that session has ended."
+
+
+def throttled(seconds: int) -> str:
+    return f"Too many failed logins: try again in {seconds} seconds."
+
+
+NO_SUCH_QUESTION = "No such question among those kept."
+
+
+def redis_trouble(kind: str) -> str:
+    return f"Redis: {kind}"
+
+
+# --- a question's trace, as a viewer who may not see the question's words sees it -------------
+TRACE_OK = "ok"
+TRACE_ERROR = "error"
+TRACE_CUT_OFF = "cut off"
+UNKNOWN_TOOL = "unknown"
+NO_TOOL_CALL = "No tool call."
+
+
+def trace_counts(ok: int, errors: int, cut_off: int) -> str:
+    return f"{ok} ok · {errors} {'error' if errors == 1 else 'errors'} · {cut_off} cut off"
+
+
+TRACE_FACTS_ONLY = "Tool names and outcomes only: the arguments carry the question's words."
