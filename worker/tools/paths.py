@@ -19,6 +19,7 @@ from worker.repos.manifest import load_manifest
 from worker.repos.snapshot import Snapshot
 from worker.repos.visible import hidden_name, is_git_dir, secret_glob, secret_path, unshown
 from worker.tools.context import ToolError
+from worker.tools.visible_paths import find_redacted, redacted_paths, redacts, visible_path
 
 _DRIVE = re.compile(r"^[A-Za-z]:")
 _NAME_MAX_BYTES = 255  # NAME_MAX of Linux file systems
@@ -101,7 +102,8 @@ def check_relative_path(user_path: str, settings: Settings) -> str:
             f"{raw[:80]!r}…: no file has a name that long (at most {_NAME_MAX_BYTES} bytes per part); "
             "use list_files to browse"
         )
-    return "/".join(parts)
+    relative = "/".join(parts)
+    return visible_path(relative) if redacts(relative) else relative
 
 
 def walk(
@@ -139,7 +141,7 @@ def not_found(snapshot: Snapshot, relative: str, settings: Settings) -> ToolErro
     """'x does not exist' with the closest real paths, so the model can correct itself: files of
     the same name anywhere, then names close to it in the same folder. Looked up in the
     snapshot's manifest (a walk only for a snapshot built without one)."""
-    near = suggestions(snapshot, relative, settings)
+    near = [visible_path(path) for path in suggestions(snapshot, relative, settings)]
     hint = f" Did you mean: {', '.join(repr(p) for p in near[:4])}?" if near else ""
     return ToolError(
         f"{relative!r} does not exist in repo {snapshot.repo.name!r}.{hint} "
@@ -148,6 +150,8 @@ def not_found(snapshot: Snapshot, relative: str, settings: Settings) -> ToolErro
 
 
 def suggestions(snapshot: Snapshot, relative: str, settings: Settings) -> list[str]:
+    """Paths close to `relative`; a path shown redacted is compared by its shown text only (its
+    raw name would make the closeness score an oracle for the secret in it)."""
     folder, _, name = relative.rpartition("/")
     manifest = load_manifest(snapshot.root)
     if manifest is None:
@@ -158,6 +162,15 @@ def suggestions(snapshot: Snapshot, relative: str, settings: Settings) -> list[s
     else:
         near = manifest.named(name)[:3]
         candidates = manifest.in_folder(folder, _CLOSE_CANDIDATES) + near
+    redacted = redacted_paths(snapshot.root) if manifest is not None else None
+    if redacted is None:
+        redacted = find_redacted(candidates)
+    if redacted.shown:
+        shown = {c: visible_path(c) if redacted.hides(c) else c for c in candidates}
+        raw_of = {v: c for c, v in shown.items()}
+        close = difflib.get_close_matches(relative, list(raw_of), n=3, cutoff=0.6)
+        near += [raw_of[v] for v in close if raw_of[v] not in near]
+        return near
     near += [p for p in difflib.get_close_matches(relative, candidates, n=3, cutoff=0.6) if p not in near]
     return near
 

@@ -1,0 +1,103 @@
+"""Paths as the tools show them, and the paths whose raw names no probe may match.
+
+Every tool result is redacted last (worker/tools/redact.py), so a file or folder whose name holds
+a token is shown as `docs/[REDACTED:github-token].md`. Whatever the model (or an MCP client)
+can filter paths with must see that shown name too, never the raw one: a glob, a path prefix or
+a closeness score over raw names answers yes or no to a guess of the token's next character,
+and bisection spells a 40-character name out in a few hundred calls. So:
+
+- a path argument whose text redacts is replaced by its redacted text (`check_relative_path`):
+  a right and a wrong guess of the token become the same string, which names nothing;
+- a glob is matched against the shown (redacted) path of every entry whose path redacts
+  (`list_files`), and `search` with a glob never searches such a file (ripgrep can only match
+  raw names, so they are excluded by name after the model's glob);
+- "did you mean" suggestions are shown paths, compared with the shown path asked for.
+
+Which paths of a snapshot redact is found once per snapshot and process, from its manifest.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from worker.repos.manifest import load_manifest, manifest_path
+from worker.repos.redaction import get_redactor
+from worker.repos.visible import shown_name
+
+
+def visible_path(path: str) -> str:
+    """A path as the tools show it: no control character, every secret in it redacted."""
+    return get_redactor().redact(shown_name(path))
+
+
+def redacts(path: str) -> bool:
+    """Whether the tools never show this path's raw text (it holds a secret)."""
+    shown = shown_name(path)
+    return get_redactor().redact(shown) != shown
+
+
+@dataclass(frozen=True)
+class RedactedPaths:
+    """The paths of one snapshot whose shown text is redacted."""
+
+    shown: dict[str, str]  # raw path of a file, link or folder -> its shown (redacted) path
+    outermost: tuple[str, ...]  # those with no redacted folder above them, sorted
+
+    def hides(self, path: str) -> bool:
+        """Whether the path, or a folder above it, is redacted when shown."""
+        parts = path.split("/")
+        return any("/".join(parts[: depth + 1]) in self.shown for depth in range(len(parts)))
+
+
+NONE = RedactedPaths({}, ())
+_lock = threading.Lock()
+_known: OrderedDict[tuple[str, int], RedactedPaths] = OrderedDict()
+_KEEP = 32
+
+
+def redacted_paths(root: Path) -> RedactedPaths | None:
+    """The redacted paths of the snapshot at `root`, from its manifest; None without one."""
+    try:
+        stamp = manifest_path(root).stat().st_mtime_ns
+    except OSError:
+        return None
+    key = (str(root), stamp)
+    with _lock:
+        known = _known.get(key)
+    if known is not None:
+        return known
+    manifest = load_manifest(root)
+    if manifest is None:
+        return None
+    found = find_redacted(e.path for e in manifest.entries)
+    with _lock:
+        _known[key] = found
+        while len(_known) > _KEEP:
+            _known.popitem(last=False)
+    return found
+
+
+def find_redacted(paths: Iterable[str]) -> RedactedPaths:
+    """The redacted ones among `paths` and their folders, in one redaction of them all
+    (redaction keeps lines, so each path is found again on its own line)."""
+    every: set[str] = set()
+    for path in paths:
+        parts = path.split("/")
+        every.update("/".join(parts[: depth + 1]) for depth in range(len(parts)))
+    ordered = sorted(every)
+    shown = [shown_name(p) for p in ordered]
+    lines = get_redactor().redact("\n".join(shown)).split("\n")
+    if len(lines) != len(shown):  # never expected: redact each alone
+        lines = [get_redactor().redact(s) for s in shown]
+    redacted = {raw: line for raw, before, line in zip(ordered, shown, lines, strict=True) if line != before}
+    outermost = tuple(p for p in sorted(redacted) if not _below_any(p, redacted))
+    return RedactedPaths(redacted, outermost) if redacted else NONE
+
+
+def _below_any(path: str, folders: dict[str, str]) -> bool:
+    parts = path.split("/")
+    return any("/".join(parts[:depth]) in folders for depth in range(1, len(parts)))
