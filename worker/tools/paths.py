@@ -141,7 +141,7 @@ def not_found(snapshot: Snapshot, relative: str, settings: Settings) -> ToolErro
     """'x does not exist' with the closest real paths, so the model can correct itself: files of
     the same name anywhere, then names close to it in the same folder. Looked up in the
     snapshot's manifest (a walk only for a snapshot built without one)."""
-    near = [visible_path(path) for path in suggestions(snapshot, relative, settings)]
+    near = suggestions(snapshot, relative, settings)
     hint = f" Did you mean: {', '.join(repr(p) for p in near[:4])}?" if near else ""
     return ToolError(
         f"{relative!r} does not exist in repo {snapshot.repo.name!r}.{hint} "
@@ -150,8 +150,8 @@ def not_found(snapshot: Snapshot, relative: str, settings: Settings) -> ToolErro
 
 
 def suggestions(snapshot: Snapshot, relative: str, settings: Settings) -> list[str]:
-    """Paths close to `relative`; a path shown redacted is compared by its shown text only (its
-    raw name would make the closeness score an oracle for the secret in it)."""
+    """Paths close to `relative`, never one the tools show redacted: its raw name would make the
+    closeness score an oracle for the secret in it, and it cannot be named in a path anyway."""
     folder, _, name = relative.rpartition("/")
     manifest = load_manifest(snapshot.root)
     if manifest is None:
@@ -166,11 +166,8 @@ def suggestions(snapshot: Snapshot, relative: str, settings: Settings) -> list[s
     if redacted is None:
         redacted = find_redacted(candidates)
     if redacted.shown:
-        shown = {c: visible_path(c) if redacted.hides(c) else c for c in candidates}
-        raw_of = {v: c for c, v in shown.items()}
-        close = difflib.get_close_matches(relative, list(raw_of), n=3, cutoff=0.6)
-        near += [raw_of[v] for v in close if raw_of[v] not in near]
-        return near
+        near = [p for p in near if not redacted.hides(p)]
+        candidates = [p for p in candidates if not redacted.hides(p)]
     near += [p for p in difflib.get_close_matches(relative, candidates, n=3, cutoff=0.6) if p not in near]
     return near
 

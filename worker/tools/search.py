@@ -31,6 +31,7 @@ from worker.tools.redact import finish
 from worker.tools.registry import ToolResult
 from worker.tools.search_command import max_line_bytes, ripgrep_command
 from worker.tools.search_command import ripgrep_binary as ripgrep_binary  # the benches' import
+from worker.tools.visible_paths import shown_glob_matches
 
 _LINE_NUMBER = re.compile(rb"(\d+):")
 _FILES_SEARCHED = re.compile(rb"(\d+) files searched")
@@ -283,6 +284,13 @@ def _search_snapshots(
         _search_repo(ctx, snapshot, command, run, deadline)
         if run.hit_count_limit or run.timed_out:
             break
+        shown = shown_glob_matches(snapshot.root, glob, settings.search_max_file_bytes) if glob else []
+        if shown:  # the files whose shown (redacted) path matches, never matched by their raw name
+            run.files_searched += len(shown)
+            command = [*ripgrep_command(settings, pattern, None, ignore_case, snapshot.root), "--", *shown]
+            _search_repo(ctx, snapshot, command, run, deadline)
+            if run.hit_count_limit or run.timed_out:
+                break
     return run
 
 

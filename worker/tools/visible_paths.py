@@ -8,9 +8,9 @@ and bisection spells a 40-character name out in a few hundred calls. So:
 
 - a path argument whose text redacts is replaced by its redacted text (`check_relative_path`):
   a right and a wrong guess of the token become the same string, which names nothing;
-- a glob is matched against the shown (redacted) path of every entry whose path redacts
-  (`list_files`), and `search` with a glob never searches such a file (ripgrep can only match
-  raw names, so they are excluded by name after the model's glob);
+- a glob is matched against the shown (redacted) path of every entry whose path redacts: by
+  `list_files`, and by `search`, which excludes such files from ripgrep's own glob matching (it
+  sees raw names only) and searches those whose shown path matches in a run of their own;
 - "did you mean" suggestions are shown paths, compared with the shown path asked for.
 
 Which paths of a snapshot redact is found once per snapshot and process, from its manifest.
@@ -24,7 +24,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from worker.repos.manifest import load_manifest, manifest_path
+import pathspec
+
+from worker.repos.manifest import FILE, load_manifest, manifest_path
 from worker.repos.redaction import get_redactor
 from worker.repos.visible import shown_name
 
@@ -101,3 +103,28 @@ def find_redacted(paths: Iterable[str]) -> RedactedPaths:
 def _below_any(path: str, folders: dict[str, str]) -> bool:
     parts = path.split("/")
     return any("/".join(parts[:depth]) in folders for depth in range(1, len(parts)))
+
+
+def shown_glob_matches(root: Path, glob: str, max_bytes: int) -> list[str]:
+    """The raw paths of the snapshot's searchable files shown redacted whose shown path matches
+    `glob` (gitignore-style, as `list_files` matches; a leading "!" inverts, as in ripgrep):
+    what `search` searches of them when given that glob. Files its ignore files hide or over
+    `max_bytes` are left out, as ripgrep leaves them out of every search."""
+    redacted = redacted_paths(root)
+    manifest = load_manifest(root)
+    if redacted is None or manifest is None or not redacted.shown:
+        return []
+    negated = glob.startswith("!")
+    try:
+        spec = pathspec.GitIgnoreSpec.from_lines([glob[1:] if negated else glob])
+    except Exception:  # noqa: BLE001  # ripgrep judged the glob already; pathspec has many error types
+        return []
+    ignored = set(manifest.ignored or ())
+    found = []
+    for entry in manifest.entries:
+        if entry.kind != FILE or entry.size > max_bytes or entry.path in ignored or not redacted.hides(entry.path):
+            continue
+        shown = visible_path(entry.path)
+        if shown != entry.path and spec.match_file(shown) != negated:
+            found.append(entry.path)
+    return found
