@@ -25,7 +25,14 @@ from worker.tools.files import placeholder_of
 from worker.tools.paths import human_size, not_found, resolve_path, walk
 from worker.tools.redact import finish
 from worker.tools.registry import ToolResult
-from worker.tools.visible_paths import NONE, RedactedPaths, find_redacted, redacted_paths, visible_path
+from worker.tools.visible_paths import (
+    NONE,
+    RedactedPaths,
+    find_redacted,
+    redacted_paths,
+    shown_order,
+    visible_path,
+)
 
 
 class _Entry:
@@ -197,8 +204,11 @@ def _folder(ctx: ToolContext, snapshot: Snapshot, absolute: Path, where: str) ->
     """A folder's own entries, folders first, without .git and secret files."""
     root = os.path.realpath(snapshot.root)
     found = _Listing()
+    folder = os.path.relpath(absolute, root).replace(os.sep, "/")
+    prefix = "" if folder == "." else folder + "/"
+    shown = shown_order(snapshot.root)  # by raw name, a redacted name's place would tell its start
     with os.scandir(absolute) as scan:
-        entries = sorted(scan, key=lambda e: (not e.is_dir(follow_symlinks=False), e.name))
+        entries = sorted(scan, key=lambda e: (not e.is_dir(follow_symlinks=False), shown(prefix + e.name)))
     for entry in entries:
         line = None if hidden_name(entry.name, ctx.settings) else _entry_line(entry, entry.name, root, ctx)
         if line is None:
@@ -227,6 +237,8 @@ def _matching(ctx: ToolContext, snapshot: Snapshot, absolute: Path, glob: str, w
         )
     else:  # a snapshot built before manifests: walk it
         found.total = _glob_by_walking(ctx, spec, root, absolute, found.rows, truncated)
+    shown = shown_order(snapshot.root)
+    found.rows.sort(key=lambda row: shown(row[1]["path"]))
     found.title = f"{where} files matching {glob!r}: {'at least ' if truncated else ''}{found.total}"
     if truncated:
         found.title += (

@@ -31,7 +31,7 @@ from worker.tools.redact import finish
 from worker.tools.registry import ToolResult
 from worker.tools.search_command import max_line_bytes, ripgrep_command
 from worker.tools.search_command import ripgrep_binary as ripgrep_binary  # the benches' import
-from worker.tools.visible_paths import shown_glob_matches
+from worker.tools.visible_paths import shown_glob_matches, shown_order
 
 _LINE_NUMBER = re.compile(rb"(\d+):")
 _FILES_SEARCHED = re.compile(rb"(\d+) files searched")
@@ -323,7 +323,8 @@ def _report(ctx: ToolContext, run: _Run, pattern: str, glob: str | None, repos: 
             f"[search timed out after {run.time_limit:.3g} s; results are partial — "
             "narrow with repo=, glob= or a more specific pattern]"
         )
-    run.shown.sort(key=lambda m: (repos.index(m.repo), m.path, m.line))
+    order = {name: shown_order(ctx.snapshots[name].root) for name in repos if name in ctx.snapshots}
+    run.shown.sort(key=lambda m: (repos.index(m.repo), order[m.repo](m.path), m.line))
     body = _body(run, settings.tool_output_max_chars - 600 - len(pattern) - len(filters))
     for match in run.shown:
         ctx.shown.add(match.repo, match.path, [match.line])

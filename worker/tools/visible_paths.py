@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,6 +59,15 @@ NONE = RedactedPaths({}, ())
 _lock = threading.Lock()
 _known: OrderedDict[tuple[str, int], RedactedPaths] = OrderedDict()
 _KEEP = 32
+
+
+def shown_order(root: Path) -> Callable[[str], str]:
+    """A sort key for the snapshot's paths: the path as shown. Sorted by raw name, a redacted
+    name's place among its neighbours would tell the first characters of the token in it."""
+    redacted = redacted_paths(root) or NONE
+    if not redacted.shown:
+        return lambda path: path
+    return lambda path: visible_path(path) if redacted.hides(path) else path
 
 
 def redacted_paths(root: Path) -> RedactedPaths | None:
@@ -117,12 +126,17 @@ def shown_glob_matches(root: Path, glob: str, max_bytes: int) -> list[str]:
     negated = glob.startswith("!")
     try:
         spec = pathspec.GitIgnoreSpec.from_lines([glob[1:] if negated else glob])
-    except Exception:  # noqa: BLE001  # ripgrep judged the glob already; pathspec has many error types
+    except Exception:  # ripgrep judged the glob already; pathspec has many error types
         return []
     ignored = set(manifest.ignored or ())
     found = []
     for entry in manifest.entries:
-        if entry.kind != FILE or entry.size > max_bytes or entry.path in ignored or not redacted.hides(entry.path):
+        if (
+            entry.kind != FILE
+            or entry.size > max_bytes
+            or entry.path in ignored
+            or not redacted.hides(entry.path)
+        ):
             continue
         shown = visible_path(entry.path)
         if shown != entry.path and spec.match_file(shown) != negated:
