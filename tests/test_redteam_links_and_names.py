@@ -106,8 +106,13 @@ def test_a_symlink_whose_target_holds_a_token_is_withheld_as_a_file_of_that_cont
 def _probe(repo: Repo, tool: str, right: str, wrong: str, **arguments: object) -> tuple[str, str]:
     """The answers to a right and a wrong guess, each guess's own echo taken out."""
     return tuple(  # type: ignore[return-value]
-        repo.text(tool, **{key: value.format(guess) if isinstance(value, str) else value
-                           for key, value in arguments.items()}).replace(guess, "Q")  # fmt: skip
+        repo.text(
+            tool,
+            **{
+                key: value.format(guess) if isinstance(value, str) else value
+                for key, value in arguments.items()
+            },
+        ).replace(guess, "Q")  # fmt: skip
         for guess in (right, wrong)
     )
 
