@@ -13,7 +13,8 @@ and bisection spells a 40-character name out in a few hundred calls. So:
   sees raw names only) and searches those whose shown path matches in a run of their own;
 - "did you mean" suggestions are shown paths, compared with the shown path asked for.
 
-Which paths of a snapshot redact is found once per snapshot and process, from its manifest.
+Which paths of a snapshot redact is decided when it is built and stored in its manifest
+(worker/repos/shown_paths.py).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import pathspec
 
 from worker.repos.manifest import FILE, load_manifest, manifest_path
 from worker.repos.redaction import get_redactor
+from worker.repos.shown_paths import redacted_paths_of
 from worker.repos.visible import shown_name
 
 
@@ -71,7 +73,8 @@ def shown_order(root: Path) -> Callable[[str], str]:
 
 
 def redacted_paths(root: Path) -> RedactedPaths | None:
-    """The redacted paths of the snapshot at `root`, from its manifest; None without one."""
+    """The redacted paths of the snapshot at `root`, as its manifest stores them (found here
+    for a manifest written before it did); None without a manifest."""
     try:
         stamp = manifest_path(root).stat().st_mtime_ns
     except OSError:
@@ -84,7 +87,11 @@ def redacted_paths(root: Path) -> RedactedPaths | None:
     manifest = load_manifest(root)
     if manifest is None:
         return None
-    found = find_redacted(e.path for e in manifest.entries)
+    found = _paths(
+        manifest.redacted
+        if manifest.redacted is not None
+        else redacted_paths_of(e.path for e in manifest.entries)
+    )
     with _lock:
         _known[key] = found
         while len(_known) > _KEEP:
@@ -93,25 +100,14 @@ def redacted_paths(root: Path) -> RedactedPaths | None:
 
 
 def find_redacted(paths: Iterable[str]) -> RedactedPaths:
-    """The redacted ones among `paths` and their folders, in one redaction of them all
-    (redaction keeps lines, so each path is found again on its own line)."""
-    every: set[str] = set()
-    for path in paths:
-        parts = path.split("/")
-        every.update("/".join(parts[: depth + 1]) for depth in range(len(parts)))
-    ordered = sorted(every)
-    shown = [shown_name(p) for p in ordered]
-    lines = get_redactor().redact("\n".join(shown)).split("\n")
-    if len(lines) != len(shown):  # never expected: redact each alone
-        lines = [get_redactor().redact(s) for s in shown]
-    redacted = {raw: line for raw, before, line in zip(ordered, shown, lines, strict=True) if line != before}
-    outermost = tuple(p for p in sorted(redacted) if not _below_any(p, redacted))
-    return RedactedPaths(redacted, outermost) if redacted else NONE
+    """The redacted ones among `paths` and their folders."""
+    return _paths(redacted_paths_of(paths))
 
 
-def _below_any(path: str, folders: dict[str, str]) -> bool:
-    parts = path.split("/")
-    return any("/".join(parts[:depth]) in folders for depth in range(1, len(parts)))
+def _paths(redacted: dict[str, str]) -> RedactedPaths:
+    if not redacted:
+        return NONE
+    return RedactedPaths(redacted, tuple(p for p in sorted(redacted) if not _below_any(p, redacted)))
 
 
 def shown_glob_matches(root: Path, glob: str, max_bytes: int) -> list[str]:
@@ -142,3 +138,8 @@ def shown_glob_matches(root: Path, glob: str, max_bytes: int) -> list[str]:
         if shown != entry.path and spec.match_file(shown) != negated:
             found.append(entry.path)
     return found
+
+
+def _below_any(path: str, folders: dict[str, str]) -> bool:
+    parts = path.split("/")
+    return any("/".join(parts[:depth]) in folders for depth in range(1, len(parts)))
