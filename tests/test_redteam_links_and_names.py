@@ -21,6 +21,7 @@ import pytest
 from tests.support.fixture_repos import git, make_repo
 from tests.support.git_remote import make_mirrors
 from worker.tools import build_registry, make_context
+from worker.tools.context import ToolContext
 
 REGISTRY = build_registry()
 RELAY = "RELAY=relaymarker" + "Qz7" * 6  # a .env's whole content: no rule detects it, its name does
@@ -30,14 +31,13 @@ AWS = "AKIA" + "QWERTYUIOPASDFGH"  # a folder name, and the target of a link
 
 @dataclass
 class Repo:
-    calls: dict[str, object]
+    context: ToolContext
     first: str  # the commit of the .env and the token-named files
     second: str  # the commit that deletes the .env and adds the links
     root: Path  # the served snapshot's folder
 
     def call(self, name: str, **arguments: object) -> tuple[bool, str]:
-        ctx = self.calls["context"]
-        outcome = REGISTRY.call(ctx, name, {"repo": "app", **arguments})  # type: ignore[arg-type]
+        outcome = REGISTRY.call(self.context, name, {"repo": "app", **arguments})
         return outcome.ok, outcome.text + "\n" + json.dumps(outcome.data)
 
     def text(self, name: str, **arguments: object) -> str:
@@ -57,7 +57,7 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Repo]:
     assert mirrors.sync("app").ok
     with mirrors.lease(["app"]) as snapshots:
         context = make_context(mirrors.settings, {"app": snapshots["app"]})
-        yield Repo({"context": context}, first, second, snapshots["app"].root)
+        yield Repo(context, first, second, snapshots["app"].root)
 
 
 def test_a_symlink_twin_of_a_secret_file_is_withheld_by_every_snapshot_tool(repo: Repo) -> None:
@@ -103,18 +103,14 @@ def test_a_symlink_whose_target_holds_a_token_is_withheld_as_a_file_of_that_cont
     assert AWS not in listed + read + shown
 
 
-def _probe(repo: Repo, tool: str, right: str, wrong: str, **arguments: object) -> tuple[str, str]:
-    """The answers to a right and a wrong guess, each guess's own echo taken out."""
-    return tuple(  # type: ignore[return-value]
-        repo.text(
-            tool,
-            **{
-                key: value.format(guess) if isinstance(value, str) else value
-                for key, value in arguments.items()
-            },
-        ).replace(guess, "Q")  # fmt: skip
-        for guess in (right, wrong)
-    )
+def _probe(repo: Repo, tool: str, right: str, wrong: str, **arguments: str) -> list[str]:
+    """The answers to a right and a wrong guess ("{}" in each argument), each guess's own echo
+    taken out."""
+    answers = []
+    for guess in (right, wrong):
+        filled = {key: value.format(guess) for key, value in arguments.items()}
+        answers.append(repo.text(tool, **filled).replace(guess, "Q"))
+    return answers
 
 
 @pytest.mark.parametrize(
@@ -128,7 +124,7 @@ def _probe(repo: Repo, tool: str, right: str, wrong: str, **arguments: object) -
     ],
 )
 def test_a_glob_probe_answers_a_right_and_a_wrong_guess_of_a_token_name_alike(
-    repo: Repo, tool: str, arguments: dict[str, object]
+    repo: Repo, tool: str, arguments: dict[str, str]
 ) -> None:
     token = GITHUB if "docs" in str(arguments["glob"]) else AWS
     right, wrong = token[:9], token[:8] + "x"
@@ -160,7 +156,7 @@ def test_a_glob_matches_token_named_files_by_the_names_the_tools_show(repo: Repo
     ],
 )
 def test_a_path_naming_a_token_name_answers_as_a_path_that_does_not_exist(
-    repo: Repo, tool: str, arguments: dict[str, object]
+    repo: Repo, tool: str, arguments: dict[str, str]
 ) -> None:
     token = GITHUB if "docs" in str(arguments["path"]) else AWS
     wrong = token[:-1] + ("Z" if token[-1] != "Z" else "Y")  # token-shaped: a wrong guess that redacts alike

@@ -32,18 +32,16 @@ def test_a_symlink_twin_and_a_token_file_name_give_nothing_away_over_mcp(tmp_pat
     relay = "RELAY=relaymarker" + "Hb6" * 6
     token = "ghp_" + "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5"
     make_repo(tmp_path / "payments-src", {".env": relay}, links={"relay-link": relay})  # one blob, two names
-    with served_repo(tmp_path, {f"docs/{token}.md": "hello\n", "README.md": "# payments\n"}) as served:
-        with stdio_client_for(served) as client:
-            listed, _ = client.tool("list_files", {"repo": "payments"})
-            read, _ = client.tool("read_file", {"repo": "payments", "path": "relay-link"})
-            shown, _ = client.tool("show", {"repo": "payments", "sha": "HEAD~1"})
-            probes = [
-                client.tool(tool, {"repo": "payments", **extra, "glob": f"docs/{guess}*"})[0].replace(
-                    guess, "Q"
-                )
-                for tool, extra in (("list_files", {}), ("search", {"pattern": "hello"}))
-                for guess in (token[:10], token[:9] + "x")
-            ]
+    files = {f"docs/{token}.md": "hello\n", "README.md": "# payments\n"}
+    with served_repo(tmp_path, files) as served, stdio_client_for(served) as client:
+        listed, _ = client.tool("list_files", {"repo": "payments"})
+        read, _ = client.tool("read_file", {"repo": "payments", "path": "relay-link"})
+        shown, _ = client.tool("show", {"repo": "payments", "sha": "HEAD~1"})
+        probes = [
+            client.tool(tool, {"repo": "payments", **extra, "glob": f"docs/{guess}*"})[0].replace(guess, "Q")
+            for tool, extra in (("list_files", {}), ("search", {"pattern": "hello"}))
+            for guess in (token[:10], token[:9] + "x")
+        ]
 
     assert relay not in listed + read + shown and "relay-link  (35 B, withheld: never shown)" in listed
     assert "withheld: a secret file (by its name) in another commit" in read
