@@ -40,10 +40,11 @@ from worker.repos.blobstore import BlobInfo, BlobStore
 from worker.repos.build_record import BuildRecord, load_record, record_key, record_path, save_record
 from worker.repos.disk import DiskFull, human_bytes
 from worker.repos.git_read import GitReadError
-from worker.repos.manifest import FILE, LINK, MANIFEST_SUFFIX, ManifestEntry, write_manifest
+from worker.repos.manifest import FILE, LINK, MANIFEST_SUFFIX, ManifestEntry, read_manifest, write_manifest
 from worker.repos.materialize import MoveFrom, materialize
 from worker.repos.placeholders import TEXT
 from worker.repos.search_listing import SearchListing, searched_listing
+from worker.repos.shown_paths import redacted_paths_of
 from worker.repos.snapshot import LANGUAGES_BY_SUFFIX, README_NAMES, SNAPSHOT_FORMAT, SnapshotMeta
 from worker.repos.snapshot_plan import (
     Plan,
@@ -335,8 +336,21 @@ def _link_and_index(
     if record is not None and previous is not None and searched.indexable is record.indexable and not failed:
         base = (previous.with_suffix(INDEX_SUFFIX), dirty)
     write_snapshot_index(searched.indexable, plan, failed, units, index, store, settings, pending, base)
-    write_manifest(index.with_suffix(MANIFEST_SUFFIX), entries, searched.ignored)
+    redacted = _redacted_paths(entries, previous if record is not None else None)
+    write_manifest(index.with_suffix(MANIFEST_SUFFIX), entries, searched.ignored, redacted)
     return failed, searched
+
+
+def _redacted_paths(entries: list[ManifestEntry], previous: Path | None) -> dict[str, str]:
+    """The snapshot's paths shown redacted (worker/repos/shown_paths.py), the previous build's
+    answer reused for the paths it had."""
+    before = read_manifest(previous.with_suffix(MANIFEST_SUFFIX)) if previous is not None else None
+    known = (
+        None
+        if before is None or before.redacted is None
+        else ([e.path for e in before.entries], before.redacted)
+    )
+    return redacted_paths_of((e.path for e in entries), known)
 
 
 __all__ = ["DiskFull", "SnapshotRefused", "TreeEntry", "build_snapshot", "check_caps", "list_tree"]

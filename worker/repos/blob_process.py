@@ -23,7 +23,7 @@ from typing import Any
 import re2
 
 from worker.repos.placeholders import BINARY, TEXT, WITHHELD, placeholder
-from worker.repos.redaction import Redactor
+from worker.repos.redaction import Redactor, get_redactor
 
 
 @dataclass(frozen=True)
@@ -111,3 +111,14 @@ def process_blob(raw: bytes, redactor: Redactor) -> Processed:
     if reason:
         return Processed(WITHHELD, placeholder(WITHHELD, len(raw), reason), 0, reason, secrets)
     return Processed(TEXT, redaction.data, redaction.lines, None, secrets)
+
+
+def link_secret(target: bytes) -> str | None:
+    """Why a symlink's target text is withheld by content, or None. git stores a link as a blob
+    holding its target, so the target meets the rules a file's content meets: a credentials
+    file is withheld, and so is a target holding any secret (a link has no lines to redact:
+    `list_files` and `show` print its target whole)."""
+    processed = process_blob(target, get_redactor())
+    if processed.kind == WITHHELD:
+        return processed.reason or "a credentials file"
+    return "a symlink whose target holds a secret" if processed.secrets else None

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from config.settings import Settings
-from worker.repos.blob_process import process_blob
+from worker.repos.blob_process import link_secret, process_blob
 from worker.repos.git_objects import GitObject, ObjectReader
 from worker.repos.history import ZERO_SHA
 from worker.repos.lineage import reason_of, secret_blobs
@@ -98,9 +98,27 @@ def _processed(found: GitObject | None) -> Version:
     return Version(TEXT, found.size, tuple(lines))
 
 
-def link_target(reader: ObjectReader, sha: str) -> str | None:
-    """A symlink blob's target (small by nature), or None."""
+@dataclass(frozen=True)
+class LinkTarget:
+    """A symlink blob's target, or why it is withheld (then `target` is None)."""
+
+    target: str | None
+    withheld: str | None = None
+
+
+def link_target(reader: ObjectReader, sha: str) -> LinkTarget:
+    """A symlink blob's target (small by nature), withheld as a file of the same blob would be:
+    secret by lineage (the link twin of a `.env` is the `.env`'s blob) or by content."""
     if sha == ZERO_SHA:
-        return None
+        return LinkTarget(None)
+    secret = secret_blobs(reader.git_dir)
+    if secret is None:
+        return LinkTarget(None, "the mirror's list of secret files is not ready")
+    if (why := reason_of(secret, sha)) is not None:
+        return LinkTarget(None, why)
     found = reader.lookup(sha, 4096)
-    return None if found is None or found.data is None else found.data.decode("utf-8", "surrogateescape")
+    if found is None or found.data is None:
+        return LinkTarget(None)
+    if (why := link_secret(found.data)) is not None:
+        return LinkTarget(None, why)
+    return LinkTarget(found.data.decode("utf-8", "surrogateescape"))

@@ -40,6 +40,9 @@ class ManifestEntry(NamedTuple):  # a tuple: 100k of them are made in millisecon
 class Manifest:
     entries: tuple[ManifestEntry, ...]  # sorted by path
     ignored: tuple[str, ...] | None = None  # files hidden from search by ignore files; None: unknown
+    # raw path of a file, link or folder -> its shown text, for those shown redacted (a name
+    # holding a token: worker/repos/shown_paths.py); None: unknown (an older manifest)
+    redacted: dict[str, str] | None = None
     _paths: list[str] = field(default_factory=list, repr=False)
     _by_name: dict[str, list[str]] = field(default_factory=dict, repr=False)
 
@@ -81,14 +84,20 @@ def manifest_path(snapshot_root: Path) -> Path:
 
 
 def write_manifest(
-    destination: Path, entries: Iterable[ManifestEntry], ignored: Iterable[str] | None = None
+    destination: Path,
+    entries: Iterable[ManifestEntry],
+    ignored: Iterable[str] | None = None,
+    redacted: dict[str, str] | None = None,
 ) -> None:
     """Atomically (write, then rename): a reader sees the whole manifest or none. `ignored`: the
-    files search's ignore rules hide (None: not known, ripgrep reads the ignore files)."""
+    files search's ignore rules hide (None: not known, ripgrep reads the ignore files);
+    `redacted`: the paths shown redacted (None: not known, the tools find them)."""
     rows = [[e.path, e.kind, e.size] for e in sorted(entries, key=lambda e: e.path)]
     record: dict[str, object] = {"format": 1, "entries": rows}
     if ignored is not None:
         record["ignored"] = sorted(ignored)
+    if redacted is not None:
+        record["redacted"] = dict(sorted(redacted.items()))
     destination.parent.mkdir(parents=True, exist_ok=True)
     tmp = destination.with_name(f".{destination.name}.{os.getpid()}.tmp")
     # ensure_ascii keeps undecodable names (surrogates) loadable
@@ -98,7 +107,11 @@ def write_manifest(
 
 def load_manifest(snapshot_root: Path) -> Manifest | None:
     """The snapshot's manifest, or None when it was built without one (or it is unreadable)."""
-    path = manifest_path(snapshot_root)
+    return read_manifest(manifest_path(snapshot_root))
+
+
+def read_manifest(path: Path) -> Manifest | None:
+    """The manifest file at `path` (a snapshot's, or the one a build wrote beside its index)."""
     try:
         stamp = path.stat().st_mtime_ns
     except OSError:
@@ -112,9 +125,11 @@ def _load(path: str, _stamp: int) -> Manifest | None:
         record = json.loads(Path(path).read_text(encoding="ascii"))
         rows = record["entries"]
         ignored = record.get("ignored")
+        redacted = record.get("redacted")
         return Manifest(
             tuple(ManifestEntry(str(p), str(k), int(s)) for p, k, s in rows),
             None if ignored is None else tuple(map(str, ignored)),
+            None if redacted is None else {str(p): str(shown) for p, shown in redacted.items()},
         )
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None

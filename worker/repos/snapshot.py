@@ -70,8 +70,9 @@ LANGUAGES_BY_SUFFIX = {
 # Languages that describe code rather than data or prose come first in listings.
 _NON_CODE = {"Markdown", "reStructuredText", "TOML", "YAML", "JSON"}
 # 1: a raw `git archive` of the commit (never served: it was not redacted); 2: processed blobs;
-# 3: and blobs secret by lineage withheld (a format-2 snapshot may show a renamed secret file).
-SNAPSHOT_FORMAT = 3
+# 3: and blobs secret by lineage withheld (a format-2 snapshot may show a renamed secret file);
+# 4: and symlinks whose blob is secret withheld too (a format-3 snapshot may show its target).
+SNAPSHOT_FORMAT = 4
 README_NAMES = ("README.md", "README.rst", "README.txt", "README", "readme.md", "Readme.md")
 
 

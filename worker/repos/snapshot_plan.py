@@ -4,7 +4,10 @@ Entries are decided by path: secret file names (`secret_file_globs`) and `.git` 
 materialized; a symlink whose target names a secret file, or leads to one inside the tree, is
 left out like that file; a path git should never have stored (`..`, empty parts) is skipped. A
 blob secret by lineage (worker/repos/lineage.py) becomes a "withheld" placeholder: never
-processed, parsed, searched or read, whatever its name here.
+processed, parsed, searched or read, whatever its name here. A symlink is a blob too (git stores
+its target text as one): a link whose blob is secret by lineage, or whose target text holds a
+secret or is a credentials file by content, is that placeholder as well, never a link whose
+target `list_files` would print.
 
 What a path decides is the same in every commit, so a refresh takes it from the previous
 build's record (worker/repos/build_record.py) for the paths that did not change; the lineage
@@ -14,10 +17,12 @@ verdict is looked up afresh for every path.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 from config.settings import Settings
+from worker.repos.blob_process import link_secret
 from worker.repos.build_record import HIDDEN, SKIPPED
 from worker.repos.disk import human_bytes
 from worker.repos.lineage import reason_of
@@ -77,7 +82,7 @@ def make_plan(
             log.warning("skipped an entry git should never store: %r", shown_name(path))
         elif hidden == HIDDEN:
             plan.hidden += 1
-        elif entry.mode not in (SYMLINK, GITLINK) and (why := reason_of(secret, entry.sha)) is not None:
+        elif entry.mode != GITLINK and (why := reason_of(secret, entry.sha)) is not None:
             plan.withheld.append((entry, why))  # a placeholder: never processed, parsed or linked
         elif entry.mode == SYMLINK:
             plan.links.append(entry)
@@ -144,9 +149,13 @@ def _resolve(path: str, targets: dict[str, str], depth: int = 0) -> list[str] | 
 
 def hide_secret_links(plan: Plan, targets: dict[str, str], settings: Settings) -> None:
     """Leave out every link whose target names a secret file, or leads to one inside the tree:
-    `list_files` would show the name, and the file behind it is not readable anyway."""
+    `list_files` would show the name, and the file behind it is not readable anyway. A link
+    whose target text is secret by content is withheld (a placeholder), as a file would be."""
     kept = []
     for link in plan.links:
+        if (why := link_secret(os.fsencode(targets.get(link.path, "")))) is not None:
+            plan.withheld.append((link, why))
+            continue
         target = targets.get(link.path, "")
         named = [part for part in target.split("/") if part not in ("", ".", "..")]
         resolved = _resolve(link.path, targets)

@@ -18,7 +18,7 @@ from config.settings import Settings
 from worker.repos.diff_parse import Hunk, ParsedDiff, Section
 from worker.repos.git_objects import ObjectReader
 from worker.repos.history import GITLINK, SYMLINK, ZERO_SHA, RawEntry
-from worker.repos.history_content import Version, link_target, processed_versions
+from worker.repos.history_content import LinkTarget, Version, link_target, processed_versions
 from worker.repos.placeholders import BINARY, OVERSIZED, TEXT, WITHHELD
 from worker.repos.visible import is_git_dir, secret_path, shown_name
 from worker.tools.context import ToolContext
@@ -47,7 +47,7 @@ def _hidden(entry: RawEntry, ctx: ToolContext, reader: ObjectReader) -> bool:
             return True
     for mode, sha in ((entry.old_mode, entry.old_sha), (entry.new_mode, entry.new_sha)):
         if mode == SYMLINK and sha != ZERO_SHA:
-            target = link_target(reader, sha) or ""
+            target = link_target(reader, sha).target or ""
             if secret_path("/".join(p for p in target.split("/") if p not in ("", ".", "..")), ctx.settings):
                 return True
     return False
@@ -273,9 +273,13 @@ def _file_block(
     return block, record
 
 
-def _shown_target(path: str, target: str | None, ctx: ToolContext) -> str:
+def _shown_target(path: str, link: LinkTarget | None, ctx: ToolContext) -> str:
     """A symlink's target as list_files shows it: named only when it stays inside the repo and is
-    not a secret file (an absolute or escaping target would show a path of the machine)."""
+    not a secret file (an absolute or escaping target would show a path of the machine), and
+    never when its blob is secret (by lineage or content), as a file of that blob would not be."""
+    if link is not None and link.withheld is not None:
+        return f"(withheld: {link.withheld})"
+    target = link.target if link is not None else None
     if not target:
         return "(none)"
     inside = posixpath.normpath(posixpath.join(posixpath.dirname(path), target))

@@ -1,7 +1,7 @@
 """list_files: the model's view of one folder of a snapshot, or of the files matching a glob.
 
-Names are shown without control characters (paths.shown_name); .git and secret files are never
-listed, and a placeholder (binary, oversized, withheld: worker/repos/placeholders.py) is listed
+Names are shown without control characters (paths.shown_name); a glob matches the names as
+shown, redacted (worker/tools/visible_paths.py); .git and secret files are never listed, and a placeholder (binary, oversized, withheld: worker/repos/placeholders.py) is listed
 as what it stands for.
 """
 
@@ -25,6 +25,14 @@ from worker.tools.files import placeholder_of
 from worker.tools.paths import human_size, not_found, resolve_path, walk
 from worker.tools.redact import finish
 from worker.tools.registry import ToolResult
+from worker.tools.visible_paths import (
+    NONE,
+    RedactedPaths,
+    find_redacted,
+    redacted_paths,
+    shown_order,
+    visible_path,
+)
 
 
 class _Entry:
@@ -78,6 +86,19 @@ def _entry_line(
     return f"{shown}  ({human_size(size)})", {"path": label, "type": "file", "size_bytes": size}
 
 
+def _glob_target(path: str, folder: str, redacted: RedactedPaths) -> str | None:
+    """What a glob is matched against: the path below `folder` as the tools show it. A path
+    shown redacted is matched by its shown text only (never by the token in its raw name, which
+    glob probes would spell out); None when that text does not keep the folder in front."""
+    prefix = folder + "/" if folder else ""
+    if not redacted.hides(path):
+        return path[len(prefix) :]
+    shown = visible_path(path)
+    if shown == path or not shown.startswith(prefix):
+        return None
+    return shown[len(prefix) :]
+
+
 def _glob_from_manifest(
     ctx: ToolContext,
     manifest: Manifest,
@@ -85,14 +106,15 @@ def _glob_from_manifest(
     root: str,
     folder: str,
     rows: list[tuple[str, dict[str, Any]]],
+    redacted: RedactedPaths,
 ) -> int:
     """Matches of `spec` below `folder` ("." for the root) from the snapshot's manifest: only the
     rows shown touch the disk. The count of every match."""
     folder = "" if folder == "." else folder.replace(os.sep, "/")
-    skip = len(folder) + 1 if folder else 0
     total = 0
     for entry in manifest.under(folder):
-        if not spec.match_file(entry.path[skip:]):
+        target = _glob_target(entry.path, folder, redacted)
+        if target is None or not spec.match_file(target):
             continue
         if len(rows) < ctx.settings.list_max_entries:
             try:
@@ -116,9 +138,12 @@ def _glob_by_walking(
 ) -> int:
     """Matches of `spec` below `absolute`, walking the tree (at most list_walk_max_entries)."""
     total = 0
+    folder = os.path.relpath(absolute, root).replace(os.sep, "/")
+    folder = "" if folder == "." else folder
     for path_from_root, entry in walk(Path(root), absolute, ctx.settings, truncated):
-        below = os.path.relpath(entry.path, absolute).replace(os.sep, "/")
-        if spec.match_file(below):
+        one = find_redacted([path_from_root])
+        target = _glob_target(path_from_root, folder, one)
+        if target is not None and spec.match_file(target):
             line = _entry_line(entry, path_from_root, root, ctx)
             if line is None:
                 continue
@@ -179,8 +204,11 @@ def _folder(ctx: ToolContext, snapshot: Snapshot, absolute: Path, where: str) ->
     """A folder's own entries, folders first, without .git and secret files."""
     root = os.path.realpath(snapshot.root)
     found = _Listing()
+    folder = os.path.relpath(absolute, root).replace(os.sep, "/")
+    prefix = "" if folder == "." else folder + "/"
+    shown = shown_order(snapshot.root)  # by raw name, a redacted name's place would tell its start
     with os.scandir(absolute) as scan:
-        entries = sorted(scan, key=lambda e: (not e.is_dir(follow_symlinks=False), e.name))
+        entries = sorted(scan, key=lambda e: (not e.is_dir(follow_symlinks=False), shown(prefix + e.name)))
     for entry in entries:
         line = None if hidden_name(entry.name, ctx.settings) else _entry_line(entry, entry.name, root, ctx)
         if line is None:
@@ -203,11 +231,14 @@ def _matching(ctx: ToolContext, snapshot: Snapshot, absolute: Path, glob: str, w
     truncated: list[bool] = []
     manifest = load_manifest(snapshot.root)
     if manifest is not None:
+        redacted = redacted_paths(snapshot.root) or NONE
         found.total = _glob_from_manifest(
-            ctx, manifest, spec, root, os.path.relpath(absolute, root), found.rows
+            ctx, manifest, spec, root, os.path.relpath(absolute, root), found.rows, redacted
         )
     else:  # a snapshot built before manifests: walk it
         found.total = _glob_by_walking(ctx, spec, root, absolute, found.rows, truncated)
+    shown = shown_order(snapshot.root)
+    found.rows.sort(key=lambda row: shown(row[1]["path"]))
     found.title = f"{where} files matching {glob!r}: {'at least ' if truncated else ''}{found.total}"
     if truncated:
         found.title += (

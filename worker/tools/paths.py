@@ -19,6 +19,7 @@ from worker.repos.manifest import load_manifest
 from worker.repos.snapshot import Snapshot
 from worker.repos.visible import hidden_name, is_git_dir, secret_glob, secret_path, unshown
 from worker.tools.context import ToolError
+from worker.tools.visible_paths import find_redacted, redacted_paths, redacts, visible_path
 
 _DRIVE = re.compile(r"^[A-Za-z]:")
 _NAME_MAX_BYTES = 255  # NAME_MAX of Linux file systems
@@ -101,7 +102,8 @@ def check_relative_path(user_path: str, settings: Settings) -> str:
             f"{raw[:80]!r}…: no file has a name that long (at most {_NAME_MAX_BYTES} bytes per part); "
             "use list_files to browse"
         )
-    return "/".join(parts)
+    relative = "/".join(parts)
+    return visible_path(relative) if redacts(relative) else relative
 
 
 def walk(
@@ -148,6 +150,8 @@ def not_found(snapshot: Snapshot, relative: str, settings: Settings) -> ToolErro
 
 
 def suggestions(snapshot: Snapshot, relative: str, settings: Settings) -> list[str]:
+    """Paths close to `relative`, never one the tools show redacted: its raw name would make the
+    closeness score an oracle for the secret in it, and it cannot be named in a path anyway."""
     folder, _, name = relative.rpartition("/")
     manifest = load_manifest(snapshot.root)
     if manifest is None:
@@ -158,6 +162,12 @@ def suggestions(snapshot: Snapshot, relative: str, settings: Settings) -> list[s
     else:
         near = manifest.named(name)[:3]
         candidates = manifest.in_folder(folder, _CLOSE_CANDIDATES) + near
+    redacted = redacted_paths(snapshot.root) if manifest is not None else None
+    if redacted is None:
+        redacted = find_redacted(candidates)
+    if redacted.shown:
+        near = [p for p in near if not redacted.hides(p)]
+        candidates = [p for p in candidates if not redacted.hides(p)]
     near += [p for p in difflib.get_close_matches(relative, candidates, n=3, cutoff=0.6) if p not in near]
     return near
 

@@ -31,6 +31,7 @@ from worker.tools.redact import finish
 from worker.tools.registry import ToolResult
 from worker.tools.search_command import max_line_bytes, ripgrep_command
 from worker.tools.search_command import ripgrep_binary as ripgrep_binary  # the benches' import
+from worker.tools.visible_paths import shown_glob_matches, shown_order
 
 _LINE_NUMBER = re.compile(rb"(\d+):")
 _FILES_SEARCHED = re.compile(rb"(\d+) files searched")
@@ -283,6 +284,13 @@ def _search_snapshots(
         _search_repo(ctx, snapshot, command, run, deadline)
         if run.hit_count_limit or run.timed_out:
             break
+        shown = shown_glob_matches(snapshot.root, glob, settings.search_max_file_bytes) if glob else []
+        if shown:  # the files whose shown (redacted) path matches, never matched by their raw name
+            run.files_searched += len(shown)
+            command = [*ripgrep_command(settings, pattern, None, ignore_case, snapshot.root), "--", *shown]
+            _search_repo(ctx, snapshot, command, run, deadline)
+            if run.hit_count_limit or run.timed_out:
+                break
     return run
 
 
@@ -315,7 +323,8 @@ def _report(ctx: ToolContext, run: _Run, pattern: str, glob: str | None, repos: 
             f"[search timed out after {run.time_limit:.3g} s; results are partial — "
             "narrow with repo=, glob= or a more specific pattern]"
         )
-    run.shown.sort(key=lambda m: (repos.index(m.repo), m.path, m.line))
+    order = {name: shown_order(ctx.snapshots[name].root) for name in repos if name in ctx.snapshots}
+    run.shown.sort(key=lambda m: (repos.index(m.repo), order[m.repo](m.path), m.line))
     body = _body(run, settings.tool_output_max_chars - 600 - len(pattern) - len(filters))
     for match in run.shown:
         ctx.shown.add(match.repo, match.path, [match.line])

@@ -14,7 +14,8 @@ from pathlib import Path
 from config.settings import Settings
 from worker.repos.ripgrep import RipgrepMissing, find_ripgrep
 from worker.tools.context import ToolError
-from worker.tools.search_scope import scope_arguments
+from worker.tools.search_scope import path_globs, scope_arguments
+from worker.tools.visible_paths import redacted_paths
 
 
 def ripgrep_binary() -> str:
@@ -60,6 +61,8 @@ def ripgrep_command(
     command += ["-e", pattern]  # -e: a pattern starting with '-' is not an option
     if glob:
         command.append(f"--glob={glob}")
+        # after the model's glob, so they decide: ripgrep matches raw names only
+        command += redacted_exclusions(root)
         # after the matches: "N files searched", to tell a glob that matched no file from no match
         command.append("--stats")
     # after the model's glob: of two --globs that match a file, the later one decides
@@ -67,6 +70,22 @@ def ripgrep_command(
     command += scope_arguments(root, settings.search_max_file_bytes)
     command += exclusion_globs(tuple(settings.secret_file_globs))
     return command
+
+
+def redacted_exclusions(root: Path | None) -> list[str]:
+    """`--glob=!/path` for every file and folder of the snapshot whose name the tools show
+    redacted (worker/tools/visible_paths.py): a search with a glob never searches them, so the
+    glob cannot probe the token in their raw names (a right and a wrong guess both find no file)."""
+    redacted = redacted_paths(root) if root is not None else None
+    if redacted is None or not redacted.outermost:
+        return []
+    globs = path_globs(list(redacted.outermost))
+    if globs is None:
+        raise ToolError(
+            "a glob cannot be used in this repo (too many file names in it hold secrets); "
+            "search it without glob"
+        )
+    return list(globs)
 
 
 _GROUPABLE = re.compile(r"[^!/{},\\\[\]][^/{},\\\[\]]*")  # a file-name glob that can sit inside {a,b,…}
