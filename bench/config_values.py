@@ -93,8 +93,8 @@ def main() -> None:
     for rule, count in by_rule.most_common():
         print(f"  {rule:22} {count}")
     print("files holding the most:")
-    for path, count in by_file.most_common(15):
-        print(f"  {count:5}  {path}")
+    for name, count in by_file.most_common(15):
+        print(f"  {count:5}  {name}")
     print("sample (rule, key, value cut, times):")
     for (rule, key, value), count in sorted(distinct.items()):
         print(f"  {rule:20} {key!r:62} {value!r:12} ×{count}")
