@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections import Counter
 from typing import Any
 
 import re2
-
-from worker.repos.secret_filters import shannon_entropy
 
 MIN_TOKEN_LENGTH = 20
 
@@ -49,14 +48,28 @@ _NAME_OF_A_SECRET = compile_re2(
 _SECRET_WORD = compile_re2(rb"(?i)pass|pwd|secret|token|key|cred|auth")
 
 
+def shannon_entropy(value: bytes) -> float:
+    """Bits per character, as gitleaks computes it (over bytes)."""
+    if not value:
+        return 0.0
+    total = len(value)
+    return -sum(n / total * math.log2(n / total) for n in Counter(value).values())
+
+
 def is_placeholder(value: bytes) -> bool:
     """A value that plainly holds no secret: empty, null, a boolean, a template or variable
     reference, an angle-bracket hint, a mask (`***`, `xxxx`), `changeme`, `your_key_here`, a
-    marker we wrote, a number of at most three digits (a flag or a count, never a credential
-    worth hiding: 1,000 guesses at most), or the name of a secret (`nextToken`, `DB_PASSWORD`)."""
+    marker we wrote, or a number of at most three digits (a flag or a count, never a credential
+    worth hiding: 1,000 guesses at most). Every rule of the engine spares these
+    (worker/repos/secret_filters.py)."""
     stripped = value.strip()
-    if not stripped or stripped.lower() in _PLACEHOLDER_WORDS or _PLACEHOLDER.match(stripped):
-        return True
+    return not stripped or stripped.lower() in _PLACEHOLDER_WORDS or bool(_PLACEHOLDER.match(stripped))
+
+
+def names_a_secret(value: bytes) -> bool:
+    """Is the value the name of a secret (`nextToken`, `DB_PASSWORD`), not one? Config files only:
+    in code the value checks of worker/repos/secret_filters.py judge names their own way."""
+    stripped = value.strip()
     return bool(_NAME_OF_A_SECRET.match(stripped) and _SECRET_WORD.search(stripped))
 
 

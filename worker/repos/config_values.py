@@ -30,7 +30,13 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from worker.repos.config_value_checks import MIN_TOKEN_LENGTH, compile_re2, high_entropy, is_placeholder
+from worker.repos.config_value_checks import (
+    MIN_TOKEN_LENGTH,
+    compile_re2,
+    high_entropy,
+    is_placeholder,
+    names_a_secret,
+)
 from worker.repos.secret_rules import SECRET_KEY_PATTERN, SECRET_KEY_WORDS
 
 SECRET_MARKER = b"[REDACTED:secret-assignment]"
@@ -122,7 +128,7 @@ class ConfigValues:
         return sorted(found.values())
 
     def _verdict(self, key: bytes, value: bytes) -> bytes | None:
-        if is_placeholder(value):
+        if is_placeholder(value) or names_a_secret(value):
             return None
         if self.is_secret_key(key):
             return SECRET_MARKER
@@ -206,7 +212,7 @@ class ConfigValues:
             scalar = text[start:end]
             marker = (
                 None
-                if is_placeholder(scalar)
+                if is_placeholder(scalar) or names_a_secret(scalar)
                 else SECRET_MARKER
                 if secret
                 else ENTROPY_MARKER
