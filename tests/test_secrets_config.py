@@ -16,7 +16,6 @@ import pytest
 
 from tests.support.fixture_repos import _token, git, make_repo
 from tests.support.git_remote import make_mirrors
-from worker.repos.config_values import ConfigValues
 from worker.tools import build_registry, make_context
 from worker.tools.context import ToolContext
 
@@ -164,6 +163,8 @@ def test_source_code_keeps_todays_rules(app: tuple[ToolContext, dict[str, str]])
 
 
 def test_the_secret_named_keys_and_placeholders_docs_list_are_the_codes(tmp_path: Path) -> None:
+    from worker.repos.config_values import ConfigValues  # here: the other tests also run on older code
+
     docs = (Path(__file__).parent.parent / "docs" / "security.md").read_text(encoding="utf-8")
     judge = ConfigValues()
     keys = re.search(r"Secret-named keys[^:]*: (.+)", docs)
@@ -177,3 +178,18 @@ def test_the_secret_named_keys_and_placeholders_docs_list_are_the_codes(tmp_path
     assert placeholders
     for value in re.findall(r"`([^`]*)`", placeholders.group(1)):
         assert judge.spans(f"password: {value}\n".encode()) == [], value
+
+
+def test_most_random_tokens_under_an_unnamed_key_are_withheld_and_names_are_not() -> None:
+    from worker.repos.config_values import ConfigValues
+
+    judge = ConfigValues()
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+    for length in (24, 40, 64):
+        tokens = [_token(seed, length, alphabet) for seed in range(200)]
+        tokens = [t for t in tokens if t.lower() != t and t.upper() != t and any(c.isdigit() for c in t)]
+        withheld = sum(bool(judge.spans(f"search:\n  algolia: {t}\n".encode())) for t in tokens)
+        assert withheld >= 0.9 * len(tokens), (length, withheld, len(tokens))
+    names = ["AwsEc2NetworkAclEntryList", "ListTagsForResource2020_05_31", "e3b0c44298fc1c149afbf4c8996fb924"]
+    names += ["3f2504e0-4f89-41d3-9a0c-0305e82c3301", "sha512-" + _token(7, 40), "/v2/Repos/Builds/Item42"]
+    assert [n for n in names if judge.spans(f"shape: {n}\n".encode())] == []
