@@ -9,6 +9,10 @@ a secret and `read_file` pays nothing per call. The same engine is also the last
 tool result (`finish`), and redacts questions, thread history, progress lines and answers:
 defence in depth, cheap enough to run on everything.
 
+A whole file (`redact_bytes(…, whole_file=True)`, the blob processor's call) that is a
+configuration file also has its values judged as config values (worker/repos/config_values.py):
+a secret-named key's value withheld whatever its entropy, an unnamed key's random token withheld.
+
 `Redactor.redact(text)` is the entry point for arbitrary text (history tools, logs, anything
 new): it returns the text with each secret replaced by `[REDACTED:<kind>]` and never changes
 the number of lines, so a file can be redacted whole and still be sliced by line number.

@@ -96,7 +96,7 @@ SECRET_KEY_PATTERN = (
 )
 # Between the key and its value: an optional closing quote, then = : := => += or a YAML colon.
 _SEPARATOR = r"""["']?[ \t]{0,10}(?:=>|:=|\+=|=|:)[ \t]{0,10}"""
-SECRET_KEY_WORDS = _KEYWORDS_OF_KEY = (
+_KEYWORDS_OF_KEY = (
     "pass",
     "pwd",
     "pw",
@@ -110,6 +110,8 @@ SECRET_KEY_WORDS = _KEYWORDS_OF_KEY = (
     "webhook",
     "salt",
 )
+# Every key SECRET_KEY_PATTERN matches holds one of these (any case): a cheap test before it.
+SECRET_KEY_WORDS = _KEYWORDS_OF_KEY
 
 # A key that names a service and ends in KEY or PW (`STRIPE_KEY`, `smtp_pw`, `mapsKey`): it may hold
 # a secret or a column name (`PRIMARY_KEY = "user_id"`), so only a credential-shaped value counts.
