@@ -46,6 +46,7 @@ ENTROPY_MARKER = b"[REDACTED:high-entropy-value]"
 # At most one line in this many may be neither config nor blank nor a comment (a stray line of a
 # template, a key with spaces): a config file stays one; code exceeds it within a few lines.
 _UNKNOWN_LINE_SHARE = 50
+_MAX_JUDGED_KEYS = 10_000  # bounds the memory of the keys' verdicts
 _MAX_LINE = 4096  # longer lines are not key lines (minified code, data blobs)
 
 # --- lines of a config file --------------------------------------------------------------------
@@ -93,12 +94,19 @@ class ConfigValues:
 
     def __init__(self) -> None:
         self._secret_key = compile_re2(rb"(?i)^(?:" + SECRET_KEY_PATTERN.encode() + rb")$")
+        # A file repeats its keys (`token:` under every user): each is judged once per process.
+        self._judged_keys: dict[bytes, bool] = {}
 
     def is_secret_key(self, key: bytes) -> bool:
         """Does a key (a bare name, quoted, or a dotted path: `user.token`) name a secret?"""
         if not _KEY_WORDS.search(key):
             return False  # most keys
-        return bool(self._secret_key.match(key.strip(b"\"'").rstrip(b"[]")))
+        known = self._judged_keys.get(key)
+        if known is None:
+            known = bool(self._secret_key.match(key.strip(b"\"'").rstrip(b"[]")))
+            if len(self._judged_keys) < _MAX_JUDGED_KEYS:
+                self._judged_keys[key] = known
+        return known
 
     def spans(self, data: bytes) -> list[tuple[int, int, bytes]]:
         """The spans to withhold, or none when the text is not a configuration file."""
@@ -141,18 +149,15 @@ class ConfigValues:
         spans: list[tuple[int, int, bytes]] = []
         open_value: _Open | None = None
         start = 0
-        size = len(data)
-        while start < size:
-            end = data.find(b"\n", start)
-            end = size if end == -1 else end
-            line = data[start:end].rstrip(b"\r")
+        for raw in data.split(b"\n"):
+            line = raw.rstrip(b"\r")
             content = line.lstrip(b" \t")
             if open_value is not None:
                 open_value = self._continue(open_value, line, start, spans)
-            elif len(line) > _MAX_LINE:
-                unknown += 1
             elif not content or content.startswith(_COMMENT_STARTS):
                 pass
+            elif len(line) > _MAX_LINE:
+                unknown += 1
             elif (key_line := _key_line(line)) is not None:
                 keys += 1
                 open_value = self._key_line(key_line, start, spans)
@@ -162,7 +167,7 @@ class ConfigValues:
                 unknown += 1
             if unknown > allowed_unknown:
                 return None
-            start = end + 1
+            start += len(raw) + 1
         return spans if keys else None
 
     def _key_line(self, match: Any, offset: int, spans: list[tuple[int, int, bytes]]) -> _Open | None:
