@@ -105,7 +105,7 @@ def process_blob(raw: bytes, redactor: Redactor) -> Processed:
     if b"\x00" in raw:
         return Processed(BINARY, placeholder(BINARY, len(raw)), 0)
     text = raw.decode("utf-8", "replace").encode("utf-8") if not raw.isascii() else raw
-    redaction = redactor.redact_bytes(text)
+    redaction = redactor.redact_bytes(text, whole_file=True)
     secrets = sum(redaction.kinds.values())
     reason = credentials_file(text, secrets)
     if reason:

@@ -9,6 +9,10 @@ a secret and `read_file` pays nothing per call. The same engine is also the last
 tool result (`finish`), and redacts questions, thread history, progress lines and answers:
 defence in depth, cheap enough to run on everything.
 
+A whole file (`redact_bytes(…, whole_file=True)`, the blob processor's call) that is a
+configuration file also has its values judged as config values (worker/repos/config_values.py):
+a secret-named key's value withheld whatever its entropy, an unnamed key's random token withheld.
+
 `Redactor.redact(text)` is the entry point for arbitrary text (history tools, logs, anything
 new): it returns the text with each secret replaced by `[REDACTED:<kind>]` and never changes
 the number of lines, so a file can be redacted whole and still be sliced by line number.
@@ -35,6 +39,7 @@ from typing import Any
 
 import re2
 
+from worker.repos.config_values import ConfigValues
 from worker.repos.detect_secrets_rules import plugin_rules
 from worker.repos.gitleaks_rules import GENERIC_KINDS, gitleaks_rules
 from worker.repos.keyword_lines import KeywordLines
@@ -44,7 +49,7 @@ from worker.repos.secret_rules import FIRST_GROUP, OWN_RULES, Rule
 
 # Bump when what the engine redacts changes outside its rules (the block passes, the merging):
 # stored blobs are then processed anew (blobstore.generation).
-ENGINE_REVISION = "2"
+ENGINE_REVISION = "3"
 PRIVATE_KEY_MARKER = b"[REDACTED:private-key]"
 _MARKER_PREFIX = b"[REDACTED:"
 # A key block is a few KB at most: a BEGIN with no END within this many lines is redacted up to
@@ -64,6 +69,7 @@ _GENERIC_MARKERS = {
     f"[REDACTED:{kind}]".encode()
     for kind in (
         "secret-assignment",
+        "high-entropy-value",
         "url-secret",
         "authorization",
         "curl-credentials",
@@ -159,6 +165,7 @@ class Redactor:
         self._rank.update(dict.fromkeys(_GENERIC_MARKERS, 2))
         self._rank.update({f"[REDACTED:{kind}]".encode(): 3 for kind in GENERIC_KINDS})  # least specific
         self._blocks = SecretBlocks()
+        self._config = ConfigValues()
         keywords = sorted(
             {k for rule in rules for k in rule.keywords}
             | {"private key", "private-lines"}
@@ -193,10 +200,14 @@ class Redactor:
         except UnicodeDecodeError:  # a span cut through a lone surrogate's bytes
             return redacted.decode("utf-8", "replace")
 
-    def redact_bytes(self, data: bytes) -> Redaction:
-        """Redact UTF-8 text given as bytes; returns the result and what was found."""
+    def redact_bytes(self, data: bytes, *, whole_file: bool = False) -> Redaction:
+        """Redact UTF-8 text given as bytes; returns the result and what was found.
+
+        `whole_file`: the text is a whole file (a blob being processed), so when it is a
+        configuration file its values are judged as config values (worker/repos/config_values.py).
+        Other texts (tool output, questions) are a mix of things and never a config file."""
         present = {self._keywords[i] for i in (self._keyword_set.Match(data) or ())}
-        spans: list[tuple[int, int, bytes]] = []
+        spans: list[tuple[int, int, bytes]] = self._config.spans(data) if whole_file else []
         if "private key" in present:
             spans += self._key_blocks(data)
         if "private-lines" in present:

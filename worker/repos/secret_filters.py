@@ -12,16 +12,17 @@ by a rule (bounded: at most the 600 or so bytes a rule's value may hold).
 
 from __future__ import annotations
 
-import math
 import re
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import re2
 
+from worker.repos.config_value_checks import is_placeholder, shannon_entropy
 from worker.repos.secret_rules import Allowlist
+
+__all__ = ["VALUE_CHECKS", "SecretFilter", "compile_allowlist", "shannon_entropy"]
 
 _PLACEHOLDER = re.compile(
     rb"""^(?:|none|null|nil|true|false|undefined|yes|no|on|off|\*+|x+|\.+|-+|<[^>]*>|%s|%\w|\$\w+|\$\{.*\}|
@@ -58,7 +59,12 @@ _DIGIT = re.compile(rb"[0-9]")
 
 def _quoted_value_is_secret(value: bytes) -> bool:
     stripped = value.strip()
-    return bool(stripped) and not _PLACEHOLDER.match(stripped) and not _TEMPLATE.search(stripped)
+    return (
+        bool(stripped)
+        and not _PLACEHOLDER.match(stripped)
+        and not _TEMPLATE.search(stripped)
+        and not is_placeholder(stripped)  # `changeme`, `~`, `%(name)s`: the placeholders config files use
+    )
 
 
 def _unquoted_value_is_secret(value: bytes) -> bool:
@@ -93,14 +99,6 @@ VALUE_CHECKS: dict[str, Callable[[bytes], bool]] = {
     "credential": _value_looks_like_a_credential,
     "has-digit": _has_a_digit,
 }
-
-
-def shannon_entropy(value: bytes) -> float:
-    """Bits per character, as gitleaks computes it (over bytes)."""
-    if not value:
-        return 0.0
-    total = len(value)
-    return -sum(n / total * math.log2(n / total) for n in Counter(value).values())
 
 
 def _re2_options() -> Any:

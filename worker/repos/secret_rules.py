@@ -89,6 +89,11 @@ _KEY = (
     + _SEPARATED_WORD
     + ")"
 )
+# A whole key that names a secret (no leading context): what config files are judged by
+# (worker/repos/config_values.py), the same words as `_KEY`.
+SECRET_KEY_PATTERN = (
+    r"[A-Za-z0-9_.-]{0,80}?" + _GLUED_WORD + r"|(?:[A-Za-z0-9_.-]{0,80}?[_.-])?" + _SEPARATED_WORD
+)
 # Between the key and its value: an optional closing quote, then = : := => += or a YAML colon.
 _SEPARATOR = r"""["']?[ \t]{0,10}(?:=>|:=|\+=|=|:)[ \t]{0,10}"""
 _KEYWORDS_OF_KEY = (
@@ -105,6 +110,8 @@ _KEYWORDS_OF_KEY = (
     "webhook",
     "salt",
 )
+# Every key SECRET_KEY_PATTERN matches holds one of these (any case): a cheap test before it.
+SECRET_KEY_WORDS = _KEYWORDS_OF_KEY
 
 # A key that names a service and ends in KEY or PW (`STRIPE_KEY`, `smtp_pw`, `mapsKey`): it may hold
 # a secret or a column name (`PRIMARY_KEY = "user_id"`), so only a credential-shaped value counts.
