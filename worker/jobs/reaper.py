@@ -61,6 +61,7 @@ from rq.timeouts import TimerDeathPenalty
 from rq.utils import current_timestamp, now
 
 from config.settings import Settings
+from worker.jobs.command_channel import CommandListener, listen_for_commands
 from worker.ops.claims import claim, new_token, release
 
 log = logging.getLogger("codebot.reaper")
@@ -190,8 +191,9 @@ def abandoned_bound_seconds(settings: Settings) -> float:
 
 
 class CodebotWorker(Worker):
-    """RQ's forking Worker with short heartbeats, horses that die with it, and a Redis blip
-    that costs a heartbeat instead of the worker (or the job it just took)."""
+    """RQ's forking Worker with short heartbeats, horses that die with it, a Redis blip that
+    costs a heartbeat instead of the worker (or the job it just took), and a command channel
+    whose reader stops at once (worker/jobs/command_channel.py)."""
 
     heartbeat_grace_seconds = 15
     queue_class = CodebotQueue
@@ -260,6 +262,16 @@ class CodebotWorker(Worker):
                 queue.intermediate_queue.cleanup(self, queue)
                 queue.release_maintenance_lock()
         self.last_cleaned_at = now()  # type: ignore[assignment]  # RQ declares it None until set
+
+    def subscribe(self) -> None:
+        """RQ's command channel, read on a CommandListener: a stop never waits out its read."""
+        self.pubsub = self.connection.pubsub()
+        self.pubsub.subscribe(**{self.pubsub_channel_name: self.handle_payload})
+        self.pubsub_thread = listen_for_commands(self.pubsub, self.name)  # type: ignore[assignment]  # RQ declares it None until set
+
+    def unsubscribe(self) -> None:
+        if isinstance(self.pubsub_thread, CommandListener):
+            self.pubsub_thread.stop()
 
     def request_force_stop(self, signum: int, frame: FrameType | None) -> None:
         """A second signal is a cold shutdown, unless it is the first one arriving by another
