@@ -216,6 +216,33 @@ class CodebotWorker(Worker):
     def get_heartbeat_ttl(self, job: Job) -> int:
         return int(self.job_monitoring_interval) + self.heartbeat_grace_seconds
 
+    # A job's end, like its start, waits out a Redis restart: RQ would let the failure end it
+    # in the failed registry (or, Redis still gone, leave it to be reaped as abandoned).
+    def handle_execution_ended(self, job: Job, queue: Queue, heartbeat_ttl: int) -> None:
+        end = super(CodebotWorker, self).handle_execution_ended
+        self._hold_on_end(job, lambda: end(job, queue, heartbeat_ttl))
+
+    def handle_job_success(self, job: Job, queue: Queue, started_job_registry: StartedJobRegistry) -> None:
+        success = super(CodebotWorker, self).handle_job_success
+        self._hold_on_end(job, lambda: success(job, queue, started_job_registry))
+
+    def handle_job_failure(
+        self, job: Job, queue: Queue, started_job_registry: Any = None, exc_string: str = ""
+    ) -> None:
+        failure = super(CodebotWorker, self).handle_job_failure
+        self._hold_on_end(job, lambda: failure(job, queue, started_job_registry, exc_string))
+
+    def _hold_on_end(self, job: Job, end: Callable[[], None]) -> None:
+        """`end` tried until Redis answers, each time from the state it began with: RQ forgets
+        the job's Execution and its stop request while it queues the writes that failed."""
+        execution, stopped = self.execution, self._stopped_job_id
+
+        def attempt() -> None:
+            self.execution, self._stopped_job_id = execution, stopped
+            end()
+
+        hold_on(f"job {job.id}'s end", attempt)
+
     # While a horse runs, its parent wakes every job_monitoring_interval to write these two
     # to Redis; RQ lets a failed write end the worker (leaving its horse unwatched).
     def maintain_heartbeats(self, job: Job) -> None:
