@@ -131,7 +131,9 @@ def test_a_worker_starts_a_killed_embedded_redis_again_and_answers_every_queued_
     assert_each_answered_once(rig, queued)
 
 
-def stop_redis_once_the_answer_is_delivered(rig: SlackRig, caplog: pytest.LogCaptureFixture) -> threading.Thread:
+def stop_redis_once_the_answer_is_delivered(
+    rig: SlackRig, caplog: pytest.LogCaptureFixture
+) -> threading.Thread:
     """Slack holds the answer's ✅ (the delivery's last call); meanwhile Redis goes away (an
     operator's stop: nothing starts it again by itself); once Slack took the ✅ and the worker
     met the missing Redis at the job's end, Redis is started again, with its data."""

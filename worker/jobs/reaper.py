@@ -219,17 +219,17 @@ class CodebotWorker(Worker):
     # A job's end, like its start, waits out a Redis restart: RQ would let the failure end it
     # in the failed registry (or, Redis still gone, leave it to be reaped as abandoned).
     def handle_execution_ended(self, job: Job, queue: Queue, heartbeat_ttl: int) -> None:
-        end = super(CodebotWorker, self).handle_execution_ended
+        end = super().handle_execution_ended
         self._hold_on_end(job, lambda: end(job, queue, heartbeat_ttl))
 
     def handle_job_success(self, job: Job, queue: Queue, started_job_registry: StartedJobRegistry) -> None:
-        success = super(CodebotWorker, self).handle_job_success
+        success = super().handle_job_success
         self._hold_on_end(job, lambda: success(job, queue, started_job_registry))
 
     def handle_job_failure(
         self, job: Job, queue: Queue, started_job_registry: Any = None, exc_string: str = ""
     ) -> None:
-        failure = super(CodebotWorker, self).handle_job_failure
+        failure = super().handle_job_failure
         self._hold_on_end(job, lambda: failure(job, queue, started_job_registry, exc_string))
 
     def _hold_on_end(self, job: Job, end: Callable[[], None]) -> None:
