@@ -58,6 +58,8 @@ class CommandListener(threading.Thread):
             if not self.stopping.is_set():
                 log.warning("worker %s: command channel lost (%s); listening again", self.worker_name, exc)
                 self.stopping.wait(RECONNECT_SECONDS)
+        except Exception:  # a command that failed: the next one is still listened for
+            log.exception("worker %s: an rq command failed", self.worker_name)
 
     def stop(self) -> bool:
         """Stop listening; True once the thread has ended. Told first, then woken: UNSUBSCRIBE's
