@@ -22,6 +22,11 @@ passed) and sorts each thread (sent = the questions asked):
 - apologised: one message, an apology with a reference (⚠️);
 - told to try again: the one message is "my queue (Redis) is unreachable / refuses writes".
 
+Scenarios about the end of a job also count, among the questions that settled, the records lost
+(no record in the console's list, or an answer without its 👍/👎 context), and the SIGTERM
+scenarios the late exits (a `codebot worker` that took longer than LATE_EXIT_SECONDS to exit
+after a warm shutdown whose questions take a few seconds).
+
 It also notes how long each asker waited (asking to the thread's outcome) and prints the median
 and the longest wait of each scenario as a ratio against the fault-free baseline of the same
 platform (`baseline`, `baseline-discord`), run first in the same invocation (`--no-baseline`
@@ -31,6 +36,7 @@ skips it).
     .venv/bin/python bench/faults.py redis-stall redis-kill --questions 40
     .venv/bin/python bench/faults.py slack-500 discord-500 worker-killed-in-window
     .venv/bin/python bench/faults.py model-prose model-made-up-repos model-stream-cut
+    .venv/bin/python bench/faults.py redis-kill-at-job-end sigterm-threads sigterm-fork
 
 Adding a scenario: subclass Scenario (its `env`, `redis`, `inject` and `recover` hooks) and add
 it to SCENARIOS (`platform = "discord"` for one on Discord). The fake Slack API has outages
@@ -80,9 +86,12 @@ from tests.support.model_server import (  # noqa: E402
     tool_calls,
 )
 from tests.support.redis_outage import kill_embedded_server  # noqa: E402
-from tests.support.redis_servers import SentinelGroup, sentinel_group  # noqa: E402
+from tests.support.redis_servers import SentinelGroup, persist_now, sentinel_group  # noqa: E402
 from tests.support.slack_api import Outage, SlackAPI, event_body, mention, signed_post  # noqa: E402
+from worker.jobs.feedback import ANSWER_KEY_PREFIX  # noqa: E402
+from worker.jobs.question_log import recent_questions  # noqa: E402
 from worker.jobs.runtime import build_runtime  # noqa: E402
+from worker.ops.embedded_redis import EmbeddedServer  # noqa: E402
 from worker.ops.redis_connection import (  # noqa: E402
     SOCKET_TIMEOUT_SECONDS,
     connect,
@@ -104,6 +113,7 @@ OUTCOMES = (
     "told to try again",
 )
 MUST_BE_ZERO = ("answered twice", "lost", "not an answer counted as answered")
+EXTRA_COUNTS = ("records lost", "late exits")  # must be 0 too, where a scenario counts them
 NO_CODE_READ = "No code was read"  # worker/jobs/texts.py, in every not-an-answer reply
 CUT_OFF = "Cut off:"  # worker/jobs/texts.py CUT_OFF_NOTE, as Slack and Discord show it
 TRY_AGAIN = [  # what a try-again reply reads as, on Slack (mrkdwn) and on Discord (as written)
@@ -201,7 +211,8 @@ class Bench:
         self.model_requests_before = len(self.model.requests)
 
     def start_worker(self) -> None:
-        self.worker = self.start("worker", "--concurrency", str(self.args.concurrency), name="worker")
+        concurrency = ("--concurrency", str(self.args.concurrency))
+        self.worker = self.start("worker", *concurrency, *self.scenario.worker_args(), name="worker")
 
     def note(self, what: str) -> None:
         self.events.append((round(time.monotonic() - self.started, 1), what))
@@ -287,6 +298,23 @@ class Bench:
     def settled(self) -> bool:
         return all(self.outcome(ts) != "lost" for ts in list(self.asked))
 
+    def records_lost(self, outcomes: dict[str, str]) -> int:
+        """Questions that ended (answered, or told why not) without their record in the
+        console's list, or answered without what a 👍/👎 on the answer is filed with."""
+        redis = connect(self.settings())
+        records = {str(r.get("message")): r for r in recent_questions(redis)}
+        ended = ("answered once", "not an answer", "cut off", "apologised")
+        lost = 0
+        for ts, outcome in outcomes.items():
+            record = records.get(ts)
+            if outcome not in ended:
+                continue
+            if record is None or (
+                outcome == "answered once" and not redis.exists(ANSWER_KEY_PREFIX + str(record["id"]))
+            ):
+                lost += 1
+        return lost
+
     def watch(self, stop: threading.Event) -> None:
         """Note when each question first stops being lost: the seconds the asker waited."""
         while not stop.wait(0.5):
@@ -330,6 +358,9 @@ class Bench:
             "fault": self.scenario.describe,
             "sent": len(self.asked),
             **{name: counts.get(name, 0) for name in OUTCOMES},
+            "records lost": self.records_lost(outcomes) if self.scenario.checks_records else None,
+            "late exits": self.scenario.late_exits(),
+            "exits": self.scenario.exits(),
             "wait_p50_seconds": waits[len(waits) // 2] if waits else None,
             "wait_max_seconds": waits[-1] if waits else None,
             "lost_examples": [self.asked[ts] for ts, o in sorted(outcomes.items()) if o == "lost"][:10],
@@ -367,6 +398,7 @@ class Scenario:
     describe: ClassVar[str] = ""
     fault_seconds: ClassVar[float] = 0.0
     platform: ClassVar[str] = "slack"  # or "discord": `codebot discord` on the fake gateway
+    checks_records: ClassVar[bool] = False  # count the records lost (Bench.records_lost)
 
     @classmethod
     def needs(cls) -> str | None:
@@ -394,6 +426,18 @@ class Scenario:
             return slow(turn_seconds, text(f"answer to: {asked_in(body)} [payments:payments/retry.py#L3]"))
 
         return answer
+
+    def worker_args(self) -> list[str]:
+        """Extra arguments of `codebot worker` (after --concurrency)."""
+        return []
+
+    def late_exits(self) -> int | None:
+        """Workers that exited late (None: this scenario does not stop workers)."""
+        return None
+
+    def exits(self) -> list[float] | None:
+        """Seconds each stopped worker took to exit, if this scenario stops workers."""
+        return None
 
     def inject(self, bench: Bench) -> None:
         raise NotImplementedError
@@ -443,6 +487,90 @@ class RedisKill(Scenario):
 
     def recover(self, bench: Bench) -> None:
         bench.note(f"embedded Redis pid {self.pid} -> {server_pid(bench.settings())}")
+
+
+class RedisKillAtJobEnd(Scenario):
+    name = "redis-kill-at-job-end"
+    describe = (
+        "Slack holds the ✅ of the next 4 answers (each stored and posted: its job at its end); the "
+        "embedded Redis is SIGKILLed meanwhile (all written so far on disk) and kept down 5 s, the ✅ let through"
+    )
+    fault_seconds = 5.0
+    checks_records = True
+    HELD = 4
+
+    def inject(self, bench: Bench) -> None:
+        released = threading.Event()
+        for _ in range(self.HELD):
+            bench.api.hang("reactions.add", 60.0, containing="white_check_mark", until=released)
+        deadline = time.monotonic() + 60
+        while len(bench.api.held) < self.HELD and time.monotonic() < deadline:
+            time.sleep(0.02)
+        settings = bench.settings()
+        persist_now(connect(settings))  # what the processes wrote is on disk: nothing lost by Redis itself
+        EmbeddedServer.under(settings.data_dir).stopped_mark.touch()  # down until recover, not healed
+        self.pid = server_pid(settings)
+        kill_embedded_server(settings)
+        bench.note(f"Redis pid {self.pid} SIGKILLed with {len(bench.api.held)} answers' ✅ held")
+        released.set()
+
+    def recover(self, bench: Bench) -> None:
+        connect(bench.settings())  # started again, with its data (as `codebot redis start` would)
+        bench.note(f"embedded Redis pid {self.pid} -> {server_pid(bench.settings())}")
+
+
+class SigtermWorker(Scenario):
+    """SIGTERM to every process of `codebot worker` (systemd's KillMode=control-group) TRIES
+    times, each with questions in flight; a new worker is started after each exit."""
+
+    pool: ClassVar[str] = "threads"
+    TRIES = 20
+    LATE_EXIT_SECONDS = 20.0  # its questions take a few seconds; RQ's pubsub wait was 60 s
+    checks_records = True
+    fault_seconds = 0.0
+
+    def __init__(self) -> None:
+        self.stops: list[float] = []
+
+    def worker_args(self) -> list[str]:
+        return ["--pool", self.pool]
+
+    def late_exits(self) -> int | None:
+        return sum(1 for took in self.stops if took > self.LATE_EXIT_SECONDS)
+
+    def exits(self) -> list[float] | None:
+        return self.stops
+
+    def inject(self, bench: Bench) -> None:
+        extra = itertools.count(100_000)
+        for attempt in range(self.TRIES):
+            asked = len(bench.model.requests)
+            for _ in range(2):  # questions in flight when the signal lands
+                bench.ask(next(extra))
+            deadline = time.monotonic() + 120
+            while len(bench.model.requests) <= asked and time.monotonic() < deadline:
+                time.sleep(0.05)
+            signalled = time.monotonic()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(bench.worker.pid, signal.SIGTERM)
+            try:
+                bench.worker.wait(timeout=180)
+            except subprocess.TimeoutExpired:
+                bench.note(f"try {attempt}: worker {bench.worker.pid} still running 180 s after SIGTERM")
+            self.stops.append(round(time.monotonic() - signalled, 1))
+            bench.note(f"try {attempt}: worker {bench.worker.pid} exited {self.stops[-1]} s after SIGTERM")
+            bench.start_worker()
+
+
+class SigtermThreads(SigtermWorker):
+    name = "sigterm-threads"
+    describe = "SIGTERM to every process of `codebot worker --pool threads` 20 times, questions in flight"
+
+
+class SigtermFork(SigtermWorker):
+    name = "sigterm-fork"
+    describe = "SIGTERM to every process of `codebot worker --pool fork` 20 times, questions in flight"
+    pool = "fork"
 
 
 class RedisRefusesWrites(Scenario):
@@ -730,6 +858,7 @@ SCENARIOS: dict[str, type[Scenario]] = {
         DiscordBaseline,
         RedisStall,
         RedisKill,
+        RedisKillAtJobEnd,
         RedisRefusesWrites,
         SentinelFailover,
         Slack500,
@@ -743,6 +872,8 @@ SCENARIOS: dict[str, type[Scenario]] = {
         ModelProse,
         ModelMadeUpRepos,
         ModelStreamCut,
+        SigtermThreads,
+        SigtermFork,
     )
 }
 DISCORD_REACTIONS = {"👀": "eyes", "✅": "white_check_mark", "⚠️": "warning"}
@@ -791,20 +922,21 @@ def main() -> int:
     print()
     print(
         "| scenario | sent | "
-        + " | ".join(OUTCOMES)
+        + " | ".join(OUTCOMES + EXTRA_COUNTS)
         + " | wait p50 s (× baseline) | wait max s (× baseline) |"
     )
-    print("|---|---:|" + "---:|" * (len(OUTCOMES) + 2))
+    print("|---|---:|" + "---:|" * (len(OUTCOMES) + len(EXTRA_COUNTS) + 2))
     for r in reports:
         base = baseline.get(r["platform"], {})
         p50, most = r["wait_p50_seconds"], r["wait_max_seconds"]
         print(
             f"| {r['scenario']} | {r['sent']} | "
             + " | ".join(str(r[o]) for o in OUTCOMES)
+            + "".join(" | –" if r[o] is None else f" | {r[o]}" for o in EXTRA_COUNTS)
             + f" | {p50} ({ratio(p50, base.get('wait_p50_seconds'))})"
             + f" | {most} ({ratio(most, base.get('wait_max_seconds'))}) |"
         )
-    return 0 if all(r[o] == 0 for r in reports for o in MUST_BE_ZERO) else 1
+    return 0 if all(r[o] in (0, None) for r in reports for o in MUST_BE_ZERO + EXTRA_COUNTS) else 1
 
 
 if __name__ == "__main__":

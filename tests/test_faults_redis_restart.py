@@ -9,20 +9,29 @@ docs/operations.md, "Many machines").
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
 import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
+from rq.registry import FailedJobRegistry, FinishedJobRegistry
 
 from bot import texts
 from bot.slack.format import format_for_slack
+from tests.support.metrics import metric_value, samples
 from tests.support.model_server import Reply, last_user_text, slow, text, tool_calls
 from tests.support.redis_outage import kill_embedded_server
 from tests.support.redis_servers import persist_now
 from tests.support.slack_rig import SlackRig, wait_until
 from tests.support.worker_procs import start_worker, stop_worker, wait_dead
+from worker.jobs.feedback import ANSWER_KEY_PREFIX
+from worker.jobs.process import make_worker
+from worker.jobs.question_log import recent_questions
+from worker.jobs.queue import QUESTIONS_QUEUE, queue_depth
+from worker.ops.metrics import exposition
 from worker.ops.redis_connection import connect, server_pid, stop_embedded_server
 
 TURN_SECONDS = 0.3
@@ -120,3 +129,51 @@ def test_a_worker_starts_a_killed_embedded_redis_again_and_answers_every_queued_
         stop_worker(worker)
     assert server_pid(rig.settings) != crashed
     assert_each_answered_once(rig, queued)
+
+
+def stop_redis_once_the_answer_is_delivered(
+    rig: SlackRig, caplog: pytest.LogCaptureFixture
+) -> threading.Thread:
+    """Slack holds the answer's ✅ (the delivery's last call); meanwhile Redis goes away (an
+    operator's stop: nothing starts it again by itself); once Slack took the ✅ and the worker
+    met the missing Redis at the job's end, Redis is started again, with its data."""
+    released = threading.Event()
+    rig.api.hang("reactions.add", 30.0, "white_check_mark", until=released)
+
+    def stop_then_start_again() -> None:
+        wait_until(lambda: rig.api.held, timeout=60)
+        assert stop_embedded_server(rig.settings)
+        released.set()
+        # the worker met the missing Redis at the job's end: it holds on (or says what it lost)
+        met = ("holding on to it until Redis is back", "could not record the question's")
+        wait_until(lambda: any(line in caplog.text for line in met), timeout=60)
+        connect(rig.settings)  # the embedded server starts again, with its data
+
+    helper = threading.Thread(target=stop_then_start_again, daemon=True)
+    helper.start()
+    return helper
+
+
+def test_a_question_ending_as_redis_goes_away_keeps_its_record_metrics_and_feedback_context(
+    rig: SlackRig, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The asker had their one answer, but the job ended in RQ's failed registry and its record
+    (the console's), metrics and 👍/👎 context were lost. The job's end now waits Redis out
+    as its start does."""
+    caplog.set_level(logging.INFO)
+    rig.model.set_handler(answer_slowly)
+    ts = rig.mention("how does retry work?")
+    rig.settle()
+    [job_id] = rig.question_jobs()
+    helper = stop_redis_once_the_answer_is_delivered(rig, caplog)
+    make_worker(rig.runtime, name="ending", seats=1).work(burst=True, logging_level="WARNING")
+    helper.join(timeout=60)
+    redis = connect(rig.settings)
+    [reply] = rig.api.thread_texts("C1", ts)  # one answer
+    assert reply.startswith("answer to: how does retry work?")
+    assert FinishedJobRegistry(QUESTIONS_QUEUE, connection=redis).get_job_ids() == [job_id]
+    assert FailedJobRegistry(QUESTIONS_QUEUE, connection=redis).get_job_ids() == []
+    assert [record["id"] for record in recent_questions(redis)] == [job_id]
+    found = samples(exposition(redis, queue_depth).decode())
+    assert metric_value(found, 'codebot_questions_total{platform="slack",status="answered"}') == 1
+    assert redis.hget(ANSWER_KEY_PREFIX + job_id, "ref") is not None  # what a 👍/👎 is filed with

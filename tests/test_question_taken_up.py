@@ -127,6 +127,60 @@ def test_the_first_model_request_does_not_wait_for_slack_to_post_the_placeholder
     assert rig.api.reactions("C1", ts) == ["white_check_mark"]  # 👀 went on, then came off for ✅
 
 
+@pytest.mark.rig("slack")
+def test_a_question_answered_before_the_adapters_eyes_land_keeps_only_the_check_mark(rig: SlackRig) -> None:
+    """About 1 question in 1,000 kept 👀 next to ✅: the adapter adds 👀 after enqueueing, and a
+    fast worker answered (👀 off, ✅ on) before Slack acted on the adapter's 👀. Here Slack
+    holds the adapter's 👀 until the worker has finished."""
+    script(rig.model)
+    released = threading.Event()
+    rig.api.hang("reactions.add", HOLD_SECONDS, "eyes", until=released)  # the adapter's, the first
+    ts = rig.mention("how does retry work?")
+    wait_until(lambda: rig.api.held)  # enqueued; the adapter's 👀 is on its way
+    try:
+        rig.work()  # the worker's 👀 on, the answer, 👀 off and ✅ on
+    finally:
+        released.set()
+    rig.settle()
+    assert rig.api.thread_texts("C1", ts)[-1].startswith("Retries back off exponentially")
+    assert [call.body["name"] for call in rig.api.released] == ["eyes"]  # the adapter's, after all
+    assert rig.api.reactions("C1", ts) == ["white_check_mark"]
+
+
+def reactions_now(done: list[tuple[str, str]]) -> list[str]:
+    """The reactions on a Discord message after these PUTs and DELETEs, in the order Discord did them."""
+    now: list[str] = []
+    for method, emoji in done:
+        if method == "PUT" and emoji not in now:
+            now.append(emoji)
+        elif method == "DELETE" and emoji in now:
+            now.remove(emoji)
+    return now
+
+
+def test_a_discord_ask_answered_before_the_adapters_eyes_land_keeps_only_the_check_mark(
+    drig: DiscordRig,
+) -> None:
+    """As on Slack: `/codebot ask`'s 👀 on the command's message held by Discord until the
+    worker has answered (👀 off, ✅ on); the adapter then takes its late 👀 off again."""
+    fake = drig.fake
+    drig.script_answer(ANSWER)
+    released = threading.Event()
+    fake.hold("PUT", "/reactions/👀/", released, HOLD_SECONDS)  # the adapter's, the first
+    asked = fake.interaction("ask", {"question": "how does retry work?"})
+    fake.wait_for(lambda: fake.held)  # enqueued; the adapter's 👀 is on its way
+    try:
+        drig.work()
+    finally:
+        released.set()
+    shown = fake.interaction_messages[asked["token"]]
+    fake.wait_for(lambda: len(drig.reactions(shown)) == 5)  # the worker's three, then the adapter's
+    assert drig.reactions(shown)[-2:] == [("PUT", "👀"), ("DELETE", "👀")]
+    assert reactions_now(drig.reactions(shown)) == ["✅"]
+    [answer] = fake.posted(shown)
+    assert answer["content"].startswith("Retries back off exponentially")
+
+
 def test_the_first_model_request_does_not_wait_for_the_console_to_show_the_question_taken_up(
     rig: Rig, monkeypatch: pytest.MonkeyPatch
 ) -> None:

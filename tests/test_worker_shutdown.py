@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import threading
 import time
 from contextlib import suppress
 from pathlib import Path
@@ -17,7 +18,7 @@ from rq import Worker
 from tests.support.model_server import Reply, last_user_text, slow, text, tool_calls
 from tests.support.slack_rig import SlackRig, wait_until
 from tests.support.worker_procs import session_pids, start_worker, stop_worker, wait_for_horse
-from worker.jobs.process import start_housekeeper
+from worker.jobs.process import make_worker, start_housekeeper
 
 TURN_SECONDS = 1.5  # long enough for the signals to land mid-question
 
@@ -88,3 +89,40 @@ def test_a_burst_of_stop_signals_stops_the_housekeeper(rig: SlackRig) -> None:
         if housekeeper.is_alive():
             housekeeper.kill()
             housekeeper.join(5)
+
+
+@pytest.mark.parametrize("seats", [None, 2], ids=["fork", "threads"])
+def test_a_stopping_worker_never_waits_out_a_read_of_its_command_channel(
+    rig: SlackRig, seats: int | None
+) -> None:
+    """A worker exited ~60 s after its last question now and then: the reader of its `rq` command
+    channel read the reply to UNSUBSCRIBE before it was told to stop, went round once more and
+    waited (up to 60 s) for a subscription. Here the reply is always read first, as on a busy
+    machine; the reader must end without starting that wait."""
+    worker = make_worker(rig.runtime, name="stopping", seats=seats)
+    worker.subscribe()
+    pubsub, reader = worker.pubsub, worker.pubsub_thread
+    assert pubsub is not None and isinstance(reader, threading.Thread)
+    read, unsubscribe = pubsub.get_message, pubsub.unsubscribe
+    waits_for_a_subscription: list[float | None] = []
+    went_round = threading.Event()
+
+    def get_message(**kwargs: Any) -> Any:
+        if not pubsub.subscribed:  # redis-py would now wait `timeout` for a subscription
+            waits_for_a_subscription.append(kwargs.get("timeout"))
+            went_round.set()
+            return None
+        return read(**kwargs)
+
+    def unsubscribe_then_let_the_reader_go_first(*args: Any) -> Any:
+        sent = unsubscribe(*args)
+        wait_until(lambda: not pubsub.subscribed)  # the reader has read the reply
+        wait_until(lambda: went_round.is_set() or not reader.is_alive())
+        return sent
+
+    pubsub.get_message = get_message  # type: ignore[method-assign]
+    pubsub.unsubscribe = unsubscribe_then_let_the_reader_go_first  # type: ignore[method-assign]
+    worker.teardown()
+    reader.join(timeout=30)
+    assert not reader.is_alive()
+    assert waits_for_a_subscription == []

@@ -21,7 +21,7 @@ from redis import Redis
 
 from bot import texts
 from bot.discord.format import one_message, split_message
-from bot.discord.handlers import Place, place_of_channel
+from bot.discord.handlers import Place, mark_received, place_of_channel
 from bot.intake import REDIS_DOWN, Intake
 from worker.jobs.admin import enqueue_refresh, is_admin, repos_listing, status_report
 from worker.jobs.question import ReplyTarget, reference_id
@@ -111,7 +111,7 @@ class Commands:
             await interaction.edit_original_response(content=one_message(f"{echo}\n\n{outcome.text}"))
         elif outcome.kind == "enqueued":
             try:
-                await shown.add_reaction("👀")
+                await mark_received(interaction.client, self.intake, shown, outcome)
             except discord.HTTPException as exc:
                 log.info("no 👀 on the ask message: %s", exc)
 

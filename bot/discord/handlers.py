@@ -125,6 +125,20 @@ def guild_of(message: discord.Message) -> int | None:
     return guild_id if isinstance(guild_id, int) else None
 
 
+async def mark_received(
+    client: discord.Client, intake: Intake, message: discord.Message, outcome: Outcome
+) -> None:
+    """👀 on a question just enqueued. A fast worker may answer it, and take its 👀 off, before
+    ours lands (discord.py retries a 5xx, ~16 s, and waits out 429s; an event loop may be busy):
+    a question answered by the time ours is on gets ours taken off. The worker stores the
+    answered marker before it takes 👀 off, so one of the two removals comes after our add."""
+    await message.add_reaction("👀")
+    question, me = outcome.question, client.user
+    answered = question is not None and await asyncio.to_thread(intake.already_answered, question.id)
+    if answered and me is not None:
+        await message.remove_reaction("👀", me)
+
+
 class MessageHandler:
     def __init__(self, client: discord.Client, intake: Intake, settings: Settings) -> None:
         self.client = client
@@ -178,21 +192,12 @@ class MessageHandler:
             return None
         return place_of_channel(channel, guild_id)
 
-    async def _answered(self, question_id: str) -> bool:
-        return await asyncio.to_thread(self.intake.already_answered, question_id)
-
     async def _deliver(self, message: discord.Message, outcome: Outcome) -> None:
         try:
             if outcome.kind == "reply":
                 none = discord.AllowedMentions.none()
                 await message.reply(one_message(outcome.text), mention_author=False, allowed_mentions=none)
             elif outcome.kind == "enqueued":
-                await message.add_reaction("👀")  # received at once; the worker does the rest
-                # discord.py retries a 5xx (5 tries, ~16 s) and waits out 429s: the worker may meanwhile
-                # have answered and taken its 👀 off before ours landed. Then ours goes too.
-                question, me = outcome.question, self.client.user
-                answered = question is not None and await self._answered(question.id)
-                if answered and me is not None:
-                    await message.remove_reaction("👀", me)
+                await mark_received(self.client, self.intake, message, outcome)
         except discord.HTTPException as exc:
             log.warning("could not answer message %s: %s", message.id, exc)

@@ -29,7 +29,7 @@ from slack_sdk import WebClient
 from bot import texts
 from bot.intake import REDIS_DOWN, Ask, Intake, Outcome
 from bot.slack.format import format_for_slack
-from bot.slack.sink import RECEIVED, SLACK_FAILURES, add_reaction, post_markdown
+from bot.slack.sink import RECEIVED, SLACK_FAILURES, add_reaction, post_markdown, remove_reaction
 from config.settings import Settings
 from worker.jobs.admin import enqueue_refresh, is_admin, repos_listing, status_report
 from worker.jobs.question import ReplyTarget
@@ -166,7 +166,17 @@ class SlackHandlers:
         if outcome.kind == "reply":
             self._reply(client, incoming, outcome.text)
         elif outcome.kind == "enqueued":
-            add_reaction(client=client, channel=incoming.channel, ts=incoming.ts, name=RECEIVED)
+            self._mark_received(client, incoming, outcome)
+
+    def _mark_received(self, client: WebClient, incoming: Incoming, outcome: Outcome) -> None:
+        """👀 on a question just enqueued. A fast worker may answer it, and take its 👀 off,
+        before ours lands (a Slack call takes ~100 ms; its retries seconds): a question answered
+        by the time ours is on gets ours taken off. The worker stores the answered marker before
+        it takes 👀 off, so one of the two removals comes after our add."""
+        add_reaction(client=client, channel=incoming.channel, ts=incoming.ts, name=RECEIVED)
+        question = outcome.question
+        if question is not None and self.intake.already_answered(question.id):
+            remove_reaction(client=client, channel=incoming.channel, ts=incoming.ts, name=RECEIVED)
 
     def _reply(self, client: WebClient, incoming: Incoming, markdown: str) -> None:
         try:

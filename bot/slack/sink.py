@@ -168,6 +168,19 @@ def add_reaction(*, client: WebClient, channel: str, ts: str | None, name: str) 
         log.warning("reactions.add %s failed: %s", name, exc)
 
 
+def remove_reaction(*, client: WebClient, channel: str, ts: str | None, name: str) -> None:
+    """Best effort, as add_reaction: a reaction that cannot be taken off is logged."""
+    if not ts:
+        return
+    try:
+        client.reactions_remove(channel=channel, timestamp=ts, name=name)
+    except SlackApiError as exc:
+        if exc.response.get("error") not in _HARMLESS_REACTION_ERRORS:
+            log.warning("reactions.remove %s failed: %s", name, exc.response.get("error"))
+    except SLACK_FAILURES as exc:
+        log.warning("reactions.remove %s failed: %s", name, exc)
+
+
 def notify_admin(settings: Settings, target: ReplyTarget, user: str, markdown: str) -> None:
     """Tell an admin privately (worker.jobs.admin's notifier): an ephemeral message in the channel
     the command came from, or a DM from the app when that is impossible (e.g. not a member)."""

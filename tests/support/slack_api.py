@@ -103,6 +103,7 @@ class SlackAPI:
         self._hangs: list[tuple[str, float, str | None, threading.Event | None]] = []
         self.held: list[Call] = []  # calls hang() held, as they arrived
         self.released: list[Call] = []  # held calls whose hold is over (then handled as usual)
+        self.handled: list[Call] = []  # every call, in the order Slack acted on it (a held one: late)
         self.socket_url: str | None = None  # what apps.connections.open answers (Socket Mode)
         self.surfaces = Surfaces(self.messages, self._ts)  # streaming, Assistant, blocks, modals
         self._server = _Server(("127.0.0.1", 0), _Handler)
@@ -201,9 +202,12 @@ class SlackAPI:
             return [m for m in self.messages if m.channel == channel and m.thread_ts == thread_ts]
 
     def reactions(self, channel: str, ts: str) -> list[str]:
-        """Reactions currently on a user's message (added minus removed)."""
+        """Reactions currently on a user's message (added minus removed, in the order Slack
+        acted on the calls: a held call acts when its hold is over)."""
         current: list[str] = []
-        for call in self.calls:
+        with self._lock:
+            handled = list(self.handled)
+        for call in handled:
             if call.body.get("channel") == channel and call.body.get("timestamp") == ts:
                 if call.method == "reactions.add" and call.body["name"] not in current:
                     current.append(call.body["name"])
@@ -230,6 +234,7 @@ class SlackAPI:
         with self._lock:
             if held:
                 self.released.append(call)
+            self.handled.append(call)
             if self._outage is not None and method != "response_url":
                 kind, methods, retry_after = self._outage
                 if methods is None or method in methods:

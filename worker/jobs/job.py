@@ -173,7 +173,7 @@ class QuestionRun:
     def _finish(self, outcome: QuestionOutcome, started: float) -> QuestionOutcome:
         free_seat()  # delivered or in the outbox: a threaded worker's seat takes the next question
         outcome.seconds = round(time.monotonic() - started, 3)
-        account_question(self.redis, self.runtime.settings, self.question, outcome, self.answered)
+        account_question(self.redis, self.runtime.settings, self.question, outcome, self.answered, self.token)
         return outcome
 
     def _record_model_failure(self, exc: ModelFailure) -> None:

@@ -2,8 +2,12 @@
 
 The metrics, the console's record of the question, the usage, and (for an answer this run
 stored) the thread's turn and what feedback on the answer will be filed with are written in one
-pipeline. None of it decides what the asker sees: the final message was stored (and the
-question marked answered) before, so losing this round trip loses only counts and context.
+MULTI/EXEC. None of it decides what the asker sees: the final message was stored (and the
+question marked answered) before. Redis going away just then (a restart, a failover) is waited
+out as the start of a job is (`hold_on`, worker/jobs/reaper.py): the write is sent again once
+Redis answers. The same MULTI sets a mark of this run's end (`codebot:ended:<id>:<run>`), so a
+write that Redis applied but whose reply was lost is not applied twice: before sending again,
+the run looks for its mark.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import logging
 from typing import Any
 
 from redis import Redis
+from redis.client import Pipeline
 from redis.exceptions import RedisError
 
 from config.settings import Settings
@@ -19,6 +24,7 @@ from worker.jobs.feedback import record_answer
 from worker.jobs.outcomes import QuestionOutcome
 from worker.jobs.question import Question, Turn
 from worker.jobs.question_log import record_question
+from worker.jobs.reaper import hold_on
 from worker.jobs.sink import Answer
 from worker.jobs.threads import record_turn
 from worker.ops.accounting import record_usage
@@ -26,13 +32,20 @@ from worker.ops.metrics import count, observe_question
 
 log = logging.getLogger("codebot.job")
 
+ENDED_KEY_PREFIX = "codebot:ended:"  # + question id + ":" + run token: this run's end is written
+ENDED_KEEP_SECONDS = 3600  # far longer than any outage a run waits out (reaper.HOLD_MAX_SECONDS)
+
 
 def account_question(
-    redis: Redis, settings: Settings, question: Question, outcome: QuestionOutcome, answered: Answer | None
+    redis: Redis,
+    settings: Settings,
+    question: Question,
+    outcome: QuestionOutcome,
+    answered: Answer | None,
+    run: str,
 ) -> None:
     """Log, count and account one finished question: the same facts everywhere, never its code.
-    `answered`: the answer this run stored, if it stored one."""
-    prompt, completion = outcome.prompt_tokens, outcome.completion_tokens
+    `answered`: the answer this run stored, if it stored one; `run`: the run's token."""
     log.log(
         logging.WARNING if outcome.status in ("failed", "not_an_answer", "cut_off") else logging.INFO,
         "question %s",
@@ -43,7 +56,38 @@ def account_question(
         count(redis, "codebot_failures_total", reason="crash" if outcome.reason == "crash" else "model")
     # the metrics, the console's record and the usage in one round trip: a worker with one
     # seat takes its next question only once this one has ended
-    pipe = redis.pipeline()
+    ended = f"{ENDED_KEY_PREFIX}{question.id}:{run}"
+    attempts = 0
+
+    def write() -> None:
+        nonlocal attempts
+        attempts += 1
+        if attempts > 1 and redis.exists(ended):
+            return  # the earlier attempt was applied; only its reply was lost
+        with redis.pipeline() as pipe:
+            _queue_end(redis, settings, question, outcome, answered, pipe)
+            pipe.set(ended, 1, ex=ENDED_KEEP_SECONDS)
+            pipe.execute()
+
+    try:
+        hold_on(f"question {question.id}'s end", write)
+    except RedisError:  # only counts and context are lost: the answer was delivered (or is in the outbox)
+        log.warning(
+            "could not record the question's metrics, record, usage, thread turn and feedback context",
+            extra={"job_id": question.id},
+        )
+
+
+def _queue_end(
+    redis: Redis,
+    settings: Settings,
+    question: Question,
+    outcome: QuestionOutcome,
+    answered: Answer | None,
+    pipe: Pipeline,
+) -> None:
+    """What a finished question writes, queued on `pipe`."""
+    prompt, completion = outcome.prompt_tokens, outcome.completion_tokens
     observe_question(
         redis,
         question.target.platform,
@@ -62,13 +106,6 @@ def account_question(
     if prompt or completion:
         user_key = f"{question.target.platform}:{question.asker}"
         record_usage(redis, settings, user_key, prompt, completion, into=pipe)
-    try:
-        pipe.execute()
-    except RedisError:  # only counts and context are lost: the answer was delivered (or is in the outbox)
-        log.warning(
-            "could not record the question's metrics, record, usage, thread turn and feedback context",
-            extra={"job_id": question.id},
-        )
 
 
 def _log_fields(settings: Settings, question: Question, outcome: QuestionOutcome) -> dict[str, Any]:

@@ -61,6 +61,7 @@ from rq.timeouts import TimerDeathPenalty
 from rq.utils import current_timestamp, now
 
 from config.settings import Settings
+from worker.jobs.command_channel import CommandListener, listen_for_commands
 from worker.ops.claims import claim, new_token, release
 
 log = logging.getLogger("codebot.reaper")
@@ -190,8 +191,9 @@ def abandoned_bound_seconds(settings: Settings) -> float:
 
 
 class CodebotWorker(Worker):
-    """RQ's forking Worker with short heartbeats, horses that die with it, and a Redis blip
-    that costs a heartbeat instead of the worker (or the job it just took)."""
+    """RQ's forking Worker with short heartbeats, horses that die with it, a Redis blip that
+    costs a heartbeat instead of the worker (or the job it just took), and a command channel
+    whose reader stops at once (worker/jobs/command_channel.py)."""
 
     heartbeat_grace_seconds = 15
     queue_class = CodebotQueue
@@ -213,6 +215,33 @@ class CodebotWorker(Worker):
 
     def get_heartbeat_ttl(self, job: Job) -> int:
         return int(self.job_monitoring_interval) + self.heartbeat_grace_seconds
+
+    # A job's end, like its start, waits out a Redis restart: RQ would let the failure end it
+    # in the failed registry (or, Redis still gone, leave it to be reaped as abandoned).
+    def handle_execution_ended(self, job: Job, queue: Queue, heartbeat_ttl: int) -> None:
+        end = super().handle_execution_ended
+        self._hold_on_end(job, lambda: end(job, queue, heartbeat_ttl))
+
+    def handle_job_success(self, job: Job, queue: Queue, started_job_registry: StartedJobRegistry) -> None:
+        success = super().handle_job_success
+        self._hold_on_end(job, lambda: success(job, queue, started_job_registry))
+
+    def handle_job_failure(
+        self, job: Job, queue: Queue, started_job_registry: Any = None, exc_string: str = ""
+    ) -> None:
+        failure = super().handle_job_failure
+        self._hold_on_end(job, lambda: failure(job, queue, started_job_registry, exc_string))
+
+    def _hold_on_end(self, job: Job, end: Callable[[], None]) -> None:
+        """`end` tried until Redis answers, each time from the state it began with: RQ forgets
+        the job's Execution and its stop request while it queues the writes that failed."""
+        execution, stopped = self.execution, self._stopped_job_id
+
+        def attempt() -> None:
+            self.execution, self._stopped_job_id = execution, stopped
+            end()
+
+        hold_on(f"job {job.id}'s end", attempt)
 
     # While a horse runs, its parent wakes every job_monitoring_interval to write these two
     # to Redis; RQ lets a failed write end the worker (leaving its horse unwatched).
@@ -260,6 +289,16 @@ class CodebotWorker(Worker):
                 queue.intermediate_queue.cleanup(self, queue)
                 queue.release_maintenance_lock()
         self.last_cleaned_at = now()  # type: ignore[assignment]  # RQ declares it None until set
+
+    def subscribe(self) -> None:
+        """RQ's command channel, read on a CommandListener: a stop never waits out its read."""
+        self.pubsub = self.connection.pubsub()
+        self.pubsub.subscribe(**{self.pubsub_channel_name: self.handle_payload})
+        self.pubsub_thread = listen_for_commands(self.pubsub, self.name)  # type: ignore[assignment]  # RQ declares it None until set
+
+    def unsubscribe(self) -> None:
+        if isinstance(self.pubsub_thread, CommandListener):
+            self.pubsub_thread.stop()
 
     def request_force_stop(self, signum: int, frame: FrameType | None) -> None:
         """A second signal is a cold shutdown, unless it is the first one arriving by another
