@@ -52,7 +52,7 @@ def ask_while_busy(rig: SlackRig, count: int) -> list[str]:
     """`count` mentions queued, the worker busy with the first one; their message ts."""
     queued = [rig.mention(f"question {n}?", user=f"U{n}") for n in range(count)]
     rig.settle()
-    rig.model.wait_for_requests(1, timeout=30)
+    rig.model.wait_for_requests(1)
     return queued
 
 

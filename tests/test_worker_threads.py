@@ -56,7 +56,7 @@ def test_one_process_holds_three_questions_and_rq_registries_show_each(rig: Rig)
     worker = start_worker(rig.settings, "--burst", "--concurrency", "3")
     queue = Queue(QUESTIONS_QUEUE, connection=rig.redis)
     try:
-        rig.model.wait_for_requests(3, timeout=30)  # all three first turns at once
+        rig.model.wait_for_requests(3)  # all three first turns at once
         assert len(StartedJobRegistry(queue=queue).get_job_ids()) == 3
         [rq_worker] = Worker.all(connection=rig.redis)  # one RQ worker, as `rq info` lists it
         assert rq_worker.pid == worker.pid and rq_worker.get_state() == "busy"
@@ -91,7 +91,7 @@ def test_a_threaded_worker_killed_with_two_questions_in_flight_has_both_answered
     first = start_worker(rig.settings, "--concurrency", "2")
     second = None
     try:
-        rig.model.wait_for_requests(2, timeout=30)
+        rig.model.wait_for_requests(2)
         second = start_worker(rig.settings)
         os.kill(first.pid, signal.SIGKILL)  # the process and every question in it
         for question in questions:
@@ -119,7 +119,7 @@ def test_rq_stop_job_stops_one_question_while_the_other_in_the_process_is_answer
     rig.enqueue(kept)
     worker = start_worker(rig.settings, "--burst", "--concurrency", "2")
     try:
-        rig.model.wait_for_requests(2, timeout=30)
+        rig.model.wait_for_requests(2)
         send_stop_job_command(rig.redis, stopped.id)
         assert worker.wait(timeout=60) == 0
     finally:
