@@ -75,7 +75,7 @@ def test_the_cli_reports_unreachable_redis_in_one_line(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         env=env,
-        timeout=60,
+        timeout=110,  # a hang guard: its imports alone took 40-60 s at load 20 on 2 cores
     )
     assert result.returncode == 2
     assert result.stderr.strip().startswith("codebot: Redis at 127.0.0.1:1 is unreachable")

@@ -88,7 +88,7 @@ def test_a_sentinel_failover_mid_load_loses_no_question_and_answers_none_twice(
     assert replies[late][0].startswith("answer to: asked after the failover")
     status = subprocess.run(
         [sys.executable, "-m", "codebot.cli", "status"],
-        capture_output=True, text=True, env=settings_env(rig.settings), cwd=PROJECT_ROOT, timeout=60,
+        capture_output=True, text=True, env=settings_env(rig.settings), cwd=PROJECT_ROOT, timeout=110,
     )  # fmt: skip
     assert status.returncode == 0, status.stderr
     assert status.stdout.startswith(f"queue: Redis primary 'mymaster' via Sentinel at {group.sentinels}")
@@ -107,7 +107,7 @@ def test_unreachable_sentinels_are_reported_in_one_line(tmp_path: Path) -> None:
     settings = load_settings(env_file=None, redis_sentinels="127.0.0.1:1", redis_sentinel_master="queue")
     result = subprocess.run(
         [sys.executable, "-m", "codebot.cli", "status"],
-        capture_output=True, text=True, env=settings_env(settings), cwd=PROJECT_ROOT, timeout=60,
+        capture_output=True, text=True, env=settings_env(settings), cwd=PROJECT_ROOT, timeout=110,
     )  # fmt: skip
     assert result.returncode == 2 and "Traceback" not in result.stderr
     [line] = result.stderr.strip().splitlines()
