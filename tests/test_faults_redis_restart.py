@@ -22,7 +22,7 @@ from tests.support.model_server import Reply, last_user_text, slow, text, tool_c
 from tests.support.redis_outage import kill_embedded_server
 from tests.support.redis_servers import persist_now
 from tests.support.slack_rig import SlackRig, wait_until
-from tests.support.worker_procs import start_worker, stop_worker, wait_dead
+from tests.support.worker_procs import SETTLE_SECONDS, start_worker, stop_worker, wait_dead
 from worker.ops.redis_connection import connect, server_pid, stop_embedded_server
 
 TURN_SECONDS = 0.3
@@ -91,7 +91,7 @@ def test_redis_restarting_under_the_adapter_and_a_worker_loses_no_queued_questio
         after = rig.mention("asked after the restart", user="U91")
         rig.settle()
         for ts in [*queued, after]:
-            wait_until(lambda ts=ts: settled(rig, ts), timeout=60)
+            wait_until(lambda ts=ts: settled(rig, ts), timeout=SETTLE_SECONDS)
         time.sleep(1.0)  # a duplicate answer, if any, would arrive now
     finally:
         stop_worker(worker)
@@ -114,7 +114,7 @@ def test_a_worker_starts_a_killed_embedded_redis_again_and_answers_every_queued_
         kill_embedded_server(rig.settings)  # and the adapter stays idle: the worker heals it
         wait_dead(crashed)
         for ts in queued:
-            wait_until(lambda ts=ts: settled(rig, ts), timeout=60)
+            wait_until(lambda ts=ts: settled(rig, ts), timeout=SETTLE_SECONDS)
         time.sleep(1.0)  # a duplicate answer, if any, would arrive now
     finally:
         stop_worker(worker)

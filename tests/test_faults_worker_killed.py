@@ -18,7 +18,14 @@ from rq.job import Job
 
 from tests.support.e2e import Rig
 from tests.support.model_server import Reply, slow, text, tool_calls
-from tests.support.worker_procs import start_worker, stop_worker, wait_dead, wait_for_horse, wait_registered
+from tests.support.worker_procs import (
+    SETTLE_SECONDS,
+    start_worker,
+    stop_worker,
+    wait_dead,
+    wait_for_horse,
+    wait_registered,
+)
 from worker.jobs.question import Question
 from worker.jobs.reaper import abandoned_bound_seconds
 from worker.jobs.sink import CONSOLE_STREAM_PREFIX
@@ -60,7 +67,7 @@ def finals(rig: Rig, question: Question) -> list[tuple[str, dict[str, Any]]]:
 
 
 def seconds_to_final(rig: Rig, question: Question, since: float) -> tuple[str, dict[str, Any], float]:
-    for kind, fields in rig.events(question, timeout=60):
+    for kind, fields in rig.events(question, timeout=SETTLE_SECONDS):
         if kind in ("answer", "failed"):
             return kind, fields, time.monotonic() - since
     raise AssertionError("the asker heard nothing: silence")
@@ -137,7 +144,7 @@ def test_a_machine_dying_with_two_questions_in_flight_loses_neither(rig: Rig) ->
         survivor = start_worker(rig.settings)
         os.killpg(machine.pid, signal.SIGKILL)  # every process of it: parent, workers, housekeeper
         for question in questions:
-            kind, fields = rig.final(list(rig.events(question, timeout=60)))
+            kind, fields = rig.final(list(rig.events(question, timeout=SETTLE_SECONDS)))
             assert kind == "answer" and "answered elsewhere" in fields["markdown"]
         time.sleep(1.0)
     finally:

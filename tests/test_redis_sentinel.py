@@ -20,7 +20,7 @@ from config.settings import load_settings
 from tests.support.model_server import Reply, last_user_text, slow, text, tool_calls
 from tests.support.redis_servers import SentinelGroup, sentinel_group
 from tests.support.slack_rig import SlackRig, build_slack_rig, wait_until
-from tests.support.worker_procs import PROJECT_ROOT, settings_env, start_worker, stop_worker
+from tests.support.worker_procs import PROJECT_ROOT, SETTLE_SECONDS, settings_env, start_worker, stop_worker
 
 QUESTIONS = 16
 TURN_SECONDS = 0.3
@@ -66,14 +66,14 @@ def test_a_sentinel_failover_mid_load_loses_no_question_and_answers_none_twice(
     try:
         asked = [rig.mention(f"question {n}?", user=f"U{n}") for n in range(QUESTIONS)]
         rig.settle()
-        wait_until(lambda: sum(finished(rig, ts) for ts in asked) >= 4, timeout=60)
+        wait_until(lambda: sum(finished(rig, ts) for ts in asked) >= 4, timeout=SETTLE_SECONDS)
         group.kill_primary()  # mid-load: questions queued, running and being posted
         group.wait_for_failover()
         late = rig.mention("asked after the failover", user="U99")  # the adapter follows too
         rig.settle()
         asked.append(late)
         for ts in asked:
-            wait_until(lambda ts=ts: finished(rig, ts), timeout=60)
+            wait_until(lambda ts=ts: finished(rig, ts), timeout=SETTLE_SECONDS)
         time.sleep(1.0)  # a duplicate answer, if any, would arrive now
     finally:
         stop_worker(worker, timeout=45)  # longer than a BLPOP's wait (30 s): see below

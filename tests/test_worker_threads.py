@@ -17,7 +17,7 @@ from rq.registry import FinishedJobRegistry, StartedJobRegistry
 
 from tests.support.e2e import Rig
 from tests.support.model_server import Reply, last_user_text, slow, text, tool_calls
-from tests.support.worker_procs import horse_pids, start_worker, stop_worker, wait_registered
+from tests.support.worker_procs import SETTLE_SECONDS, horse_pids, start_worker, stop_worker, wait_registered
 from worker.jobs.process import seats_per_process
 from worker.jobs.question_start import make_model_client
 from worker.jobs.queue import QUESTIONS_QUEUE
@@ -114,7 +114,7 @@ def test_a_threaded_worker_killed_with_two_questions_in_flight_has_both_answered
         wait_registered(rig.redis, second)  # up before the kill: the wait below is the reaper's
         os.kill(first.pid, signal.SIGKILL)  # the process and every question in it
         for question in questions:
-            kind, fields = rig.final(list(rig.events(question, timeout=60)))
+            kind, fields = rig.final(list(rig.events(question, timeout=SETTLE_SECONDS)))
             assert kind == "answer" and "answered elsewhere" in fields["markdown"]
         time.sleep(1.0)  # a second answer, if any, would show up now
     finally:

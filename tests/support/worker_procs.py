@@ -28,6 +28,10 @@ from rq import Worker
 from config.settings import Settings
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
+# How long a slow test waits for a question to settle (answered, apologised for) after a fault:
+# a hang guard, seconds on an idle machine and a minute or more at load 16 on 2 cores, where
+# workers take tens of seconds to start (slow tests have 600 s of their own, tests/conftest.py)
+SETTLE_SECONDS = 180.0
 
 
 def settings_env(settings: Settings, **extra: Any) -> dict[str, str]:
