@@ -32,8 +32,8 @@ from worker.jobs.sink import CONSOLE_STREAM_PREFIX
 
 FAST_HEARTBEATS = {
     "worker_heartbeat_seconds": 1,
-    # a live worker on a machine 8x slower beats seconds late: a 2 s grace took it for dead there
-    # (and retried or gave up a question it was answering); 10 s still keeps the suite fast
+    # a live worker on a machine 8x slower beats seconds late: with a 2 s grace the reaper may
+    # take it for dead (at load 20 a question here ended in an apology); 10 s keeps the suite fast
     "worker_heartbeat_grace_seconds": 10,
     "reaper_interval_seconds": 0.5,
 }

@@ -23,8 +23,8 @@ from worker.jobs.question_start import make_model_client
 from worker.jobs.queue import QUESTIONS_QUEUE
 from worker.jobs.sink import CONSOLE_STREAM_PREFIX
 
-# a 10 s grace: a live worker on a machine 8x slower beats seconds late, and a 2 s one took it
-# for dead there
+# a 10 s grace: a live worker on a machine 8x slower beats seconds late, and with 2 s the reaper
+# may take it for dead
 pytestmark = pytest.mark.rig(
     worker_heartbeat_seconds=1, worker_heartbeat_grace_seconds=10, reaper_interval_seconds=0.5
 )
