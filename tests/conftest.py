@@ -26,6 +26,17 @@ RIG_BUILDERS: dict[str, Callable[..., Iterator[Any]]] = {
 
 _OURS = ("CODEBOT_", "REDIS_URL", "OPENAI_", "SLACK_", "DISCORD_")
 
+# A `slow` test (real worker processes, faults, fuzzing) takes up to a minute on an idle machine
+# and several at load 16 on 2 cores: pyproject's 120 s would fail it there for no fault of the
+# code. Its own bound; a test's own `timeout` marker still wins.
+SLOW_TEST_TIMEOUT_SECONDS = 600
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("slow") and not item.get_closest_marker("timeout"):
+            item.add_marker(pytest.mark.timeout(SLOW_TEST_TIMEOUT_SECONDS))
+
 
 @pytest.fixture(autouse=True)
 def clean_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:

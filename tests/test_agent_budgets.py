@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -70,11 +69,11 @@ def test_a_model_failing_midway_still_gives_the_best_answer_from_what_was_found(
 
 
 def test_a_reply_slower_than_the_deadline_ends_the_question_in_bounded_time(tmp_path: Path) -> None:
-    for rig in build_rig(tmp_path, question_deadline_seconds=4, model_timeout_seconds=30):
-        rig.model.enqueue(slow(60, text("too late")))
-        started = time.monotonic()
+    # the reply and the attempt's own bound are an hour: only the 4 s deadline ends the question
+    # before the test's timeout fails it, however slow the machine
+    for rig in build_rig(tmp_path, question_deadline_seconds=4, model_timeout_seconds=3600):
+        rig.model.enqueue(slow(3600, text("too late")))
         _, events = rig.ask("how does retry work?")
-        assert time.monotonic() - started < 30  # the 4 s deadline, not the 60 s reply
         kind, failure = rig.final(events)
         assert kind == "failed" and "did not answer in time" in failure["text"]
 

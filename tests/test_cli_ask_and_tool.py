@@ -144,7 +144,7 @@ def test_ask_exits_4_and_says_cut_off_when_every_attempt_at_the_reply_is_cut(pro
 
 
 def test_ask_help_lists_the_exit_code_of_every_outcome_kind() -> None:
-    helped = run_codebot("ask", "--help", env={}, timeout=60)
+    helped = run_codebot("ask", "--help", env={}, timeout=110)
     listed = dict(re.findall(r"(\d) ([a-z][^;]*)", ASK_EXIT_CODES))
     assert " ".join(helped.stdout.split()).endswith(ASK_EXIT_CODES)
     for kind, code in EXIT_CODES.items():

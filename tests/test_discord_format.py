@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bot.discord.app import invite_url
@@ -70,7 +70,8 @@ def test_a_line_longer_than_a_message_is_cut_at_spaces() -> None:
     assert "".join(chunks).replace("\n", " ").count("y") == 3000
 
 
-@settings(max_examples=60, deadline=None)
+# no deadline and no too_slow health check: both are wall-clock, and fail on a busy machine
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.lists(
         st.one_of(st.text(max_size=300), st.sampled_from(["```", "```js", "~~~", "", "    ```"])), max_size=80

@@ -12,7 +12,7 @@ import functools
 import itertools
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -99,15 +99,22 @@ def test_a_quick_tool_shows_as_typing_only_so_the_first_edit_already_carries_the
     assert not any(STEP in state for state in drig.fake.states(message["id"]))
 
 
+def step_shown(drig: DiscordRig) -> bool:
+    return any(STEP in call.body.get("content", "") for call in drig.fake.find("PATCH", "/messages/"))
+
+
 @contextmanager
-def slow_read_file(drig: DiscordRig, seconds: float) -> Iterator[list[float]]:
-    """The worker's read_file takes `seconds` longer (a slow disk, a big file); yields the times
-    it returned. The runtime's registry is swapped for the test; the live view is untouched."""
+def slow_read_file(drig: DiscordRig, until: Callable[[], bool]) -> Iterator[list[float]]:
+    """The worker's read_file runs until `until()` holds (a slow disk, a big file; at most 60 s,
+    a hang guard); yields the times it returned. The runtime's registry is swapped for the
+    test; the live view is untouched."""
     returned: list[float] = []
 
     @functools.wraps(read_file)
     def slow(*args: Any, **kwargs: Any) -> ToolResult:
-        time.sleep(seconds)
+        give_up = time.monotonic() + 60
+        while not until() and time.monotonic() < give_up:
+            time.sleep(0.05)
         try:
             return read_file(*args, **kwargs)
         finally:
@@ -125,7 +132,9 @@ def slow_read_file(drig: DiscordRig, seconds: float) -> Iterator[list[float]]:
 def test_a_slow_tool_is_named_in_the_message_while_it_runs_and_the_answer_replaces_it(
     drig: DiscordRig,
 ) -> None:
-    with slow_read_file(drig, seconds=1.5) as returned:
+    # the tool runs until its step is shown, however long a busy machine takes to show it: if it
+    # never is, the tool returns after the guard and the order below fails
+    with slow_read_file(drig, until=lambda: step_shown(drig)) as returned:
         asked = ask(drig)
     message = answer_message(drig, asked)
     edits = drig.fake.find("PATCH", f"/messages/{message['id']}$")

@@ -27,7 +27,7 @@ from tests.support.discord_rig import DiscordRig
 from tests.support.model_server import Reply, last_user_text, text, tool_calls
 from tests.support.slack_api import Outage
 from tests.support.slack_rig import SlackRig, wait_until
-from tests.support.worker_procs import start_worker, stop_worker
+from tests.support.worker_procs import SETTLE_SECONDS, start_worker, stop_worker
 from worker.jobs.outbox_backlog import backlog
 
 QUESTIONS = 2
@@ -70,7 +70,9 @@ def test_a_slack_outage_ends_with_every_asker_answered_once(
         wait_until(lambda: refused_at_least_once(rig.redis, QUESTIONS), timeout=90)
         rig.api.outage(None)  # Slack is back
         for ts in asked:
-            wait_until(lambda ts=ts: "white_check_mark" in rig.api.reactions("C1", ts), timeout=60)
+            wait_until(
+                lambda ts=ts: "white_check_mark" in rig.api.reactions("C1", ts), timeout=SETTLE_SECONDS
+            )
         time.sleep(1.0)  # a second post, if any, would arrive now
     finally:
         stop_worker(worker)
@@ -96,7 +98,7 @@ def test_a_discord_outage_ends_with_every_asker_answered_once(
         wait_until(lambda: refused_at_least_once(rig.redis, QUESTIONS), timeout=90)
         fake.outage(None)
         for message in asked:
-            wait_until(lambda m=message: ("PUT", "✅") in drig.reactions(m["id"]), timeout=60)
+            wait_until(lambda m=message: ("PUT", "✅") in drig.reactions(m["id"]), timeout=SETTLE_SECONDS)
         time.sleep(1.0)
     finally:
         stop_worker(worker)
@@ -116,9 +118,13 @@ def test_an_adapter_eyes_that_lands_after_the_answer_is_taken_off_again(
     drig.queued()
     worker = start_worker(drig.settings, log=tmp_path / "worker.log")
     try:
-        wait_until(lambda: ("PUT", "✅") in drig.reactions(asked["id"]), timeout=60)  # answered first
+        wait_until(
+            lambda: ("PUT", "✅") in drig.reactions(asked["id"]), timeout=SETTLE_SECONDS
+        )  # answered first
         eyes = ("PUT", "👀")
-        wait_until(lambda: drig.reactions(asked["id"]).count(eyes) == 2, timeout=60)  # the worker's, ours
+        wait_until(
+            lambda: drig.reactions(asked["id"]).count(eyes) == 2, timeout=SETTLE_SECONDS
+        )  # the worker's, ours
         time.sleep(1.0)
     finally:
         stop_worker(worker)
@@ -145,12 +151,12 @@ def test_a_worker_killed_between_storing_and_posting_its_answer_ends_with_it_del
     first = start_worker(rig.settings, log=tmp_path / "first.log")
     second = None
     try:
-        wait_until(lambda: rig.api.held, timeout=60)
-        held_at = time.monotonic()  # the answer is stored; Slack holds the call that posts it
+        # the answer is stored; Slack holds the call that posts it
+        wait_until(lambda: rig.api.held, timeout=SETTLE_SECONDS)
         second = start_worker(rig.settings, log=tmp_path / "second.log")
         os.killpg(first.pid, signal.SIGKILL)  # the whole machine: worker, its horse, its housekeeper
-        wait_until(lambda: rig.api.reactions("C1", ts) == ["white_check_mark"], timeout=60)
-        time.sleep(max(0.0, held_at + HANG_SECONDS + 1.0 - time.monotonic()))  # the held call lands too
+        wait_until(lambda: rig.api.reactions("C1", ts) == ["white_check_mark"], timeout=SETTLE_SECONDS)
+        wait_until(lambda: rig.api.released, timeout=SETTLE_SECONDS)  # the held call lands too
     finally:
         stop_worker(first)
         if second is not None:

@@ -26,7 +26,7 @@ from tests.support.model_server import Reply, last_user_text, slow, text, tool_c
 from tests.support.redis_outage import kill_embedded_server
 from tests.support.redis_servers import persist_now
 from tests.support.slack_rig import SlackRig, wait_until
-from tests.support.worker_procs import start_worker, stop_worker, wait_dead
+from tests.support.worker_procs import SETTLE_SECONDS, start_worker, stop_worker, wait_dead
 from worker.jobs.feedback import ANSWER_KEY_PREFIX
 from worker.jobs.process import make_worker
 from worker.jobs.question_log import recent_questions
@@ -61,7 +61,7 @@ def ask_while_busy(rig: SlackRig, count: int) -> list[str]:
     """`count` mentions queued, the worker busy with the first one; their message ts."""
     queued = [rig.mention(f"question {n}?", user=f"U{n}") for n in range(count)]
     rig.settle()
-    rig.model.wait_for_requests(1, timeout=30)
+    rig.model.wait_for_requests(1)
     return queued
 
 
@@ -100,7 +100,7 @@ def test_redis_restarting_under_the_adapter_and_a_worker_loses_no_queued_questio
         after = rig.mention("asked after the restart", user="U91")
         rig.settle()
         for ts in [*queued, after]:
-            wait_until(lambda ts=ts: settled(rig, ts), timeout=60)
+            wait_until(lambda ts=ts: settled(rig, ts), timeout=SETTLE_SECONDS)
         time.sleep(1.0)  # a duplicate answer, if any, would arrive now
     finally:
         stop_worker(worker)
@@ -123,7 +123,7 @@ def test_a_worker_starts_a_killed_embedded_redis_again_and_answers_every_queued_
         kill_embedded_server(rig.settings)  # and the adapter stays idle: the worker heals it
         wait_dead(crashed)
         for ts in queued:
-            wait_until(lambda ts=ts: settled(rig, ts), timeout=60)
+            wait_until(lambda ts=ts: settled(rig, ts), timeout=SETTLE_SECONDS)
         time.sleep(1.0)  # a duplicate answer, if any, would arrive now
     finally:
         stop_worker(worker)

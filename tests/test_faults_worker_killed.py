@@ -18,14 +18,23 @@ from rq.job import Job
 
 from tests.support.e2e import Rig
 from tests.support.model_server import Reply, slow, text, tool_calls
-from tests.support.worker_procs import start_worker, stop_worker, wait_dead, wait_for_horse
+from tests.support.worker_procs import (
+    SETTLE_SECONDS,
+    start_worker,
+    stop_worker,
+    wait_dead,
+    wait_for_horse,
+    wait_registered,
+)
 from worker.jobs.question import Question
 from worker.jobs.reaper import abandoned_bound_seconds
 from worker.jobs.sink import CONSOLE_STREAM_PREFIX
 
 FAST_HEARTBEATS = {
     "worker_heartbeat_seconds": 1,
-    "worker_heartbeat_grace_seconds": 2,
+    # a live worker on a machine 8x slower beats seconds late: with a 2 s grace the reaper may
+    # take it for dead (at load 20 a question here ended in an apology); 10 s keeps the suite fast
+    "worker_heartbeat_grace_seconds": 10,
     "reaper_interval_seconds": 0.5,
 }
 # a running worker answering the retried question (two scripted turns): ~1 s, with room for a busy machine
@@ -58,7 +67,7 @@ def finals(rig: Rig, question: Question) -> list[tuple[str, dict[str, Any]]]:
 
 
 def seconds_to_final(rig: Rig, question: Question, since: float) -> tuple[str, dict[str, Any], float]:
-    for kind, fields in rig.events(question, timeout=60):
+    for kind, fields in rig.events(question, timeout=SETTLE_SECONDS):
         if kind in ("answer", "failed"):
             return kind, fields, time.monotonic() - since
     raise AssertionError("the asker heard nothing: silence")
@@ -73,8 +82,9 @@ def test_a_worker_killed_mid_question_is_answered_once_by_another_worker_within_
     second = None
     try:
         horse = wait_for_horse(first.pid)
-        rig.model.wait_for_requests(1, timeout=30)
+        rig.model.wait_for_requests(1)
         second = start_worker(rig.settings)
+        wait_registered(rig.redis, second)  # the bound below is the reaper's, not a start-up's
         killed_at = time.monotonic()
         os.kill(first.pid, signal.SIGKILL)  # the worker itself, not its horse...
         wait_dead(horse, timeout=20)  # ...whose horse dies with it instead of answering as an orphan
@@ -84,7 +94,7 @@ def test_a_worker_killed_mid_question_is_answered_once_by_another_worker_within_
         stop_worker(first)
         if second is not None:
             stop_worker(second)
-    assert kind == "answer" and "answered by the retry" in fields["markdown"]
+    assert kind == "answer" and "answered by the retry" in fields["markdown"], fields
     assert len(finals(rig, question)) == 1
     assert any(k == "progress" and "trying again" in f.get("text", "") for k, f in rig.events(question))
     assert seconds < abandoned_bound_seconds(rig.settings) + ANSWER_SECONDS
@@ -99,11 +109,12 @@ def test_a_question_whose_retry_is_killed_too_ends_in_an_apology_within_the_boun
     rig.enqueue(question)
     workers = [start_worker(rig.settings)]
     try:
-        rig.model.wait_for_requests(1, timeout=30)
+        rig.model.wait_for_requests(1)
         workers.append(start_worker(rig.settings))
         os.kill(workers[0].pid, signal.SIGKILL)
-        rig.model.wait_for_requests(2, timeout=30)  # the retry, on the second worker, hangs too
+        rig.model.wait_for_requests(2)  # the retry, on the second worker, hangs too
         workers.append(start_worker(rig.settings))
+        wait_registered(rig.redis, workers[-1])  # the bound below is the reaper's, not a start-up's
         killed_at = time.monotonic()
         os.kill(workers[1].pid, signal.SIGKILL)
         kind, fields, seconds = seconds_to_final(rig, question, killed_at)
@@ -129,11 +140,11 @@ def test_a_machine_dying_with_two_questions_in_flight_loses_neither(rig: Rig) ->
     machine = start_worker(rig.settings, "--concurrency", "2")
     survivor = None
     try:
-        rig.model.wait_for_requests(2, timeout=30)  # both questions are on the dying machine
+        rig.model.wait_for_requests(2)  # both questions are on the dying machine
         survivor = start_worker(rig.settings)
         os.killpg(machine.pid, signal.SIGKILL)  # every process of it: parent, workers, housekeeper
         for question in questions:
-            kind, fields = rig.final(list(rig.events(question, timeout=60)))
+            kind, fields = rig.final(list(rig.events(question, timeout=SETTLE_SECONDS)))
             assert kind == "answer" and "answered elsewhere" in fields["markdown"]
         time.sleep(1.0)
     finally:

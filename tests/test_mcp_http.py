@@ -58,7 +58,7 @@ def test_http_refuses_to_start_without_a_token_with_one_clear_line(served: Serve
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=110,  # a hang guard: the CLI's imports take 40-60 s at load 20
     )
 
     assert done.returncode == 2 and done.stdout == ""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import time
 from pathlib import Path
 
 import pytest
@@ -135,10 +134,8 @@ def test_a_remote_that_never_answers_fails_after_the_git_timeout_and_keeps_servi
     with silent_server() as url:
         entry = {"name": "app", "url": url, "branch": "main"}  # the same repo, its remote now hung
         hung = make_mirrors(tmp_path, [entry], git_timeout_seconds=1.0)
-        started = time.monotonic()
-        result = hung.sync("app")
+        result = hung.sync("app")  # without the 1 s git timeout: hung until the test's timeout
 
-    assert time.monotonic() - started < 20  # the 1 s git timeout fired: without it, this hangs
     assert not result.ok and result.sha == good
     assert result.error == "fetch failed: git fetch timed out after 1 s"
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import time
 from io import StringIO
 from pathlib import Path
 
@@ -150,9 +149,7 @@ def test_a_private_repo_over_http_syncs_with_a_token_from_the_environment(
 
         monkeypatch.setenv("REPO_TOKEN", "wrong-t0ken-value")
         bad = make_mirrors(tmp_path / "bad", [entry])
-        started = time.monotonic()
-        shown = _all_output(bad)
+        shown = _all_output(bad)  # a password prompt would hang here, until the test's timeout
 
-    assert time.monotonic() - started < 30  # no password prompt to hang on
     assert not (home / ".git-credentials").exists()  # the token was not stored anywhere
     assert "Authentication failed" in shown and "wrong-t0ken" not in shown

@@ -196,7 +196,7 @@ def test_429_then_success_is_retried_by_the_sdk(model: ScriptedModel, make_clien
     assert len(model.requests) == 2
     # `retry-after: 0` is not "retry now": the SDK only honours 0 < delay <= 120 s and otherwise
     # falls back to its 0.5 s (minus <=25% jitter) backoff. Use retry-after-ms for faster tests.
-    assert 0.3 < time.monotonic() - started < 20  # a lower bound holds on any machine
+    assert time.monotonic() - started > 0.3  # a lower bound holds on any machine, however busy
 
 
 def test_retry_after_ms_sets_the_wait_between_retries(model: ScriptedModel, make_client: MakeClient) -> None:
@@ -242,19 +242,23 @@ def test_error_with_a_string_body_becomes_the_message(model: ScriptedModel, make
 
 
 def test_slow_reply_times_out(model: ScriptedModel, make_client: MakeClient) -> None:
-    model.enqueue(slow(30, text("too late")))
-    started = time.monotonic()
+    model.enqueue(slow(3600, text("too late")))  # without the 0.5 s timeout: the test's timeout
     with pytest.raises(openai.APITimeoutError):
         ask(make_client(timeout=0.5, max_retries=0), "hi")
-    assert time.monotonic() - started < 25  # the 0.5 s timeout, not the 30 s reply
     assert len(model.requests) == 1  # recorded on arrival, before the delay
 
 
 def test_slow_reply_does_not_block_other_requests(model: ScriptedModel, make_client: MakeClient) -> None:
-    model.set_handler(
-        lambda body: slow(1.0, text("late")) if last_user_text(body) == "slow" else text("fast")
-    )
-    client = make_client(timeout=5)
+    quick_done = threading.Event()
+
+    def answer(body: dict[str, Any]) -> Reply:
+        if last_user_text(body) == "slow":
+            quick_done.wait(60)  # held until the quick one is answered (the bound: a hang guard)
+            return text("late")
+        return text("fast")
+
+    model.set_handler(answer)
+    client = make_client(timeout=120)
     finished: list[str] = []
 
     def ask_slowly() -> None:
@@ -265,7 +269,8 @@ def test_slow_reply_does_not_block_other_requests(model: ScriptedModel, make_cli
     model.wait_for_requests(1)
     assert ask(client, "quick").choices[0].message.content == "fast"
     finished.append("fast")
-    worker.join(timeout=30)
+    quick_done.set()
+    worker.join(timeout=60)
     assert finished == ["fast", "late"]  # the quick one did not wait behind the slow one
 
 
@@ -457,8 +462,8 @@ def test_wait_for_requests(model: ScriptedModel, make_client: MakeClient) -> Non
     client = make_client()
     thread = threading.Thread(target=ask, args=(client, "hi"))
     thread.start()
-    model.wait_for_requests(1, timeout=5)
-    thread.join(timeout=5)
+    model.wait_for_requests(1, timeout=60)
+    thread.join(timeout=60)
     with pytest.raises(TimeoutError, match="expected 2 requests"):
         model.wait_for_requests(2, timeout=0.05)
 

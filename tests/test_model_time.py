@@ -29,13 +29,13 @@ def ask_failed(rig: Rig) -> str:
 def test_a_streamed_reply_trickling_a_byte_every_2_s_is_cut_at_the_deadline_with_a_clear_reason(
     tmp_path: Path,
 ) -> None:
-    for rig in build_rig(tmp_path, question_deadline_seconds=6, model_timeout_seconds=60):
+    # the attempt's own bound is an hour: only the 6 s deadline cuts the reply before the test's
+    # timeout fails it, however slow the machine
+    for rig in build_rig(tmp_path, question_deadline_seconds=6, model_timeout_seconds=3600):
         rig.model.set_handler(lambda _body: trickle(2.0, LONG_ANSWER))
-        started = time.monotonic()
         message = ask_failed(rig)
         assert "still sending its reply" in message and "cut off" in message
         assert "Error" not in message and "Exception" not in message  # words, not a class name
-        assert time.monotonic() - started < 45  # the 6 s deadline, not the 60 s model timeout
 
 
 @pytest.mark.slow
@@ -48,10 +48,10 @@ def test_a_whole_json_reply_trickling_in_is_cut_by_each_attempts_total_bound(tmp
         model_stream=False,
     ):
         rig.model.set_handler(lambda _body: trickle(2.0, LONG_ANSWER))
-        started = time.monotonic()
         assert "cut off" in ask_failed(rig)
-        assert len(rig.model.requests) == 2  # both attempts, each cut after its 3 s
-        assert time.monotonic() - started < 60 / 2  # far inside the question's deadline
+        # both attempts, each cut after its 3 s: without that bound the first would run on to the
+        # question's deadline and be the only one
+        assert len(rig.model.requests) == 2
 
 
 class SteppingClock:

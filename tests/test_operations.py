@@ -130,7 +130,7 @@ def test_status_in_the_terminal_shows_queue_workers_refreshes_and_usage(rig: Rig
         "CODEBOT_REPOS_FILE": str(rig.settings.repos_file),
     }
     result = subprocess.run(
-        [sys.executable, "-m", "codebot.cli", "status"], capture_output=True, text=True, env=env, timeout=60
+        [sys.executable, "-m", "codebot.cli", "status"], capture_output=True, text=True, env=env, timeout=110
     )
     assert result.returncode == 0, result.stderr
     assert "Queue" in result.stdout or "queue" in result.stdout

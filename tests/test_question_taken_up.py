@@ -28,7 +28,9 @@ from worker.repos.refresh import REPO_KEY_PREFIX
 
 ANSWER = "Retries back off exponentially [payments:payments/retry.py#L6-L12]."
 STEP = "reading `payments/retry.py` from L1 in payments"  # drig.script_answer's tool call
-HOLD_SECONDS = 10.0  # the longest a held call is held: the old, waiting code ends up asking then
+# the longest a held call is held (the old, waiting code ends up asking then); a hang guard:
+# released by an event at once on the code as it is, it must outlast a busy machine's slowest start
+HOLD_SECONDS = 40.0
 
 
 def release_once_asked(

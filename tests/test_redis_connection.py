@@ -8,14 +8,17 @@ import sys
 from pathlib import Path
 
 import pytest
+import redis
 
 from config.settings import load_settings
 from tests.support.redis_outage import kill_embedded_server
-from tests.support.redis_servers import redis_server
+from tests.support.redis_servers import persist_now, redis_server, wait_until
+from tests.support.worker_procs import wait_dead
 from worker.ops.redis_connection import (
     RedisUnavailable,
     connect,
     redis_server_binary,
+    server_pid,
     stop_embedded_server,
 )
 
@@ -43,12 +46,13 @@ def test_processes_with_the_same_data_dir_share_one_embedded_server(tmp_path: Pa
 def test_the_embedded_server_keeps_queued_data_across_a_crash(tmp_path: Path) -> None:
     settings = load_settings(env_file=None, data_dir=tmp_path / "data")
     try:
-        connect(settings).rpush("queue", "question-1")
-        import time
-
-        time.sleep(1.2)  # appendfsync everysec
+        client = connect(settings)
+        client.rpush("queue", "question-1")
+        persist_now(client)  # in the append-only file: not a second of fsync a busy machine may stretch
+        crashed = server_pid(settings)
+        assert crashed
         kill_embedded_server(settings)
-        time.sleep(0.2)
+        wait_dead(crashed)  # gone, so connect() starts it again from its files
         assert connect(settings).lrange("queue", 0, -1) == [b"question-1"]
     finally:
         stop_embedded_server(settings)
@@ -71,7 +75,7 @@ def test_the_cli_reports_unreachable_redis_in_one_line(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         env=env,
-        timeout=60,
+        timeout=110,  # a hang guard: its imports alone took 40-60 s at load 20 on 2 cores
     )
     assert result.returncode == 2
     assert result.stderr.strip().startswith("codebot: Redis at 127.0.0.1:1 is unreachable")
@@ -86,11 +90,9 @@ def test_a_redis_that_wants_another_password_is_named_as_such_not_as_unreachable
         stdout=subprocess.DEVNULL,
     )  # fmt: skip
     try:
-        import time
-
-        deadline = time.monotonic() + 10
-        while not sock.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        # up when it answers, however long a busy machine takes to start it (the bound: a hang guard)
+        ready = redis.Redis(unix_socket_path=str(sock), password="s3cret", socket_connect_timeout=5)
+        wait_until(ready.ping, 60, "redis-server on its unix socket")
         for url in (f"unix://{sock}", f"unix://{sock}?password=wrong"):
             with pytest.raises(RedisUnavailable, match="refused the password in REDIS_URL"):
                 connect(load_settings(env_file=None, redis_url=url))

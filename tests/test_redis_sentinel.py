@@ -20,7 +20,7 @@ from config.settings import load_settings
 from tests.support.model_server import Reply, last_user_text, slow, text, tool_calls
 from tests.support.redis_servers import SentinelGroup, sentinel_group
 from tests.support.slack_rig import SlackRig, build_slack_rig, wait_until
-from tests.support.worker_procs import PROJECT_ROOT, settings_env, start_worker, stop_worker
+from tests.support.worker_procs import PROJECT_ROOT, SETTLE_SECONDS, settings_env, start_worker, stop_worker
 
 QUESTIONS = 16
 TURN_SECONDS = 0.3
@@ -66,14 +66,14 @@ def test_a_sentinel_failover_mid_load_loses_no_question_and_answers_none_twice(
     try:
         asked = [rig.mention(f"question {n}?", user=f"U{n}") for n in range(QUESTIONS)]
         rig.settle()
-        wait_until(lambda: sum(finished(rig, ts) for ts in asked) >= 4, timeout=60)
+        wait_until(lambda: sum(finished(rig, ts) for ts in asked) >= 4, timeout=SETTLE_SECONDS)
         group.kill_primary()  # mid-load: questions queued, running and being posted
         group.wait_for_failover()
         late = rig.mention("asked after the failover", user="U99")  # the adapter follows too
         rig.settle()
         asked.append(late)
         for ts in asked:
-            wait_until(lambda ts=ts: finished(rig, ts), timeout=60)
+            wait_until(lambda ts=ts: finished(rig, ts), timeout=SETTLE_SECONDS)
         time.sleep(1.0)  # a duplicate answer, if any, would arrive now
     finally:
         stop_worker(worker, timeout=45)  # longer than a BLPOP's wait (30 s): see below
@@ -88,7 +88,7 @@ def test_a_sentinel_failover_mid_load_loses_no_question_and_answers_none_twice(
     assert replies[late][0].startswith("answer to: asked after the failover")
     status = subprocess.run(
         [sys.executable, "-m", "codebot.cli", "status"],
-        capture_output=True, text=True, env=settings_env(rig.settings), cwd=PROJECT_ROOT, timeout=60,
+        capture_output=True, text=True, env=settings_env(rig.settings), cwd=PROJECT_ROOT, timeout=110,
     )  # fmt: skip
     assert status.returncode == 0, status.stderr
     assert status.stdout.startswith(f"queue: Redis primary 'mymaster' via Sentinel at {group.sentinels}")
@@ -107,7 +107,7 @@ def test_unreachable_sentinels_are_reported_in_one_line(tmp_path: Path) -> None:
     settings = load_settings(env_file=None, redis_sentinels="127.0.0.1:1", redis_sentinel_master="queue")
     result = subprocess.run(
         [sys.executable, "-m", "codebot.cli", "status"],
-        capture_output=True, text=True, env=settings_env(settings), cwd=PROJECT_ROOT, timeout=60,
+        capture_output=True, text=True, env=settings_env(settings), cwd=PROJECT_ROOT, timeout=110,
     )  # fmt: skip
     assert result.returncode == 2 and "Traceback" not in result.stderr
     [line] = result.stderr.strip().splitlines()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bot.slack.format import CHUNK_CHARS, MAX_MESSAGES, format_for_slack, split_messages, to_mrkdwn
@@ -70,7 +70,8 @@ def test_an_absurdly_long_answer_is_cut_after_the_last_message_with_a_notice() -
     assert chunks[-1].startswith("(The answer was cut here:")
 
 
-@settings(max_examples=200, deadline=None)
+# no deadline and no too_slow health check: both are wall-clock, and fail on a busy machine
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.lists(
         st.one_of(

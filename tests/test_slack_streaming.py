@@ -231,7 +231,7 @@ def test_the_first_model_request_does_not_wait_for_slack_to_add_the_taken_up_rea
     held_when_asked: list[bool] = []
 
     def release_once_the_model_is_asked() -> None:
-        rig.model.wait_for_requests(1, timeout=30)
+        rig.model.wait_for_requests(1)
         held_when_asked.append(not rig.api.released)  # the 👀 call not yet let through
         released.set()
 

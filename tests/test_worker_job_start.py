@@ -75,13 +75,13 @@ def test_a_taken_job_is_started_in_one_round_trip_that_carries_the_workers_heart
     job = queue.enqueue(what_rq_shows)
     worker = make_codebot_worker(settings, [queue], connection, ThreadedWorker, seats=1)
     seen: list[list[str]] = []
-    with connection.monitor() as monitor:
+    with connection.monitor() as monitor:  # on once this returns: Redis answered MONITOR's OK
         reader = threading.Thread(target=lambda: seen.extend(watch(monitor, job.id)), daemon=True)
         reader.start()
-        time.sleep(0.2)  # MONITOR is on
         worker.work(burst=True)
         connection.set("done", job.id)
-        reader.join(10)
+        reader.join(60)  # it reads up to the "done" mark (the bound: a hang guard)
+        assert not reader.is_alive()
     fetched = next(i for i, c in enumerate(seen) if c[:2] == ["HGETALL", f"rq:job:{job.id}"])
     # the first transaction after the job is fetched is its start (RQ would beat alone first)
     start = next(i for i, c in enumerate(seen) if i > fetched and c[0] == "MULTI")

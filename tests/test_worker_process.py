@@ -56,7 +56,7 @@ def test_a_killed_work_horse_is_retried_and_the_asker_gets_exactly_one_answer(ri
     rig.enqueue(question)
     worker = start_worker(rig, "--burst", "--pool", "fork")
     try:
-        rig.model.wait_for_requests(1, timeout=30)
+        rig.model.wait_for_requests(1)
         horse = subprocess.run(
             ["pgrep", "-P", str(worker.pid)], capture_output=True, text=True
         ).stdout.split()
@@ -78,7 +78,7 @@ def test_sigterm_lets_the_running_question_finish_before_the_worker_exits(rig: R
     rig.enqueue(question)
     worker = start_worker(rig, "--concurrency", "2")  # not burst: it would idle forever without the signal
     try:
-        rig.model.wait_for_requests(1, timeout=30)
+        rig.model.wait_for_requests(1)
         worker.send_signal(signal.SIGTERM)
         assert worker.wait(timeout=60) == 0
     finally:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 from typing import Any
 
@@ -16,14 +17,16 @@ from rq.registry import FinishedJobRegistry, StartedJobRegistry
 
 from tests.support.e2e import Rig
 from tests.support.model_server import Reply, last_user_text, slow, text, tool_calls
-from tests.support.worker_procs import horse_pids, start_worker, stop_worker
+from tests.support.worker_procs import SETTLE_SECONDS, horse_pids, start_worker, stop_worker, wait_registered
 from worker.jobs.process import seats_per_process
 from worker.jobs.question_start import make_model_client
 from worker.jobs.queue import QUESTIONS_QUEUE
 from worker.jobs.sink import CONSOLE_STREAM_PREFIX
 
+# a 10 s grace: a live worker on a machine 8x slower beats seconds late, and with 2 s the reaper
+# may take it for dead
 pytestmark = pytest.mark.rig(
-    worker_heartbeat_seconds=1, worker_heartbeat_grace_seconds=2, reaper_interval_seconds=0.5
+    worker_heartbeat_seconds=1, worker_heartbeat_grace_seconds=10, reaper_interval_seconds=0.5
 )
 
 
@@ -48,21 +51,36 @@ def finals(rig: Rig, question_id: str) -> list[str]:
     return [raw[b"kind"].decode() for _id, raw in events if raw[b"kind"] in (b"answer", b"failed")]
 
 
+def held_first_turns(released: threading.Event) -> Any:
+    """Every first turn is held until `released` (at most 60 s, a hang guard), then answered."""
+
+    def handler(body: dict[str, Any]) -> Reply:
+        if not any(m["role"] == "tool" for m in body["messages"]):
+            released.wait(60)
+            return tool_calls(("list_repos", {}))
+        return text(f"answer to {last_user_text(body)}")
+
+    return handler
+
+
 def test_one_process_holds_three_questions_and_rq_registries_show_each(rig: Rig) -> None:
-    rig.model.set_handler(two_slow_turns(1.5))
+    looked = threading.Event()  # the three stay in flight until the registries were read
+    rig.model.set_handler(held_first_turns(looked))
     questions = [rig.question(f"question {i}") for i in range(3)]
     for question in questions:
         rig.enqueue(question)
     worker = start_worker(rig.settings, "--burst", "--concurrency", "3")
     queue = Queue(QUESTIONS_QUEUE, connection=rig.redis)
     try:
-        rig.model.wait_for_requests(3, timeout=30)  # all three first turns at once
+        rig.model.wait_for_requests(3)  # all three first turns at once
         assert len(StartedJobRegistry(queue=queue).get_job_ids()) == 3
         [rq_worker] = Worker.all(connection=rig.redis)  # one RQ worker, as `rq info` lists it
         assert rq_worker.pid == worker.pid and rq_worker.get_state() == "busy"
         assert horse_pids(worker.pid) == []  # no process forked per question
+        looked.set()
         assert worker.wait(timeout=60) == 0
     finally:
+        looked.set()
         stop_worker(worker)
     for question in questions:
         kind, fields = rig.final(rig.events(question))
@@ -91,11 +109,12 @@ def test_a_threaded_worker_killed_with_two_questions_in_flight_has_both_answered
     first = start_worker(rig.settings, "--concurrency", "2")
     second = None
     try:
-        rig.model.wait_for_requests(2, timeout=30)
+        rig.model.wait_for_requests(2)
         second = start_worker(rig.settings)
+        wait_registered(rig.redis, second)  # up before the kill: the wait below is the reaper's
         os.kill(first.pid, signal.SIGKILL)  # the process and every question in it
         for question in questions:
-            kind, fields = rig.final(list(rig.events(question, timeout=60)))
+            kind, fields = rig.final(list(rig.events(question, timeout=SETTLE_SECONDS)))
             assert kind == "answer" and "answered elsewhere" in fields["markdown"]
         time.sleep(1.0)  # a second answer, if any, would show up now
     finally:
@@ -119,7 +138,7 @@ def test_rq_stop_job_stops_one_question_while_the_other_in_the_process_is_answer
     rig.enqueue(kept)
     worker = start_worker(rig.settings, "--burst", "--concurrency", "2")
     try:
-        rig.model.wait_for_requests(2, timeout=30)
+        rig.model.wait_for_requests(2)
         send_stop_job_command(rig.redis, stopped.id)
         assert worker.wait(timeout=60) == 0
     finally:

@@ -74,7 +74,8 @@ def serving(app: Starlette) -> Iterator[str]:
     thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30
-    while not server.started and time.monotonic() < deadline:
+    while not server.started:  # never yield a server not yet up
+        assert time.monotonic() < deadline, "the console's server did not start"
         time.sleep(0.05)
     try:
         yield f"http://127.0.0.1:{listener.getsockname()[1]}"

@@ -205,7 +205,7 @@ class FakeDiscord:
                 if m["channel_id"] == channel and m["author"]["id"] == self.bot_id
             ]
 
-    def wait_for(self, predicate: Callable[[], Any], timeout: float = 10.0) -> Any:
+    def wait_for(self, predicate: Callable[[], Any], timeout: float = 60.0) -> Any:  # a hang guard
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             value = predicate()

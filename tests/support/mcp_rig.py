@@ -148,12 +148,14 @@ def http_server(served: Served, token: str, **extra_env: str) -> Iterator[str]:
             command, cwd=served.root, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log
         )
         try:
-            deadline = time.monotonic() + 20
-            while time.monotonic() < deadline:
+            # up once it accepts a connection, however long a busy machine takes to start it
+            deadline = time.monotonic() + 120  # a hang guard: never yield a server not yet up
+            while True:
                 assert process.poll() is None, (served.root / "mcp-http.log").read_text()
                 with socket.socket() as probe:
                     if probe.connect_ex(("127.0.0.1", port)) == 0:
                         break
+                assert time.monotonic() < deadline, "codebot mcp --http never accepted a connection"
                 time.sleep(0.05)
             yield f"http://127.0.0.1:{port}/mcp"
         finally:

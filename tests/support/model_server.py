@@ -465,8 +465,9 @@ class ScriptedModel:
 
     # -- inspection --------------------------------------------------------------------
 
-    def wait_for_requests(self, n: int, timeout: float = 10) -> None:
-        """Block until at least ``n`` chat requests arrived; TimeoutError otherwise."""
+    def wait_for_requests(self, n: int, timeout: float = 60) -> None:
+        """Block until at least ``n`` chat requests arrived; TimeoutError otherwise (the default
+        bound is a hang guard: generous enough for a machine 8x slower than usual)."""
         with self._arrived:
             if not self._arrived.wait_for(lambda: len(self.requests) >= n, timeout=timeout):
                 raise TimeoutError(

@@ -172,7 +172,7 @@ class SlackAPI:
         with self._lock:
             return [c for c in self.calls if c.method == method]
 
-    def wait_for(self, method: str, count: int = 1, timeout: float = 10.0) -> list[Call]:
+    def wait_for(self, method: str, count: int = 1, timeout: float = 60.0) -> list[Call]:  # a hang guard
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             found = self.calls_to(method)

@@ -114,7 +114,7 @@ class SlackRig:
         SimpleWorker(queues, connection=self.redis).work(burst=True, logging_level="WARNING")
 
 
-def wait_until(predicate: Callable[[], object], timeout: float = 10.0) -> None:
+def wait_until(predicate: Callable[[], object], timeout: float = 60.0) -> None:  # a hang guard
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:
@@ -152,7 +152,7 @@ def start_adapter(settings: Settings, runtime: Runtime) -> tuple[Redis, Tracking
     register(app, SlackDeps(settings=settings, redis=redis, runtime=runtime))
     server = SlackHTTPServer(app, settings, host="127.0.0.1", port=0)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60  # a hang guard, for a busy machine
     while not server.server.started:  # uvicorn accepts connections from here on
         assert time.monotonic() < deadline, "the Slack HTTP server did not start"
         time.sleep(0.01)

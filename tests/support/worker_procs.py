@@ -22,10 +22,16 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import AliasChoices, SecretStr
+from redis import Redis
+from rq import Worker
 
 from config.settings import Settings
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
+# How long a slow test waits for a question to settle (answered, apologised for) after a fault:
+# a hang guard, seconds on an idle machine and a minute or more at load 16 on 2 cores, where
+# workers take tens of seconds to start (slow tests have 600 s of their own, tests/conftest.py)
+SETTLE_SECONDS = 180.0
 
 
 def settings_env(settings: Settings, **extra: Any) -> dict[str, str]:
@@ -121,6 +127,18 @@ def alive(pid: int) -> bool:
     except (OSError, IndexError):
         return False
     return state != "Z"
+
+
+def wait_registered(redis: Redis, process: subprocess.Popen[bytes], timeout: float = 120.0) -> None:
+    """Until the `codebot worker` started as `process` has registered with RQ: started up and
+    listening (a busy machine takes many seconds to import it; the bound is a hang guard)."""
+    deadline = time.monotonic() + timeout
+    while not any(f"-{process.pid}-" in worker.name for worker in Worker.all(connection=redis)):
+        if process.poll() is not None:
+            raise AssertionError(f"worker {process.pid} exited with {process.returncode} before registering")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"worker {process.pid} not registered after {timeout} s")
+        time.sleep(0.05)
 
 
 def wait_dead(pid: int, timeout: float = 10.0) -> None:
