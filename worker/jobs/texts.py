@@ -72,11 +72,13 @@ STOPPED_WHY = {
     "deadline": "the question's time ran out ({seconds:g} s)",
     "hop_limit": "the model used all its tool rounds ({hops})",
     "model_failed": "the model endpoint failed",
+    "tool_stuck": "a tool call did not return in time (the disk or a mount may be stuck)",
 }
 STOPPED_CHANGE = {
     "deadline": "An operator can raise CODEBOT_QUESTION_DEADLINE_SECONDS or use a faster model.",
     "hop_limit": "An operator can raise CODEBOT_MAX_HOPS; asking a narrower question may help.",
     "model_failed": "Asking again may work; `codebot status` shows what the endpoint answered.",
+    "tool_stuck": "An operator can check the worker's disk and mounts; `codebot status` counts stuck tool calls.",
 }
 STATUS_OUTCOMES = "• Questions so far, by outcome: {counts}"
 STATUS_OUTCOMES_NONE = "• Questions so far, by outcome: none yet"

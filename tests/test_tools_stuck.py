@@ -1,0 +1,191 @@
+"""A tool call blocked in the kernel ends at the question's deadline, and the pool keeps its threads.
+
+A read on a hung mount never returns; here the block is a real one in the kernel: the tool
+opens a FIFO that no writer ever opens (the test releases it at its end by opening one). The
+agent, the registry, the tools and the openai client are the real ones; the model is a real
+HTTP server. What is asserted is what the asker is told and what the pool reports, never how
+long anything took: the questions have a short deadline (4 s) and the tests wait for events.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+
+from config.settings import Settings, load_settings
+from tests.support.fixture_repos import Corpus, make_repo, snapshot_repo
+from tests.support.model_server import ScriptedModel, text, tool_calls
+from worker.agent import tool_round
+from worker.agent.loop import Agent, AgentResult
+from worker.agent.model_errors import ModelFailure
+from worker.agent.tool_pool import PoolState, ToolPool
+from worker.jobs.question import Question, ReplyTarget
+from worker.repos.snapshot import Snapshot
+from worker.tools import TOOL_FUNCTIONS, make_context
+from worker.tools.registry import ToolRegistry
+
+WAIT = 60.0  # seconds an event may take on a busy machine; a pass never waits this long
+READ = ("read_file", {"repo": "app", "path": "src/app.py"})
+OVERVIEW = ("repo_overview", {"repo": "app"})
+QUESTION = Question(
+    id="q-stuck", asker="U1", target=ReplyTarget(platform="slack", channel="C1"), text="where?", repos=["app"]
+)
+
+
+@pytest.fixture(scope="module")
+def model() -> Iterator[ScriptedModel]:
+    with ScriptedModel() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def settings(model: ScriptedModel) -> Settings:
+    return load_settings(
+        env_file=None,
+        openai_base_url=model.base_url,
+        openai_api_key="k",
+        model_max_retries=0,
+        question_deadline_seconds=4,
+    )
+
+
+@pytest.fixture
+def pool(monkeypatch: pytest.MonkeyPatch) -> ToolPool:
+    """A pool of its own for the test: two threads, one stuck thread replaced."""
+    own = ToolPool(2, 1)
+    monkeypatch.setattr(tool_round, "_pool", own)
+    monkeypatch.setattr(tool_round, "_pool_pid", os.getpid())
+    return own
+
+
+@pytest.fixture
+def never_written(tmp_path: Path) -> Iterator[Path]:
+    """A FIFO no writer opens until the test ends: opening it for reading blocks in the kernel."""
+    fifo = tmp_path / "never-written"
+    os.mkfifo(fifo)
+    yield fifo
+    with contextlib.suppress(OSError):  # a writer comes and goes: every blocked reader returns
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+
+
+def blocked_on(fifo: Path) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Wraps a tool so that it first reads `fifo` (never returning while no writer comes)."""
+
+    def wrap(tool: Callable[..., Any]) -> Callable[..., Any]:
+        def run(*args: Any, **kwargs: Any) -> Any:
+            with open(fifo, "rb") as handle:
+                handle.read()
+            return tool(*args, **kwargs)
+
+        return run
+
+    return wrap
+
+
+def ask(
+    settings: Settings,
+    snapshot: Snapshot,
+    model: ScriptedModel,
+    tools: ToolRegistry,
+    *replies: dict[str, Any],
+) -> AgentResult | BaseException | None:
+    """One question whose model replies `replies`, run in a thread: its result, what it raised,
+    or None when it had not ended after WAIT."""
+    ended: list[AgentResult | BaseException] = []
+    client = openai.OpenAI(base_url=model.base_url, api_key="k", max_retries=0)
+    agent = Agent(settings, client, tools, make_context(settings, {"app": snapshot}))
+    model.enqueue(*replies)
+
+    def run() -> None:
+        try:
+            ended.append(agent.run(QUESTION))
+        except BaseException as exc:
+            ended.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(WAIT)
+    return ended[0] if ended else None
+
+
+def wrapped(**wrappers: Callable[[Callable[..., Any]], Callable[..., Any]]) -> ToolRegistry:
+    return ToolRegistry(
+        functools.wraps(f)(wrappers[f.__name__](f)) if f.__name__ in wrappers else f for f in TOOL_FUNCTIONS
+    )
+
+
+def test_a_read_blocked_in_the_kernel_ends_the_question_at_its_deadline_with_a_warning_naming_it(
+    settings: Settings, corpus: Corpus, model: ScriptedModel, pool: ToolPool, never_written: Path
+) -> None:
+    ended = ask(settings, corpus.app, model, wrapped(read_file=blocked_on(never_written)), tool_calls(READ))
+    assert isinstance(ended, ModelFailure), ended  # not "No matches", not a crash
+    assert ended.kind == "tool_stuck"
+    assert str(ended).startswith("read_file of `app/src/app.py` did not return within 4 s: the disk or mount")
+    state = pool.state()
+    assert (state.stuck, state.capacity, state.exhausted) == (1, 2, False)  # its thread was replaced
+
+
+def test_a_question_is_answered_while_a_thread_is_stuck_and_the_pool_is_whole_once_the_read_returns(
+    settings: Settings, corpus: Corpus, model: ScriptedModel, pool: ToolPool, never_written: Path
+) -> None:
+    changes: list[int] = []
+    whole = threading.Event()
+    pool.on_change(lambda state: (changes.append(state.stuck), state.stuck == 0 and whole.set()))
+    stuck = ask(settings, corpus.app, model, wrapped(read_file=blocked_on(never_written)), tool_calls(READ))
+    assert isinstance(stuck, ModelFailure) and stuck.kind == "tool_stuck"
+    answered = ask(
+        settings, corpus.app, model, wrapped(), tool_calls(READ), text("In [app:src/app.py#L4-L5].")
+    )
+    assert isinstance(answered, AgentResult) and answered.outcome == "answered"
+    os.close(os.open(never_written, os.O_WRONLY | os.O_NONBLOCK))  # the mount comes back
+    assert whole.wait(WAIT)
+    assert changes == [1, 0]
+    assert pool.state() == PoolState(size=2, busy=0, stuck=0, spare=1)
+
+
+def test_once_every_thread_is_stuck_a_question_is_told_its_call_could_not_start_and_the_pool_says_exhausted(
+    settings: Settings,
+    corpus: Corpus,
+    model: ScriptedModel,
+    monkeypatch: pytest.MonkeyPatch,
+    never_written: Path,
+) -> None:
+    one = ToolPool(1, 0)  # one thread, none replaced
+    monkeypatch.setattr(tool_round, "_pool", one)
+    monkeypatch.setattr(tool_round, "_pool_pid", os.getpid())
+    first = ask(settings, corpus.app, model, wrapped(read_file=blocked_on(never_written)), tool_calls(READ))
+    assert isinstance(first, ModelFailure) and first.kind == "tool_stuck"
+    assert one.state().exhausted
+    second = ask(settings, corpus.app, model, wrapped(), tool_calls(READ))
+    assert isinstance(second, ModelFailure) and second.kind == "tool_not_started"
+    assert str(second).startswith(
+        "read_file of `app/src/app.py` could not start within 4 s: every tool thread"
+    )
+
+
+def test_a_fifo_in_place_of_a_readme_is_never_opened_and_a_hundred_such_questions_leave_the_pool_whole(
+    settings: Settings, model: ScriptedModel, pool: ToolPool, tmp_path: Path
+) -> None:
+    make_repo(tmp_path / "repo", {"README.md": "# app\n", "src/app.py": "def retry_job(job):\n    pass\n"})
+    snapshot = snapshot_repo(tmp_path / "repo", "app", tmp_path / "snapshots" / "app")
+    (snapshot.root / "README.md").unlink()
+    os.mkfifo(snapshot.root / "README.md")  # a read of it would wait for a writer forever
+    tools = wrapped()
+    for _ in range(100):
+        ended = ask(settings, snapshot, model, tools, tool_calls(OVERVIEW), text("It has a README."))
+        assert isinstance(ended, AgentResult), ended
+    assert (
+        "(README.md is not a regular file (a FIFO), so it is not read"
+        in model.requests[-1]["messages"][-1]["content"]
+    )
+    answered = ask(settings, snapshot, model, tools, tool_calls(READ), text("In [app:src/app.py#L1]."))
+    assert isinstance(answered, AgentResult) and answered.outcome == "answered"
+    assert pool.state() == PoolState(size=2, busy=0, stuck=0, spare=1)
