@@ -1,0 +1,78 @@
+"""A worker process whose tool threads are all stuck says so: `/health` (503 and why),
+`codebot status` and the console; once the read returns, it is healthy again.
+
+The worker is a real ThreadedWorker registered in a real Redis; its tool call blocks in the
+kernel on a FIFO no writer opens (released by the test), and is given up at its deadline."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from bot.web.ops_data import worker_rows
+from tests.support.e2e import Rig
+from worker.agent import tool_round
+from worker.agent.tool_pool import ToolPool, ToolStuck
+from worker.agent.tool_round import ToolRound
+from worker.jobs.queue import QUESTIONS_QUEUE, queue_depth
+from worker.jobs.status_view import render_status, status_facts
+from worker.jobs.threaded_worker import ThreadedWorker
+from worker.jobs.tool_threads import unhealthy_reason
+from worker.ops.metrics import serve_metrics
+
+WAIT = 60.0  # seconds an event may take on a busy machine; a pass never waits this long
+
+
+def health(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def test_a_worker_whose_tool_threads_are_all_stuck_fails_health_and_says_so_in_status_and_console(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    pool = ToolPool(1, 0)  # one thread, none replaced: one stuck call exhausts it
+    monkeypatch.setattr(tool_round, "_pool", pool)
+    monkeypatch.setattr(tool_round, "_pool_pid", os.getpid())
+    monkeypatch.setattr(tool_round, "_listeners", [])
+    worker = ThreadedWorker([QUESTIONS_QUEUE], connection=rig.redis, name="stuck-worker")
+    worker.register_birth()
+    server = serve_metrics(rig.redis, 0, queue_depth, health=unhealthy_reason)
+    url = f"http://127.0.0.1:{server.server_address[1]}/health"
+    fifo = tmp_path / "never-written"
+    os.mkfifo(fifo)
+    healed = threading.Event()
+    try:
+        assert health(url) == (200, "ok\n")
+        calls: ToolRound[bytes] = ToolRound(deadline=time.monotonic())  # given up after the grace
+        with pytest.raises(ToolStuck):
+            calls.result(calls.start("read", lambda: fifo.read_bytes()))
+        status, reason = health(url)
+        assert status == 503 and "stuck-worker" in reason and "exhausted" in reason
+        [facts] = [w for w in status_facts(rig.redis, rig.runtime)["workers"] if w["name"] == "stuck-worker"]
+        assert facts["tool_threads"] == {"size": 1, "capacity": 0, "busy": 0, "stuck": 1, "exhausted": True}
+        terminal = Console(record=True, width=400)
+        render_status(status_facts(rig.redis, rig.runtime), terminal)
+        [line] = [line for line in terminal.export_text().splitlines() if "stuck-worker on" in line]
+        assert "TOOL THREADS EXHAUSTED: 1 tool calls stuck on reads that never returned" in line
+        [row] = [row for row in worker_rows(rig.redis) if row.name == "stuck-worker"]
+        assert "TOOL THREADS EXHAUSTED: 1 tool calls stuck" in row.state
+        pool.on_change(lambda state: state.stuck == 0 and healed.set())
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))  # the mount comes back
+        assert healed.wait(WAIT)
+        assert health(url) == (200, "ok\n")
+    finally:
+        os.close(os.open(fifo, os.O_RDWR))  # releases a reader still waiting, whatever failed
+        server.shutdown()
+        server.server_close()
+        worker.register_death()
