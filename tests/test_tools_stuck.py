@@ -12,7 +12,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import shutil
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +29,7 @@ from worker.agent import tool_round
 from worker.agent.loop import Agent, AgentResult
 from worker.agent.model_errors import ModelFailure
 from worker.agent.tool_pool import PoolState, ToolPool
+from worker.agent.tool_round import ToolRound
 from worker.jobs.question import Question, ReplyTarget
 from worker.repos.snapshot import Snapshot
 from worker.tools import TOOL_FUNCTIONS, make_context
@@ -189,3 +192,53 @@ def test_a_fifo_in_place_of_a_readme_is_never_opened_and_a_hundred_such_question
     answered = ask(settings, snapshot, model, tools, tool_calls(READ), text("In [app:src/app.py#L1]."))
     assert isinstance(answered, AgentResult) and answered.outcome == "answered"
     assert pool.state() == PoolState(size=2, busy=0, stuck=0, spare=1)
+
+
+def never_exiting(tmp_path: Path, name: str, when: str, real: str) -> Path:
+    """A folder holding `name`: it runs `real` unless one of its arguments is `when`, then it
+    never exits (a git or rg hung on a stuck disk, as far as its caller can tell)."""
+    folder = tmp_path / "bin"
+    folder.mkdir(exist_ok=True)
+    script = folder / name
+    script.write_text(
+        f'#!/bin/sh\nfor a in "$@"; do [ "$a" = {when} ] && exec sleep 600; done\nexec {real} "$@"\n'
+    )
+    script.chmod(0o755)
+    return folder
+
+
+def test_a_git_that_never_exits_is_stopped_at_the_question_deadline_and_holds_no_thread(
+    settings: Settings,
+    corpus: Corpus,
+    model: ScriptedModel,
+    pool: ToolPool,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fake = never_exiting(tmp_path, "git", "log", shutil.which("git") or "git")
+    monkeypatch.setenv("PATH", f"{fake}:{os.environ['PATH']}")
+    patient = settings.model_copy(update={"history_timeout_seconds": 600.0})  # the deadline comes first
+    ended = ask(patient, corpus.app, model, wrapped(), tool_calls(("log", {"repo": "app"})))
+    assert isinstance(ended, ModelFailure), ended
+    assert ended.kind == "deadline" and str(ended).startswith("the question's time (4 s) ran out")
+    assert pool.state() == PoolState(size=2, busy=0, stuck=0, spare=1)  # git was killed, its thread free
+
+
+def test_a_ripgrep_that_never_exits_ends_at_the_deadline_as_a_search_that_ran_out_of_time_not_no_matches(
+    settings: Settings, corpus: Corpus, pool: ToolPool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rg = tmp_path / "rg"
+    rg.write_text("#!/bin/sh\nexec sleep 600\n")  # whatever it is asked, it never answers
+    rg.chmod(0o755)
+    monkeypatch.setattr("worker.tools.search_command.find_ripgrep", lambda: str(rg))
+    ctx = make_context(settings, {"app": corpus.app})
+    ctx.deadline = time.monotonic() + 1
+    calls: ToolRound[Any] = ToolRound(ctx.deadline)
+    slot = calls.start(
+        "search", lambda: wrapped().call(ctx, "search", {"pattern": "retry_job", "repo": "app"})
+    )
+    outcome = calls.result(slot)
+    assert outcome.text.startswith("[search timed out after")
+    assert "Nothing found for 'retry_job' in repo app before the time ran out" in outcome.text
+    assert "No matches" not in outcome.text
+    assert pool.state() == PoolState(size=2, busy=0, stuck=0, spare=1)  # rg was killed, its thread free
