@@ -24,7 +24,7 @@ from worker.agent.tool_round import ToolRound
 from worker.jobs.queue import QUESTIONS_QUEUE, queue_depth
 from worker.jobs.status_view import render_status, status_facts
 from worker.jobs.threaded_worker import ThreadedWorker
-from worker.jobs.tool_threads import unhealthy_reason
+from worker.jobs.tool_threads import stuck_tool_threads, unhealthy_reason
 from worker.ops.metrics import serve_metrics
 
 WAIT = 60.0  # seconds an event may take on a busy machine; a pass never waits this long
@@ -47,8 +47,9 @@ def test_a_worker_whose_tool_threads_are_all_stuck_fails_health_and_says_so_in_s
     monkeypatch.setattr(tool_round, "_listeners", [])
     worker = ThreadedWorker([QUESTIONS_QUEUE], connection=rig.redis, name="stuck-worker")
     worker.register_birth()
-    server = serve_metrics(rig.redis, 0, queue_depth, health=unhealthy_reason)
+    server = serve_metrics(rig.redis, 0, queue_depth, health=unhealthy_reason, stuck=stuck_tool_threads)
     url = f"http://127.0.0.1:{server.server_address[1]}/health"
+    metrics = url.removesuffix("/health") + "/metrics"
     fifo = tmp_path / "never-written"
     os.mkfifo(fifo)
     healed = threading.Event()
@@ -59,6 +60,7 @@ def test_a_worker_whose_tool_threads_are_all_stuck_fails_health_and_says_so_in_s
             calls.result(calls.start("read", lambda: fifo.read_bytes()))
         status, reason = health(url)
         assert status == 503 and "stuck-worker" in reason and "exhausted" in reason
+        assert "\ncodebot_tool_threads_stuck 1.0\n" in health(metrics)[1]
         [facts] = [w for w in status_facts(rig.redis, rig.runtime)["workers"] if w["name"] == "stuck-worker"]
         assert facts["tool_threads"] == {"size": 1, "capacity": 0, "busy": 0, "stuck": 1, "exhausted": True}
         terminal = Console(record=True, width=400)

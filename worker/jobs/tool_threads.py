@@ -65,6 +65,13 @@ def tool_threads_note(facts: dict[str, Any] | None) -> str:
     return texts.TOOL_THREADS_STUCK.format(stuck=facts["stuck"], capacity=facts.get("capacity", "?"))
 
 
+def stuck_tool_threads(redis: Redis) -> int:
+    """Tool threads stuck over all live workers (the `codebot_tool_threads_stuck` gauge)."""
+    return sum(
+        int((tool_threads(redis, worker) or {}).get("stuck", 0)) for worker in Worker.all(connection=redis)
+    )
+
+
 def unhealthy_reason(redis: Redis, host: str | None = None) -> str | None:
     """Why this machine's workers are unhealthy (`/health`): each one whose tool threads are
     exhausted, named; None when none is."""

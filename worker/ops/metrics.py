@@ -47,6 +47,8 @@ HELP = {
     "codebot_feedback_total": "Votes on answers (a changed vote counts again), by platform and vote (up, down).",
     "codebot_queue_depth": "Questions waiting in the queue.",
     "codebot_workers": "RQ workers alive.",
+    "codebot_tool_threads_stuck": "Tool calls given up at their deadline whose thread has not returned "
+    "(a read stuck in the kernel), over all workers.",
 }
 COUNTER_LABELS = {
     "codebot_questions_total": ["platform", "status"],
@@ -136,9 +138,12 @@ class RedisMetrics(Collector):
     the same numbers. `queue_depth` is passed in (the queue lives in a layer above this one).
     """
 
-    def __init__(self, redis: Redis, queue_depth: Callable[[Redis], int]) -> None:
+    def __init__(
+        self, redis: Redis, queue_depth: Callable[[Redis], int], stuck: Callable[[Redis], int] | None = None
+    ) -> None:
         self.redis = redis
         self.queue_depth = queue_depth
+        self.stuck = stuck  # the workers' stuck tool threads (a worker serves it; an adapter need not)
 
     def collect(self) -> Iterator[Metric]:
         raw: dict[Any, Any] = self.redis.hgetall(METRICS_KEY)
@@ -157,6 +162,9 @@ class RedisMetrics(Collector):
         )
         workers = float(Worker.count(connection=self.redis))
         yield GaugeMetricFamily("codebot_workers", HELP["codebot_workers"], workers)
+        if self.stuck is not None:
+            name = "codebot_tool_threads_stuck"
+            yield GaugeMetricFamily(name, HELP[name], float(self.stuck(self.redis)))
 
     @staticmethod
     def _histogram(stored: list[tuple[str, dict[str, str], float]]) -> HistogramMetricFamily:
@@ -190,6 +198,7 @@ class _QuietHandler(WSGIRequestHandler):
 
 
 Health = Callable[[Redis], "str | None"]  # why the process is unhealthy, or None
+Stuck = Callable[[Redis], int]  # tool threads stuck, over all workers
 
 
 def _health(redis: Redis, health: Health | None, start_response: StartResponse) -> list[bytes]:
@@ -203,12 +212,17 @@ def _health(redis: Redis, health: Health | None, start_response: StartResponse) 
     return [f"{reason or 'ok'}\n".encode()]
 
 
-def metrics_app(redis: Redis, queue_depth: Callable[[Redis], int], health: Health | None = None) -> WSGIApp:
+def metrics_app(
+    redis: Redis,
+    queue_depth: Callable[[Redis], int],
+    health: Health | None = None,
+    stuck: Stuck | None = None,
+) -> WSGIApp:
     """prometheus_client's own WSGI app over the Redis collector (OpenMetrics when the scraper
     asks for it, gzip when it accepts it), answering /metrics and /health, HEAD as GET without
     the body, and 503 (not a traceback) when Redis is unreachable."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(RedisMetrics(redis, queue_depth))
+    registry.register(RedisMetrics(redis, queue_depth, stuck))
     exposition_app = make_wsgi_app(registry)
 
     def app(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
@@ -235,9 +249,10 @@ def serve_metrics(
     queue_depth: Callable[[Redis], int],
     host: str = "127.0.0.1",
     health: Health | None = None,
+    stuck: Stuck | None = None,
 ) -> WSGIServer:
     """Serve /metrics and /health in a background thread; returns the server (port 0 picks a free port)."""
-    app = metrics_app(redis, queue_depth, health)
+    app = metrics_app(redis, queue_depth, health, stuck)
     try:
         server = make_server(host, port, app, ThreadingWSGIServer, handler_class=_QuietHandler)
     except OSError as exc:  # the port is taken, or not ours to bind: bad configuration, said in one line
