@@ -10,12 +10,11 @@ long anything took: the questions have a short deadline (4 s) and the tests wait
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ import pytest
 from config.settings import Settings, load_settings
 from tests.support.fixture_repos import Corpus, make_repo, snapshot_repo
 from tests.support.model_server import ScriptedModel, text, tool_calls
+from tests.support.stuck import blocked_on, wrapped
 from worker.agent import tool_round
 from worker.agent.loop import Agent, AgentResult
 from worker.agent.model_errors import ModelFailure
@@ -32,7 +32,7 @@ from worker.agent.tool_pool import PoolState, ToolPool
 from worker.agent.tool_round import ToolRound
 from worker.jobs.question import Question, ReplyTarget
 from worker.repos.snapshot import Snapshot
-from worker.tools import TOOL_FUNCTIONS, make_context
+from worker.tools import make_context
 from worker.tools.registry import ToolRegistry
 
 WAIT = 60.0  # seconds an event may take on a busy machine; a pass never waits this long
@@ -79,20 +79,6 @@ def never_written(tmp_path: Path) -> Iterator[Path]:
         os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
 
 
-def blocked_on(fifo: Path) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Wraps a tool so that it first reads `fifo` (never returning while no writer comes)."""
-
-    def wrap(tool: Callable[..., Any]) -> Callable[..., Any]:
-        def run(*args: Any, **kwargs: Any) -> Any:
-            with open(fifo, "rb") as handle:
-                handle.read()
-            return tool(*args, **kwargs)
-
-        return run
-
-    return wrap
-
-
 def ask(
     settings: Settings,
     snapshot: Snapshot,
@@ -117,12 +103,6 @@ def ask(
     thread.start()
     thread.join(WAIT)
     return ended[0] if ended else None
-
-
-def wrapped(**wrappers: Callable[[Callable[..., Any]], Callable[..., Any]]) -> ToolRegistry:
-    return ToolRegistry(
-        functools.wraps(f)(wrappers[f.__name__](f)) if f.__name__ in wrappers else f for f in TOOL_FUNCTIONS
-    )
 
 
 def test_a_read_blocked_in_the_kernel_ends_the_question_at_its_deadline_with_a_warning_naming_it(

@@ -1,11 +1,14 @@
-"""A worker process whose tool threads are all stuck says so: `/health` (503 and why),
-`codebot status` and the console; once the read returns, it is healthy again.
+"""What the asker and the operator see of a tool call stuck in the kernel: the question ends
+at its deadline with an apology naming what hung; a worker process whose tool threads are all
+stuck says so in `/health` (503 and why), `codebot status` and the console, and once the read
+returns it is healthy again.
 
-The worker is a real ThreadedWorker registered in a real Redis; its tool call blocks in the
-kernel on a FIFO no writer opens (released by the test), and is given up at its deadline."""
+The worker is a real one on a real Redis; its tool call blocks in the kernel on a FIFO no
+writer opens (released by the test), and is given up at its deadline."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 import time
@@ -18,9 +21,13 @@ from rich.console import Console
 
 from bot.web.ops_data import worker_rows
 from tests.support.e2e import Rig
+from tests.support.model_server import tool_calls
+from tests.support.stuck import blocked_on, wrapped
 from worker.agent import tool_round
+from worker.agent.endpoint_memory import recent_model_errors
 from worker.agent.tool_pool import ToolPool, ToolStuck
 from worker.agent.tool_round import ToolRound
+from worker.jobs import runtime as runtime_module
 from worker.jobs.queue import QUESTIONS_QUEUE, queue_depth
 from worker.jobs.status_view import render_status, status_facts
 from worker.jobs.threaded_worker import ThreadedWorker
@@ -78,3 +85,28 @@ def test_a_worker_whose_tool_threads_are_all_stuck_fails_health_and_says_so_in_s
         server.shutdown()
         server.server_close()
         worker.register_death()
+
+
+@pytest.mark.rig(question_deadline_seconds=4)
+def test_a_question_whose_read_never_returns_gets_an_apology_naming_it_and_no_model_error_is_recorded(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(tool_round, "_pool", ToolPool(2, 1))
+    monkeypatch.setattr(tool_round, "_pool_pid", os.getpid())
+    fifo = tmp_path / "never-written"
+    os.mkfifo(fifo)
+    hung = dataclasses.replace(rig.runtime, registry=wrapped(read_file=blocked_on(fifo)))
+    monkeypatch.setattr(runtime_module, "_installed", hung)
+    rig.model.enqueue(tool_calls(("read_file", {"repo": "payments", "path": "README.md"})))
+    try:
+        _question, events = rig.ask("how does retry work?")
+    finally:
+        os.close(os.open(fifo, os.O_RDWR))  # the mount comes back
+    kind, fields = rig.final(events)
+    assert kind == "failed" and fields["outcome"] == "failed"
+    reply = str(fields["text"])
+    assert reply.startswith(
+        "Sorry, I could not answer: read_file of `payments/README.md` did not return within 4 s"
+    )
+    assert "No matches" not in reply and "something went wrong" not in reply
+    assert recent_model_errors(rig.redis, 5) == []  # the endpoint did nothing wrong
