@@ -23,7 +23,7 @@ import pytest
 
 from config.settings import Settings, load_settings
 from tests.support.fixture_repos import Corpus, make_repo, snapshot_repo
-from tests.support.model_server import ScriptedModel, text, tool_calls
+from tests.support.model_server import Reply, ScriptedModel, text, tool_calls
 from tests.support.stuck import blocked_on, wrapped
 from worker.agent import tool_round
 from worker.agent.loop import Agent, AgentResult
@@ -84,7 +84,7 @@ def ask(
     snapshot: Snapshot,
     model: ScriptedModel,
     tools: ToolRegistry,
-    *replies: dict[str, Any],
+    *replies: Reply,
 ) -> AgentResult | BaseException | None:
     """One question whose model replies `replies`, run in a thread: its result, what it raised,
     or None when it had not ended after WAIT."""
@@ -121,7 +121,13 @@ def test_a_question_is_answered_while_a_thread_is_stuck_and_the_pool_is_whole_on
 ) -> None:
     changes: list[int] = []
     whole = threading.Event()
-    pool.on_change(lambda state: (changes.append(state.stuck), state.stuck == 0 and whole.set()))
+
+    def heard(state: PoolState) -> None:
+        changes.append(state.stuck)
+        if state.stuck == 0:
+            whole.set()
+
+    pool.on_change(heard)
     stuck = ask(settings, corpus.app, model, wrapped(read_file=blocked_on(never_written)), tool_calls(READ))
     assert isinstance(stuck, ModelFailure) and stuck.kind == "tool_stuck"
     answered = ask(
