@@ -8,7 +8,6 @@ overlap by what happened, not by a clock.
 
 from __future__ import annotations
 
-import concurrent.futures
 import functools
 import os
 import threading
@@ -23,6 +22,7 @@ from tests.support.fixture_repos import Corpus
 from tests.support.model_server import ScriptedModel, text, tool_calls
 from worker.agent import tool_round
 from worker.agent.loop import Agent, AgentResult
+from worker.agent.tool_pool import ToolPool
 from worker.jobs.job_timeouts import raise_in_thread
 from worker.jobs.question import Question, ReplyTarget
 from worker.jobs.threaded_worker import StopJobRequested
@@ -208,7 +208,7 @@ def test_a_search_asked_for_after_a_read_starts_first_and_the_model_still_gets_i
         return run
 
     # one thread: the calls run in the order they were started
-    monkeypatch.setattr(tool_round, "_pool", concurrent.futures.ThreadPoolExecutor(1))
+    monkeypatch.setattr(tool_round, "_pool", ToolPool(1, 1))
     monkeypatch.setattr(tool_round, "_pool_pid", os.getpid())
     tools = registry(read_file=noting, search=noting, list_files=noting)
     result, progress, replies = ask(settings, corpus, model, tools, READ, LIST, SEARCH)

@@ -25,6 +25,7 @@ from worker.jobs.outbox_backlog import Backlog, backlog
 from worker.jobs.question import reference_id
 from worker.jobs.queue import ADMIN_QUEUE, questions_queue
 from worker.jobs.runtime import Runtime
+from worker.jobs.tool_threads import tool_threads, tool_threads_note
 from worker.ops.accounting import Usage, usage_of_day
 from worker.repos.mirror_git import history_depth
 from worker.repos.refresh import sync_history
@@ -124,12 +125,13 @@ def worker_rows(redis: Redis) -> list[WorkerRow]:
     rows = []
     for worker in sorted(Worker.all(connection=redis), key=lambda w: w.name):
         job_id = worker.get_current_job_id()
-        state = worker.get_state()
+        state = str(getattr(worker.get_state(), "value", worker.get_state()))
+        note = tool_threads_note(tool_threads(redis, worker))
         rows.append(
             WorkerRow(
                 worker.name,
                 worker.hostname or "?",
-                str(getattr(state, "value", state)),
+                f"{state}; {note}" if note else state,
                 reference_id(job_id) if job_id else "",
             )
         )

@@ -37,8 +37,15 @@ from worker.agent.endpoint_memory import TOOL_CHOICE_NONE, EndpointMemory
 from worker.agent.events import AgentEvents, NoEvents, ProgressEvents, SafeEvents
 from worker.agent.model import ModelClient, ModelTurn, ToolCall, retry_wait_seconds
 from worker.agent.model_errors import ModelFailure, failure
-from worker.agent.progress_lines import describe_call, failed_line, preview_arguments, sure_failure
+from worker.agent.progress_lines import (
+    call_subject,
+    describe_call,
+    failed_line,
+    preview_arguments,
+    sure_failure,
+)
 from worker.agent.prompt import build_system_prompt
+from worker.agent.tool_pool import ToolStuck
 from worker.agent.tool_round import ToolRound, start_order
 from worker.tools.context import ToolContext
 from worker.tools.registry import ToolOutcome, ToolRegistry
@@ -59,7 +66,9 @@ READ_CODE_FIRST = (
 )
 SKIPPED_OVER_CAP = "Error: not run: at most {cap} tool calls run per turn. Call it again in your next turn if you still need it."
 SKIPPED_AT_DEADLINE = "Error: not run: the time for this question is up. Answer from what you have."
+WHY_STUCK = "it did not return in time"
 MIN_CALL_SECONDS = 2.0  # below this much time left, a model call or a tool call is not worth starting
+STUCK_KINDS = frozenset({"tool_stuck", "tool_not_started"})  # a tool call hung, not the model
 FAILURES_KEPT = 3  # why calls failed, for the asker's reply
 
 
@@ -72,6 +81,7 @@ class _Started:
     description: str
     why: str  # why it is sure to fail ("" if it is not)
     line: str  # its progress line
+    subject: str  # what it works on, for a line naming it if it hangs
 
 
 @dataclass
@@ -83,13 +93,14 @@ class AgentResult:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     partial: bool = False  # the answer was forced by a budget or built from evidence after a failure
-    stop_reason: str = "answered"  # answered | hop_limit | deadline | model_failed
+    stop_reason: str = "answered"  # answered | hop_limit | deadline | model_failed | tool_stuck
     trace: list[str] = field(default_factory=list)  # one line per tool call, for logs and eval
     tool_names: Counter[str] = field(default_factory=Counter)  # calls per tool, for metrics
     failure: ModelFailure | None = None  # what stopped the model, when the answer was built without it
     cut_off: bool = False  # the final text's reply was cut off before the model finished it
     reasked: bool = False  # a text reply before any code was read got the tool requirement again
     failures: list[str] = field(default_factory=list)  # why calls failed ("no repo `acme`"), a few
+    stuck: ModelFailure | None = None  # the first call given up at the deadline (worker/agent/tool_pool.py)
     # Why the run was stopped before the model wrote an answer (deadline | hop_limit |
     # model_failed): what it shows is what was found, never an answer, so never ✅.
     stopped: str = ""
@@ -217,7 +228,7 @@ class Agent:
         in_time = deadline - self.clock() >= MIN_CALL_SECONDS
         # tool work (a search) stops at the question's deadline, told in time.monotonic() terms
         self.ctx.deadline = time.monotonic() + (deadline - self.clock())
-        tool_round: ToolRound[ToolOutcome] = ToolRound()
+        tool_round: ToolRound[ToolOutcome] = ToolRound(self.ctx.deadline)
         started: list[_Started | str] = []
         for index, call in enumerate(calls):
             if index >= cap:
@@ -241,6 +252,8 @@ class Agent:
             messages.append(
                 {"role": "tool", "tool_call_id": call.id, "content": content + self._budget_note(hop)}
             )
+        if result.stuck is not None:  # the time is up, and the asker hears what hung
+            raise result.stuck
         return in_time
 
     def _start_tool_call(
@@ -255,15 +268,23 @@ class Agent:
             return self.registry.call(self.ctx, call.name, call.arguments)
 
         slot = tool_round.start(key, run)
-        return _Started(
-            slot, preview, description, why, failed_line(description, why) if why else description
-        )
+        line = failed_line(description, why) if why else description
+        return _Started(slot, preview, description, why, line, call_subject(call.name, preview, default_repo))
 
     def _finish_tool_call(
         self, tool_round: ToolRound[ToolOutcome], started: _Started, call: ToolCall, result: AgentResult
     ) -> str:
-        outcome = tool_round.result(started.slot)
         why = started.why
+        try:
+            outcome = tool_round.result(started.slot)
+        except ToolStuck as exc:
+            outcome, why = ToolOutcome(call.name, started.preview, False, f"Error: {WHY_STUCK}"), WHY_STUCK
+            if result.stuck is None:
+                kind = "tool_stuck" if exc.started else "tool_not_started"
+                seconds = self.settings.question_deadline_seconds
+                result.stuck = failure(
+                    kind, f"{call.name} given up at the deadline", what=started.subject, seconds=seconds
+                )
         self.events.tool_finished(
             call.id, outcome.ok, "" if outcome.ok else failed_line(started.description, why)
         )
@@ -340,7 +361,8 @@ class Agent:
 
     def _after_failure(self, exc: ModelFailure, result: AgentResult) -> AgentResult:
         """Best answer from what was found, or ModelFailure when nothing was."""
-        result.stop_reason = "model_failed"
+        stuck = exc.kind in STUCK_KINDS
+        result.stop_reason = "tool_stuck" if stuck else "model_failed"
         result.partial = True
         result.failure = self._with_stats(exc, result)
         result.prompt_tokens = self.model.prompt_tokens
@@ -348,7 +370,7 @@ class Agent:
         if not self.ctx.shown.files():
             raise exc
         result.text = f"I could not finish answering: {exc}.\n\n" + evidence_summary(self.ctx)
-        result.stopped = "model_failed"
+        result.stopped = result.stop_reason
         return result
 
 

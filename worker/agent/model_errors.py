@@ -50,6 +50,12 @@ MESSAGES = {
     "malformed": "the model endpoint sent a reply we could not use",
     "deadline": "the question's time ({seconds:.0f} s) ran out before any code was read: "
     "an operator can raise CODEBOT_QUESTION_DEADLINE_SECONDS or use a faster model",
+    # a tool call given up at the question's deadline (worker/agent/tool_pool.py)
+    "tool_stuck": "{what} did not return within {seconds:g} s: the disk or mount the worker reads "
+    "the code from may be stuck (an operator can check it; `codebot status` counts the stuck calls)",
+    "tool_not_started": "{what} could not start within {seconds:g} s: every tool thread of this worker "
+    "is stuck on a read that never returned (the disk or a mount may be hung): an operator should check "
+    "it and restart the worker",
     "no_tool_calls": "the model never made a usable tool call, so no code was read: it may not support tool "
     "calling on this server (an admin can read why in `codebot status`)",
 }

@@ -63,6 +63,19 @@ def describe_call(name: str, arguments: dict[str, Any], default_repo: str | None
     return f"calling {short(name)}"
 
 
+def call_subject(name: str, arguments: dict[str, Any], default_repo: str | None) -> str:
+    """What a call worked on, for a line naming it: "read_file of `payments-api/README.md`"."""
+    repo = _name(arguments.get("repo")) or default_repo or "all repos"
+    tool = _name(name) or "?"
+    for key in ("path", "pattern", "symbol", "sha"):
+        value = arguments.get(key)
+        if value and key == "path":
+            return f"{tool} of `{_short(f'{repo}/{value}')}`"
+        if value:
+            return f"{tool} of `{_short(value)}` in {repo}"
+    return f"{tool} on {repo}"
+
+
 def sure_failure(name: str, arguments: dict[str, Any], scope: Collection[str], tools: Collection[str]) -> str:
     """Why this call cannot work, before it runs ("no repo `acme`"), or "" when it may."""
     if name not in tools:

@@ -20,7 +20,12 @@ the question's thread in the order the model made the calls. What does not chang
 - whatever a tool logs carries the question's log context (each call runs in a copy of it);
 - `rq`'s stop-job and the job timeout are raised in the question's thread: it waits for the
   calls in short slices so that they land there within `WAIT_SLICE_SECONDS`. Calls still
-  running then end at their own deadline; their results are dropped.
+  running then end at their own deadline; their results are dropped;
+- no call is waited for past the question's deadline (plus `STUCK_GRACE_SECONDS`, for a tool
+  that stops itself at the deadline to say so): one still running then is stuck where no code
+  can end it (a read blocked in the kernel on a hung mount), so it is given up (`ToolStuck`)
+  and its thread is replaced (worker/agent/tool_pool.py); an identical call waiting on it is
+  given up too, never run after it.
 
 Shared per-question state the tools write (ToolContext's shown lines, history and caches)
 takes concurrent writers: each write is one dict or set operation, atomic under the GIL, and
@@ -31,30 +36,49 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextvars
+import functools
 import os
 import threading
+import time
 from collections.abc import Callable
 from typing import Generic, TypeVar
+
+from worker.agent.tool_pool import ToolPool, ToolStuck
 
 T = TypeVar("T")
 
 TOOL_THREADS = 32  # tool calls running at once in one process, over all its questions
+SPARE_THREADS = 32  # stuck threads replaced before they cost capacity (worker/agent/tool_pool.py)
 WAIT_SLICE_SECONDS = 0.25  # a stop request raised in the question's thread lands within this
+STUCK_GRACE_SECONDS = 2.0  # past the deadline, a call still running is given up as stuck
 
-_pool: concurrent.futures.ThreadPoolExecutor | None = None
+_pool: ToolPool | None = None
 _pool_pid = 0
 _pool_lock = threading.Lock()
+_listeners: list[Callable[[ToolPool], object]] = []
 
 
-def tool_pool() -> concurrent.futures.ThreadPoolExecutor:
+def tool_pool() -> ToolPool:
     """The process's pool (made on first use, again in a forked child: threads do not survive
     a fork). Its threads start only as calls need them."""
     global _pool, _pool_pid
     with _pool_lock:
         if _pool is None or _pool_pid != os.getpid():
-            _pool = concurrent.futures.ThreadPoolExecutor(TOOL_THREADS, thread_name_prefix="codebot-tool")
+            _pool = ToolPool(TOOL_THREADS, SPARE_THREADS)
             _pool_pid = os.getpid()
+            for listener in _listeners:
+                listener(_pool)
         return _pool
+
+
+def when_pool_made(listener: Callable[[ToolPool], object]) -> None:
+    """Call `listener(pool)` for the process's pool as it is made (e.g. to watch its stuck
+    threads), and at once for one already made."""
+    with _pool_lock:
+        _listeners.append(listener)
+        made = _pool if _pool is not None and _pool_pid == os.getpid() else None
+    if made is not None:
+        listener(made)
 
 
 SUBPROCESS_TOOLS = frozenset({"search", "log", "blame", "show", "diff"})  # they wait on rg or git
@@ -70,32 +94,48 @@ class ToolRound(Generic[T]):
     """Starts a turn's calls in order (`start`) and hands back their results in that order
     (`result`). A call whose key matches an earlier call's in this round runs after it."""
 
-    def __init__(self) -> None:
+    def __init__(self, deadline: float | None = None) -> None:
+        """`deadline`: time.monotonic() by which every call must have ended (None: no bound)."""
+        self._pool = tool_pool()
         self._futures: list[concurrent.futures.Future[T]] = []
         self._first: dict[str, concurrent.futures.Future[T]] = {}
+        self._give_up_at = None if deadline is None else deadline + STUCK_GRACE_SECONDS
 
     def start(self, key: str, call: Callable[[], T]) -> int:
         """Submit `call`; returns its slot for `result`."""
         earlier = self._first.get(key)
         work = call if earlier is None else _after(earlier, call)
         # FIFO pool: an earlier call starts no later than this one, so waiting on it cannot deadlock
-        future = tool_pool().submit(contextvars.copy_context().run, work)
+        future: concurrent.futures.Future[T] = self._pool.submit(
+            functools.partial(contextvars.copy_context().run, work)
+        )
         self._first.setdefault(key, future)
         self._futures.append(future)
         return len(self._futures) - 1
 
     def result(self, slot: int) -> T:
-        """The call's result (or its exception, raised here), waiting in slices (see above)."""
+        """The call's result (or its exception, raised here), waiting in slices (see above);
+        ToolStuck when it had not ended by the deadline."""
         future = self._futures[slot]
         while True:
-            done, _ = concurrent.futures.wait([future], timeout=WAIT_SLICE_SECONDS)
+            slice_ = WAIT_SLICE_SECONDS
+            if self._give_up_at is not None:
+                slice_ = max(0.0, min(slice_, self._give_up_at - time.monotonic()))
+            done, _ = concurrent.futures.wait([future], timeout=slice_)
             if done:
                 return future.result()
+            if self._give_up_at is not None and time.monotonic() >= self._give_up_at:
+                given_up = self._pool.abandon(future)
+                if given_up == "finished":
+                    return future.result()
+                raise ToolStuck(started=given_up == "running")
 
 
 def _after(earlier: concurrent.futures.Future[T], call: Callable[[], T]) -> Callable[[], T]:
     def run() -> T:
         concurrent.futures.wait([earlier])  # its outcome is its own; this call runs either way
+        if earlier.cancelled() or isinstance(earlier.exception(), ToolStuck):
+            raise ToolStuck(started=False)  # the same call would hang the same way
         return call()
 
     return run

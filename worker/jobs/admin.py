@@ -41,6 +41,7 @@ from worker.jobs.outbox_backlog import Undelivered, backlog
 from worker.jobs.question import ReplyTarget, reference_id
 from worker.jobs.queue import ADMIN_QUEUE, questions_queue, queue_depth
 from worker.jobs.runtime import Runtime
+from worker.jobs.tool_threads import tool_threads, tool_threads_note
 from worker.ops.metrics import totals_by
 from worker.repos.mirrors import SyncResult
 from worker.repos.refresh import REPO_KEY_PREFIX, record_refresh
@@ -303,6 +304,8 @@ def status_report(redis: Redis, runtime: Runtime) -> str:
         state = (
             f"busy with `{reference_id(job_id)}`" if job_id else str(getattr(raw_state, "value", raw_state))
         )
+        note = tool_threads_note(tool_threads(redis, worker))
+        state += f"; {note}" if note else ""
         lines.append(texts.STATUS_WORKER_LINE.format(name=worker.name, host=worker.hostname, state=state))
     lines.append(outcomes_status_line(redis))
     failed = failed_questions(redis, now - FAILED_WINDOW_SECONDS)

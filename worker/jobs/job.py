@@ -24,7 +24,7 @@ from worker.agent.citations import CheckedAnswer, check_answer, check_body
 from worker.agent.endpoint_memory import base_url_of, display_url, record_model_error
 from worker.agent.events import ProgressEvents
 from worker.agent.live_text import LiveText
-from worker.agent.loop import Agent, AgentResult, ModelFailure
+from worker.agent.loop import STUCK_KINDS, Agent, AgentResult, ModelFailure
 from worker.jobs import outbox
 from worker.jobs import runtime as runtime_module
 from worker.jobs.lane import DeferredEvents, Lane
@@ -177,8 +177,12 @@ class QuestionRun:
         return outcome
 
     def _record_model_failure(self, exc: ModelFailure) -> None:
-        """The server's own words, under the reference id: in the log and for `codebot status`."""
+        """The server's own words, under the reference id: in the log and for `codebot status`.
+        A tool call stuck in the kernel is no fault of the endpoint's: logged as what it is."""
         settings = self.runtime.settings
+        if exc.kind in STUCK_KINDS:
+            log.error("%s", exc, extra={"job_id": self.question.id, "ref": self.ref})
+            return
         log.warning(
             "model endpoint failed kind=%s status=%s: %s",
             exc.kind,

@@ -36,6 +36,7 @@ from worker.jobs.queue import ADMIN_QUEUE, QUESTIONS_QUEUE, queue_depth
 from worker.jobs.reaper import die_with_parent, make_codebot_worker
 from worker.jobs.runtime import Runtime
 from worker.jobs.threaded_worker import ThreadedWorker, warm_up
+from worker.jobs.tool_threads import stuck_tool_threads, unhealthy_reason
 from worker.ops.metrics import serve_metrics
 from worker.ops.redis_connection import RedisUnavailable, connect, describe, failure_line
 from worker.tools.redact import get_redactor
@@ -182,6 +183,8 @@ def run_workers(
             runtime.settings.metrics_port,
             queue_depth,
             host=runtime.settings.metrics_host,
+            health=unhealthy_reason,
+            stuck=stuck_tool_threads,
         )
     global _top_pid
     _top_pid = os.getpid()

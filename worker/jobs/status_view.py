@@ -38,6 +38,7 @@ from worker.jobs.outbox_backlog import backlog
 from worker.jobs.question import reference_id
 from worker.jobs.queue import ADMIN_QUEUE, queue_depth
 from worker.jobs.runtime import Runtime
+from worker.jobs.tool_threads import tool_threads, tool_threads_note
 from worker.ops.accounting import usage_of_day
 from worker.ops.redis_connection import describe
 
@@ -92,6 +93,7 @@ def _worker_facts(redis: Redis) -> list[dict[str, Any]]:
                 "host": worker.hostname,
                 "state": "busy" if job_id else str(getattr(state, "value", state)),
                 "question": reference_id(job_id) if job_id else None,
+                "tool_threads": tool_threads(redis, worker),
             }
         )
     return workers
@@ -211,6 +213,8 @@ def _draw_queue(queue: dict[str, Any], workers: list[dict[str, Any]], out: Conso
     _line(out, ("workers: ", "bold"), (f"{len(workers)} alive", ""))
     for worker in workers:
         state = f"busy with {worker['question']}" if worker["question"] else worker["state"]
+        note = tool_threads_note(worker["tool_threads"])
+        state += f"; {note}" if note else ""
         _line(out, (f"  {worker['name']}", "cyan"), (f" on {worker['host']}: {state}", ""))
 
 

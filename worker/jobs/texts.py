@@ -21,6 +21,18 @@ STATUS_TITLE = "**codebot status**"
 STATUS_QUEUE = "• Queue: {questions} question(s) waiting, {admin} admin job(s)"
 STATUS_WORKERS = "• Workers alive: {count}"
 STATUS_WORKER_LINE = "  ◦ `{name}` on `{host}`: {state}"
+# a worker's tool threads stuck in the kernel (worker/jobs/tool_threads.py)
+TOOL_THREADS_STUCK = (
+    "{stuck} tool call(s) stuck on a read that never returned (still {capacity} tool threads)"
+)
+TOOL_THREADS_EXHAUSTED = (
+    "TOOL THREADS EXHAUSTED: {stuck} tool calls stuck on reads that never returned, no tool call "
+    "can run; check the disk and mounts under the data dir, then restart this worker"
+)
+HEALTH_TOOL_THREADS_EXHAUSTED = (
+    "unhealthy: the tool threads of worker(s) {workers} are exhausted: every one is stuck on a read "
+    "that never returned (the disk or a mount may be hung); no question can be answered there"
+)
 STATUS_FAILED = "• Failed questions in the last hour: {count}"
 STATUS_FAILED_REFS = "  ◦ references: {refs}"
 STATUS_DELIVERY_RETRYING = (
@@ -72,11 +84,13 @@ STOPPED_WHY = {
     "deadline": "the question's time ran out ({seconds:g} s)",
     "hop_limit": "the model used all its tool rounds ({hops})",
     "model_failed": "the model endpoint failed",
+    "tool_stuck": "a tool call did not return in time (the disk or a mount may be stuck)",
 }
 STOPPED_CHANGE = {
     "deadline": "An operator can raise CODEBOT_QUESTION_DEADLINE_SECONDS or use a faster model.",
     "hop_limit": "An operator can raise CODEBOT_MAX_HOPS; asking a narrower question may help.",
     "model_failed": "Asking again may work; `codebot status` shows what the endpoint answered.",
+    "tool_stuck": "An operator can check the worker's disk and mounts; `codebot status` counts stuck tool calls.",
 }
 STATUS_OUTCOMES = "• Questions so far, by outcome: {counts}"
 STATUS_OUTCOMES_NONE = "• Questions so far, by outcome: none yet"

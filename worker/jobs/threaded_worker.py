@@ -57,6 +57,7 @@ from rq.worker.base import StopRequested
 
 from worker.jobs.job_timeouts import SharedTimerDeathPenalty, raise_in_thread
 from worker.jobs.reaper import DUPLICATE_SIGNAL_SECONDS, CodebotWorker, hold_on
+from worker.jobs.tool_threads import publish_tool_threads
 
 log = logging.getLogger("codebot.worker")
 SEAT_POLL_SECONDS = 0.2  # a worker whose seats are all taken looks for a stop request this often
@@ -129,6 +130,7 @@ class ThreadedWorker(CodebotWorker):
         self._idle_shown = False  # _show_state has just written "idle" (see set_state)
         self._job_started = False  # a seat: _start_job wrote what prepare_job_execution would
         self._skip_beat = False  # RQ's next lone heartbeat is carried by _start_job's MULTI
+        publish_tool_threads(self)  # a process whose tool threads are stuck says so (status, /health)
 
     # --- the main thread: take a job when a seat is free, hand it to a thread -----------------
 

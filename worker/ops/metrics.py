@@ -47,6 +47,8 @@ HELP = {
     "codebot_feedback_total": "Votes on answers (a changed vote counts again), by platform and vote (up, down).",
     "codebot_queue_depth": "Questions waiting in the queue.",
     "codebot_workers": "RQ workers alive.",
+    "codebot_tool_threads_stuck": "Tool calls given up at their deadline whose thread has not returned "
+    "(a read stuck in the kernel), over all workers.",
 }
 COUNTER_LABELS = {
     "codebot_questions_total": ["platform", "status"],
@@ -136,9 +138,12 @@ class RedisMetrics(Collector):
     the same numbers. `queue_depth` is passed in (the queue lives in a layer above this one).
     """
 
-    def __init__(self, redis: Redis, queue_depth: Callable[[Redis], int]) -> None:
+    def __init__(
+        self, redis: Redis, queue_depth: Callable[[Redis], int], stuck: Callable[[Redis], int] | None = None
+    ) -> None:
         self.redis = redis
         self.queue_depth = queue_depth
+        self.stuck = stuck  # the workers' stuck tool threads (a worker serves it; an adapter need not)
 
     def collect(self) -> Iterator[Metric]:
         raw: dict[Any, Any] = self.redis.hgetall(METRICS_KEY)
@@ -157,6 +162,9 @@ class RedisMetrics(Collector):
         )
         workers = float(Worker.count(connection=self.redis))
         yield GaugeMetricFamily("codebot_workers", HELP["codebot_workers"], workers)
+        if self.stuck is not None:
+            name = "codebot_tool_threads_stuck"
+            yield GaugeMetricFamily(name, HELP[name], float(self.stuck(self.redis)))
 
     @staticmethod
     def _histogram(stored: list[tuple[str, dict[str, str], float]]) -> HistogramMetricFamily:
@@ -189,15 +197,38 @@ class _QuietHandler(WSGIRequestHandler):
         pass  # scrapes every few seconds would drown the log
 
 
-def metrics_app(redis: Redis, queue_depth: Callable[[Redis], int]) -> WSGIApp:
+Health = Callable[[Redis], "str | None"]  # why the process is unhealthy, or None
+Stuck = Callable[[Redis], int]  # tool threads stuck, over all workers
+
+
+def _health(redis: Redis, health: Health | None, start_response: StartResponse) -> list[bytes]:
+    """`GET /health`: 200 "ok", or 503 and the reason (an exhausted tool pool, Redis unreachable)."""
+    try:
+        reason = health(redis) if health is not None else None
+    except RedisError as exc:
+        reason = f"unhealthy: redis unreachable ({type(exc).__name__})"
+    status = "200 OK" if reason is None else "503 Service Unavailable"
+    start_response(status, [("Content-Type", "text/plain; charset=utf-8")])
+    return [f"{reason or 'ok'}\n".encode()]
+
+
+def metrics_app(
+    redis: Redis,
+    queue_depth: Callable[[Redis], int],
+    health: Health | None = None,
+    stuck: Stuck | None = None,
+) -> WSGIApp:
     """prometheus_client's own WSGI app over the Redis collector (OpenMetrics when the scraper
-    asks for it, gzip when it accepts it), answering only /metrics, HEAD as GET without the body,
-    and 503 (not a traceback) when Redis is unreachable."""
+    asks for it, gzip when it accepts it), answering /metrics and /health, HEAD as GET without
+    the body, and 503 (not a traceback) when Redis is unreachable."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(RedisMetrics(redis, queue_depth))
+    registry.register(RedisMetrics(redis, queue_depth, stuck))
     exposition_app = make_wsgi_app(registry)
 
     def app(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        if environ.get("PATH_INFO") == "/health":
+            body = _health(redis, health, start_response)
+            return [] if environ["REQUEST_METHOD"] == "HEAD" else body
         if environ.get("PATH_INFO") != "/metrics":
             start_response("404 Not Found", [("Content-Type", "text/plain; charset=utf-8")])
             return [b"not found: the metrics are at /metrics\n"]
@@ -213,13 +244,17 @@ def metrics_app(redis: Redis, queue_depth: Callable[[Redis], int]) -> WSGIApp:
 
 
 def serve_metrics(
-    redis: Redis, port: int, queue_depth: Callable[[Redis], int], host: str = "127.0.0.1"
+    redis: Redis,
+    port: int,
+    queue_depth: Callable[[Redis], int],
+    host: str = "127.0.0.1",
+    health: Health | None = None,
+    stuck: Stuck | None = None,
 ) -> WSGIServer:
-    """Serve /metrics in a background thread; returns the server (port 0 picks a free port)."""
+    """Serve /metrics and /health in a background thread; returns the server (port 0 picks a free port)."""
+    app = metrics_app(redis, queue_depth, health, stuck)
     try:
-        server = make_server(
-            host, port, metrics_app(redis, queue_depth), ThreadingWSGIServer, handler_class=_QuietHandler
-        )
+        server = make_server(host, port, app, ThreadingWSGIServer, handler_class=_QuietHandler)
     except OSError as exc:  # the port is taken, or not ours to bind: bad configuration, said in one line
         raise ConfigError(
             f"CODEBOT_METRICS_PORT: cannot serve /metrics on {host}:{port} ({exc.strerror})"

@@ -158,7 +158,7 @@ class GitProcess:
                 kill_group(self.proc)
             self.proc.wait()
         if self.timed_out():
-            raise GitReadError(f"git {self.args[0]} took longer than {self.timeout:g} s and was stopped")
+            raise GitReadError(f"git {self.args[0]} took longer than {self.timeout:.3g} s and was stopped")
         if self.proc.returncode != 0 and not self.cut:
             self._stderr.seek(0)
             raise GitReadError(_complaint(self._stderr.read(4096)))

@@ -8,6 +8,7 @@ citations of history: the commits, and the lines of a file at a commit, that a t
 from __future__ import annotations
 
 import difflib
+import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -77,6 +78,14 @@ class ToolContext:
     # and MCP pass only the text on: building its redacted, inert copy would be work for nothing
     # (~1 ms of a 200-line read_file, done while a search runs on the same cores).
     keep_data: bool = True
+
+    def time_left(self, limit: float) -> float:
+        """`limit` seconds, or fewer when the question's deadline comes sooner: a subprocess a tool
+        starts with this timeout (git) is killed by the deadline, so it never holds a tool thread
+        past it."""
+        if self.deadline is None:
+            return limit
+        return max(0.01, min(limit, self.deadline - time.monotonic()))
 
     def snapshot(self, repo: str | None) -> Snapshot:
         if not repo:

@@ -16,6 +16,7 @@ from typing import Any
 
 from config.settings import Settings
 from worker.repos.placeholders import BINARY, OVERSIZED, PLACEHOLDER_MAX_BYTES, Placeholder, read_placeholder
+from worker.repos.regular_files import open_regular, read_regular, special_kind
 from worker.repos.snapshot import Snapshot
 from worker.repos.visible import shown_name
 from worker.tools.context import ToolContext, ToolError
@@ -62,6 +63,9 @@ _BINARY_KINDS = {
 }
 
 
+NOT_REGULAR_HINT = "a snapshot should hold none; an operator can check the worker's disk"
+
+
 def _split(text: str) -> list[str]:
     lines = text.split("\n")
     if lines and lines[-1] == "":
@@ -74,7 +78,7 @@ def cached_lines(ctx: ToolContext, repo: str, relative: str, absolute: Path) -> 
     Only for files up to read_cache_max_file_bytes; a placeholder has no lines."""
     lines = ctx.file_cache.get((repo, relative))
     if lines is None:
-        data = absolute.read_bytes()
+        data = read_regular(absolute)
         text = "" if data.startswith(b"\x00") else data.decode("utf-8", errors="replace")
         lines = ctx.file_cache[(repo, relative)] = _split(text)
     return lines
@@ -85,7 +89,7 @@ def placeholder_of(absolute: Path, size: int | None = None) -> Placeholder | Non
     try:
         if (size if size is not None else absolute.stat().st_size) > PLACEHOLDER_MAX_BYTES:
             return None
-        with open(absolute, "rb") as handle:
+        with open_regular(absolute) as handle:
             return read_placeholder(handle.read(PLACEHOLDER_MAX_BYTES))
     except OSError:
         return None
@@ -98,7 +102,7 @@ def _stream_window(absolute: Path, first: int, last: int) -> tuple[list[str], in
     high = last
     window: list[bytes] = []
     count = 0
-    with open(absolute, "rb") as handle:
+    with open_regular(absolute) as handle:
         for count, raw in enumerate(handle, 1):
             if count >= low:
                 window.append(raw)
@@ -191,9 +195,13 @@ def _first_line(start_line: int, end_line: int | None) -> int:
 
 
 def _check_is_file(snapshot: Snapshot, relative: str, absolute: Path, settings: Settings) -> None:
-    """Refuse a folder or a missing file, saying what to call instead."""
+    """Refuse a folder, a missing file or anything else that is not a regular file, saying what
+    to call instead."""
     if absolute.is_dir():
         raise ToolError(f"{relative!r} is a folder; call list_files with path={relative!r} to see inside it")
+    kind = special_kind(absolute)
+    if kind is not None:  # never opened: a FIFO's open or read would wait for a writer forever
+        raise ToolError(f"{relative!r} is not a regular file ({kind}), so it is not read: {NOT_REGULAR_HINT}")
     if not absolute.is_file():
         raise not_found(snapshot, relative, settings)
 

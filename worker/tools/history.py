@@ -274,7 +274,7 @@ def _with_changes(
 ) -> ToolResult:
     settings = ctx.settings
     try:
-        out = run_git(git_dir, diff_args(base, target, relative), settings.history_timeout_seconds,
+        out = run_git(git_dir, diff_args(base, target, relative), ctx.time_left(settings.history_timeout_seconds),
                       settings.history_output_max_bytes)  # fmt: skip
     except GitReadError as exc:
         raise ToolError(f"git could not answer: {exc}") from None

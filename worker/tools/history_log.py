@@ -311,10 +311,9 @@ def _search(
             if parsed <= most and (kinds := matcher(ctx, record)):
                 kept.append((record, kinds))
 
+    timeout = ctx.time_left(settings.history_timeout_seconds)
     try:
-        with GitProcess(
-            git_dir, args, settings.history_timeout_seconds, settings.history_output_max_bytes
-        ) as proc:
+        with GitProcess(git_dir, args, timeout, settings.history_output_max_bytes) as proc:
             for chunk in proc.chunks():
                 test(parser.feed(chunk))
                 if len(kept) > limit:
@@ -329,7 +328,7 @@ def _search(
             except GitReadError as exc:
                 if not proc.timed_out():
                     raise ToolError(f"git could not answer: {exc}") from None
-                return kept[:limit], False, f"the search stopped after {settings.history_timeout_seconds:g} s"
+                return kept[:limit], False, f"the search stopped after {timeout:.3g} s"
             if proc.cut:
                 return kept[:limit], len(kept) > limit, "the search stopped at history_output_max_bytes"
             if parsed > most and len(kept) <= limit:

@@ -140,7 +140,7 @@ def _abbreviated(ctx: ToolContext, snapshot: Snapshot, git_dir: Path, reader: Ob
     not yet pruned) neither resolves nor makes a prefix ambiguous."""
     try:
         out = run_git(git_dir, ["rev-parse", f"--disambiguate={prefix.lower()}"],
-                      ctx.settings.history_timeout_seconds, 1 << 20)  # fmt: skip
+                      ctx.time_left(ctx.settings.history_timeout_seconds), 1 << 20)  # fmt: skip
     except GitReadError:
         return None
     candidates = [line for line in out.data.decode("ascii", "replace").split() if len(line) == 40][:50]
@@ -193,7 +193,7 @@ def _recent_tags(ctx: ToolContext, git_dir: Path, count: int = 10) -> list[str]:
                 "--format=%(refname:short)",
                 "refs/tags",
             ],
-            ctx.settings.history_timeout_seconds,
+            ctx.time_left(ctx.settings.history_timeout_seconds),
             64_000,
         )
     except GitReadError:
@@ -203,9 +203,8 @@ def _recent_tags(ctx: ToolContext, git_dir: Path, count: int = 10) -> list[str]:
 
 def git(ctx: ToolContext, git_dir: Path, args: list[str]) -> bytes:
     try:
-        out = run_git(
-            git_dir, args, ctx.settings.history_timeout_seconds, ctx.settings.history_output_max_bytes
-        )
+        timeout = ctx.time_left(ctx.settings.history_timeout_seconds)
+        out = run_git(git_dir, args, timeout, ctx.settings.history_output_max_bytes)
     except GitReadError as exc:
         raise ToolError(f"git could not answer: {exc}") from None
     return out.data

@@ -6,11 +6,13 @@ import sqlite3
 import time
 from typing import Any
 
+from worker.repos.regular_files import NotRegularFile, open_regular
 from worker.repos.snapshot import LANGUAGES_BY_SUFFIX, Snapshot
 from worker.repos.symbol_grammars import LANGUAGE_OF_SUFFIX
 from worker.repos.symbols import IndexInfo, SkippedFile, open_index
 from worker.repos.visible import shown_name
 from worker.tools.context import ToolContext, ToolError
+from worker.tools.files import NOT_REGULAR_HINT
 from worker.tools.paths import human_size, resolve_path
 from worker.tools.redact import finish
 from worker.tools.registry import ToolResult
@@ -57,8 +59,11 @@ def list_repos(ctx: ToolContext) -> ToolResult:
     return finish(ctx, "\n".join(lines), {"repos": repos})
 
 
-def _readme_opening(ctx: ToolContext, repo: str, readme: str, limit: int) -> tuple[str, int, bool] | None:
-    """(opening text, last line shown in full, whether the README goes on) or None."""
+def _readme_opening(
+    ctx: ToolContext, repo: str, readme: str, limit: int
+) -> tuple[str, int, bool] | str | None:
+    """(opening text, last line shown in full, whether the README goes on), the line saying why
+    it is not read, or None."""
     snapshot = ctx.snapshots[repo]
     try:
         absolute, relative = resolve_path(snapshot, readme, ctx.settings)
@@ -70,8 +75,10 @@ def _readme_opening(ctx: ToolContext, repo: str, readme: str, limit: int) -> tup
     else:
         budget = limit * 4 + 4096  # enough bytes for `limit` characters of any UTF-8 text
         try:
-            with open(absolute, "rb") as handle:
+            with open_regular(absolute) as handle:
                 raw = handle.read(budget)
+        except NotRegularFile as exc:  # never opened: a FIFO would hold the call forever
+            return f"({shown_name(readme)} is not a regular file ({exc.kind}), so it is not read: {NOT_REGULAR_HINT})"
         except OSError:
             return None
         text, complete = ctx.redact(raw.decode("utf-8", errors="replace")), len(raw) < budget
@@ -174,6 +181,8 @@ def _readme_part(ctx: ToolContext, snapshot: Snapshot) -> tuple[list[str], dict[
         return ["(no README at the root)"], None
     limit = ctx.settings.overview_readme_chars
     opening = _readme_opening(ctx, name, readme, limit) if limit else None
+    if isinstance(opening, str):
+        return ["", opening], None
     if opening is None or not opening[1]:
         return [], None
     text, last_line, more = opening
