@@ -50,6 +50,8 @@ MESSAGES = {
     "malformed": "the model endpoint sent a reply we could not use",
     "deadline": "the question's time ({seconds:.0f} s) ran out before any code was read: "
     "an operator can raise CODEBOT_QUESTION_DEADLINE_SECONDS or use a faster model",
+    # said to the asker from where it was learned (worker/jobs/texts.py TOOLS_UNSEEN); this for logs
+    "tools_unseen": "the model endpoint does not show the model its tools, so codebot did not ask it",
     "no_tool_calls": "the model never made a usable tool call, so no code was read: it may not support tool "
     "calling on this server (an admin can read why in `codebot status`)",
 }
@@ -77,6 +79,7 @@ class ModelFailure(Exception):
         self.hops = 0
         self.tool_calls = 0
         self.tools: Counter[str] = Counter()
+        self.evidence = ""  # kind "tools_unseen": where that was learned (TOOLS_UNSEEN_FROM_*)
 
     def accounting(self) -> dict[str, Any]:
         """The facts a question's log line and usage accounting need."""

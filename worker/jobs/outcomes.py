@@ -99,6 +99,15 @@ def exit_code(kind: str) -> int:
     return EXIT_CODES.get(kind, EXIT_FAILED)
 
 
+NO_CODE_READ_FAILURES = ("no_tool_calls", "tools_unseen")  # model failures that end as not_an_answer
+
+
+def no_code_read_failure(kind: str, evidence: str, said: str) -> str:
+    """What a failure that read no code says: for a model never asked, what was learned and
+    where; else the failure as it says it (`said`)."""
+    return texts.TOOLS_UNSEEN.get(evidence, said) if kind == "tools_unseen" else said
+
+
 def not_an_answer_text(result: AgentResult | None, ref: str, failure: str = "") -> str:
     """What the asker reads when no code was read: what happened, that no code was read, and
     what an operator can change. The model's own prose is not passed on. `failure`: the run

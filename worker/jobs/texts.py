@@ -51,6 +51,19 @@ NOT_AN_ANSWER_FAILED_CALLS = (
     "Naming the repo in the question (`repo:NAME`) may help."
 )
 NOT_AN_ANSWER_MODEL = "I could not answer this from the code: {failure}."
+# A model that would never see the tools is not asked (ModelFailure "tools_unseen"): what was
+# learned, by where it was learned (worker/agent/endpoint_memory.py TOOLS_UNSEEN_FROM_*).
+TOOLS_UNSEEN = {
+    "props": (
+        "the model server's chat template (read from its /props) has no tool support, so the model "
+        "would never see codebot's tools and codebot did not ask it"
+    ),
+    "usage": (
+        "the model server counted fewer prompt tokens than codebot's tool schemas alone, and the "
+        "model never called a tool there, so its chat template drops the tools and codebot did not "
+        "ask it again"
+    ),
+}
 NOT_AN_ANSWER_OPERATOR = (
     "An operator can point codebot at a model and server that call tools (docs/models.md: "
     "llama.cpp's server needs `--jinja`; vLLM needs `--enable-auto-tool-choice`), and "
