@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from tests.support.e2e import Rig, build_rig
-from tests.support.model_server import Reply, held_mid_stream, last_user_text, text, tool_calls
+from tests.support.model_server import Reply, held_mid_stream, last_user_text, paced, text, tool_calls
 from worker.agent.endpoint_memory import EndpointMemory
 from worker.jobs.job import QuestionRun
 from worker.jobs.question import Question
@@ -89,7 +89,8 @@ def test_a_server_seen_serving_one_request_at_a_time_says_so_and_makes_every_wor
 ) -> None:
     released = threading.Event()
     for rig in build_rig(tmp_path, model_options={"slots": 1}):
-        rig.model.set_handler(holding("(slow)", before_replying(released)))
+        # the held reply, once released, still takes a while to write: the second waits behind it
+        rig.model.set_handler(holding("(slow)", lambda reply: paced(0.2, before_replying(released)(reply))))
         first = run_on_a_worker(rig, rig.question("How does retry work? (slow)"))
         rig.model.wait_for_requests(1)
         second = run_on_a_worker(rig, rig.question("How many times does retry try?"))

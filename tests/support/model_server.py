@@ -47,7 +47,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, Literal
@@ -105,6 +105,36 @@ __all__ = [
 # --------------------------------------------------------------------------------------
 # The server
 # --------------------------------------------------------------------------------------
+
+
+class _Slots:
+    """N chat requests answered at once, the others in the order they came (llama.cpp's queue);
+    None: every request at once."""
+
+    def __init__(self, slots: int | None) -> None:
+        self._limited = slots is not None
+        self._free = slots or 0
+        self._waiting: deque[object] = deque()
+        self._changed = threading.Condition()
+
+    @contextlib.contextmanager
+    def turn(self) -> Iterator[None]:
+        if not self._limited:
+            yield
+            return
+        ticket = object()
+        with self._changed:
+            self._waiting.append(ticket)
+            self._changed.wait_for(lambda: self._waiting[0] is ticket and self._free > 0)
+            self._waiting.popleft()
+            self._free -= 1
+            self._changed.notify_all()
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._free += 1
+                self._changed.notify_all()
 
 
 class _Server(ThreadingHTTPServer):
@@ -332,7 +362,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
             self._send_error_json(400, f"ScriptedModel: bad request body: {exc}", "invalid_request_error")
             return
         model._record(body, self.headers.items())
-        with model._slots:  # a server of N slots answers N requests at once; the rest wait their turn
+        with model._slots.turn():  # a server of N slots answers N requests at once
             self._answer_chat(model, body)
 
     def _answer_chat(self, model: ScriptedModel, body: dict[str, Any]) -> None:
@@ -417,9 +447,7 @@ class ScriptedModel:
         self.lmstudio_models = lmstudio_models
         self.model_fields = model_fields or {}
         # chat requests answered at once (llama.cpp's -np, llama-cpp-python's 1); None: any number
-        self._slots: contextlib.AbstractContextManager[Any] = (
-            threading.BoundedSemaphore(slots) if slots else contextlib.nullcontext()
-        )
+        self._slots = _Slots(slots)
         self.metadata_requests: list[str] = []  # "GET /api/ps", "POST /api/show", ...
         self.seen: list[dict[str, Any]] = []
         self._lock = threading.Lock()

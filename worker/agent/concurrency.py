@@ -10,8 +10,8 @@ every worker knows it:
   first delta and none had ended. A server serving one request at a time cannot interleave
   two replies, whatever order it takes its queue in.
 - **One at a time (1).** A request sent while an earlier one was open got its first byte only
-  after that one was answered, and spent at least half of its wait while the earlier one ran.
-  Seen in parallel always wins over this (a busy server of several slots queues a request
+  after that one was answered, and spent at least three quarters of its wait while the earlier
+  one ran. Seen in parallel always wins over this (a busy server of several slots queues a request
   too); until either is seen, the concurrency is unknown (0). A server that does not stream
   can be seen serving one at a time, never in parallel.
 """
@@ -28,7 +28,7 @@ from worker.agent.pacing import Timing
 UNKNOWN = 0
 ONE_AT_A_TIME = 1
 RECENT_KEPT = 32  # requests remembered per endpoint, open or ended: enough to see any overlap
-WAITED_SHARE = 0.5  # of a request's wait for its first byte, spent behind an earlier request
+WAITED_SHARE = 0.75  # of a request's wait for its first byte, spent behind an earlier request
 
 
 @dataclass

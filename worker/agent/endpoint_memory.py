@@ -82,6 +82,12 @@ def display_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, "", "")) if netloc else url.split("?")[0]
 
 
+def display_host(url: str) -> str:
+    """A base URL's host and port, as apologies name the endpoint."""
+    parts = urlsplit(url)
+    return f"{parts.hostname}:{parts.port}" if parts.port else parts.hostname or "?"
+
+
 def endpoint_id(settings: Settings) -> str:
     key = f"{base_url_of(settings)}\n{settings.model}"
     return hashlib.sha256(key.encode()).hexdigest()[:16]

@@ -33,7 +33,8 @@ worker/agent/model_recovery.py, the reading of a reply in worker/agent/wire.py):
   it, and llama.cpp's template verdict says whether the model would see the tools at all.
 - **Speed.** Every request carries a bounded `max_tokens`; attempts are sized from the speeds
   measured on earlier answers, and no request is sent while an abandoned one may still run on a
-  server that does not cancel it (worker/agent/pacing.py).
+  server that does not cancel it and would make it wait: this question's own, or any worker's on
+  a server observed serving one request at a time (worker/agent/pacing.py, concurrency.py).
 """
 
 from __future__ import annotations

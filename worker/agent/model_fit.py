@@ -16,7 +16,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 import openai
 
@@ -34,6 +33,7 @@ from worker.agent.endpoint_memory import (
     TOOLS_UNSEEN_FROM_USAGE,
     EndpointMemory,
     base_url_of,
+    display_host,
     speed_text,
 )
 from worker.agent.model_errors import ModelFailure, failure
@@ -128,8 +128,7 @@ class ServerFit:
 
     @property
     def host(self) -> str:
-        parts = urlsplit(base_url_of(self.settings))
-        return f"{parts.hostname}:{parts.port}" if parts.port else parts.hostname or "?"
+        return display_host(base_url_of(self.settings))
 
     def speeds(self) -> Speeds:
         return Speeds(self.memory.facts.prompt_tps, self.memory.facts.generation_tps)

@@ -128,7 +128,7 @@ class QuestionRun:
             status: Status = "failed"
             said = str(exc)
             if exc.kind in NO_CODE_READ_FAILURES:  # no usable tool call at all: no code was read
-                said = no_code_read_failure(exc.kind, exc.evidence, said)
+                said = no_code_read_failure(exc.kind, exc.evidence, said, base_url_of(self.runtime.settings))
                 status, apology = "not_an_answer", not_an_answer_text(None, self.ref, said)
             else:
                 apology = f"Sorry, I could not answer: {exc}. Reference: `{self.ref}`"

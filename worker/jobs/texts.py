@@ -55,13 +55,13 @@ NOT_AN_ANSWER_MODEL = "I could not answer this from the code: {failure}."
 # learned, by where it was learned (worker/agent/endpoint_memory.py TOOLS_UNSEEN_FROM_*).
 TOOLS_UNSEEN = {
     "props": (
-        "the model server's chat template (read from its /props) has no tool support, so the model "
-        "would never see codebot's tools and codebot did not ask it"
+        "the chat template of the model server at {host} has no tool support (its /props says so), "
+        "so the model would never see codebot's tools and codebot did not ask it"
     ),
     "usage": (
-        "the model server counted fewer prompt tokens than codebot's tool schemas alone, and the "
-        "model never called a tool there, so its chat template drops the tools and codebot did not "
-        "ask it again"
+        "the model server at {host} counted fewer prompt tokens than codebot's tool schemas alone "
+        "and the model never called a tool there: its chat template drops the tools, so codebot "
+        "did not ask it again"
     ),
 }
 NOT_AN_ANSWER_OPERATOR = (
