@@ -102,6 +102,16 @@ def _most_replying_at_once(flight: Flight, others: list[Flight]) -> int:
     return max(1 + sum(other.replying_at(moment) for other in others) for moment in moments)
 
 
+def concurrency_text(observed: int) -> str:
+    """What was observed of the endpoint's concurrency, as the log and `codebot status` say it."""
+    if observed == 1:
+        return (
+            "serves one request at a time (observed): a timed-out request makes every worker wait "
+            "until it would be done"
+        )
+    return f"serves {observed} requests at once (observed): a timed-out request makes no other wait"
+
+
 def forget() -> None:
     """Drop every request remembered (for tests)."""
     with _LOCK:

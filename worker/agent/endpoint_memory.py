@@ -27,6 +27,7 @@ from redis import Redis
 from redis.exceptions import RedisError
 
 from config.settings import Settings
+from worker.agent.concurrency import concurrency_text
 from worker.ops.json_list import json_objects
 
 log = logging.getLogger("codebot.model")
@@ -359,16 +360,6 @@ def describe_endpoint(facts: dict[str, str]) -> str:
     if concurrency.isdigit() and int(concurrency) > 0:
         parts.append(concurrency_text(int(concurrency)))
     return "; ".join(parts)
-
-
-def concurrency_text(observed: int) -> str:
-    """What was observed of the endpoint's concurrency, as the log and `codebot status` say it."""
-    if observed == 1:
-        return (
-            "serves one request at a time (observed): a timed-out request makes every worker wait "
-            "until it would be done"
-        )
-    return f"serves {observed} requests at once (observed): a timed-out request makes no other wait"
 
 
 def speed_text(prompt_tps: float, generation_tps: float) -> str:
