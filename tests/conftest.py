@@ -16,6 +16,7 @@ from tests.support.e2e import build_rig
 from tests.support.fixture_repos import Corpus, shared_corpus
 from tests.support.hostile_slack import build_hostile_slack_rig
 from tests.support.slack_rig import build_slack_rig
+from worker.agent import concurrency
 from worker.agent.endpoint_memory import forget_in_process
 
 RIG_BUILDERS: dict[str, Callable[..., Iterator[Any]]] = {
@@ -53,6 +54,7 @@ def clean_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterat
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
     monkeypatch.setenv("GIT_TERMINAL_PROMPT", "0")
     forget_in_process()  # what a model endpoint accepts is learned per test (ports are reused)
+    concurrency.forget()  # ... and the requests it was seen serving at once
     yield
 
 

@@ -116,10 +116,16 @@ def test_llama_cpp_timings_are_remembered_as_the_endpoints_speeds(tmp_path: Path
 
 
 def seeded(
-    rig: Rig, kind: str, prompt_tps: float = 0.0, generation_tps: float = 0.0, busy_for: float = 0.0
+    rig: Rig,
+    kind: str,
+    prompt_tps: float = 0.0,
+    generation_tps: float = 0.0,
+    busy_for: float = 0.0,
+    concurrency: int = 0,
 ) -> None:
     memory = EndpointMemory(rig.settings, rig.redis)
     memory.remember_kind(kind)
+    memory.remember_concurrency(concurrency)
     memory.remember_context(8192, "test")
     if prompt_tps:
         memory.remember_speed(prompt_tps, generation_tps)
@@ -137,11 +143,11 @@ def test_a_reply_the_measured_speed_cannot_finish_in_time_is_not_asked_for(tmp_p
         assert rig.model.base_url.split("//")[1].split("/")[0] in fields["text"]  # the host
 
 
-def test_no_request_is_sent_while_an_abandoned_reply_still_runs_on_a_server_that_does_not_cancel(
+def test_no_request_is_sent_while_an_abandoned_reply_still_runs_on_a_server_seen_serving_one_at_a_time(
     tmp_path: Path,
 ) -> None:
     for rig in build_rig(tmp_path, question_deadline_seconds=20.0):
-        seeded(rig, "llama-cpp-python", busy_for=600.0)
+        seeded(rig, "llama-cpp-python", busy_for=600.0, concurrency=1)
         kind, fields = ask(rig)
         assert kind == "failed" and rig.model.requests == []
         assert "did not answer in time" in fields["text"]

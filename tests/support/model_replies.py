@@ -6,6 +6,7 @@ the request body; the server in model_server.py sends them over the wire.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
@@ -56,6 +57,8 @@ class Reply:
     # the chunked body ("done"), or nothing more and the connection closed ("close": a
     # connection-close body, as a gateway that gives up sends). Not streamed: the JSON cut in two.
     cut: Literal["", "done", "close"] = ""
+    prompt_tokens: int = 0  # usage.prompt_tokens as reported (0: this server's own count, tokens_of)
+    held: threading.Event | None = None  # streamed: the rest waits for this after the first piece
 
 
 def text(content: str, *, finish_reason: str = "stop") -> Reply:
@@ -166,6 +169,18 @@ def made_up_repos(repo: str = "acme-core", prose: str = "It is in the core modul
         return tool_calls(("search", {"pattern": "retry", "repo": repo}))
 
     return reply
+
+
+def held_mid_stream(released: threading.Event, then: Reply) -> Reply:
+    """``then``, streamed: its first piece (text or a tool call's first fragment) at once, the
+    rest only once ``released`` is set (a reply the model is still writing)."""
+    return replace(then, held=released)
+
+
+def under_counted(prompt_tokens: int, then: Reply) -> Reply:
+    """``then``, its ``usage.prompt_tokens`` said to be ``prompt_tokens``: a proxy or gateway that
+    counts only part of the prompt (the messages, not the tool schemas)."""
+    return replace(then, prompt_tokens=prompt_tokens)
 
 
 def paced(interval: float, then: Reply) -> Reply:
@@ -351,7 +366,7 @@ def completion(body: dict[str, Any], reply: Reply, next_id: Callable[[str], str]
             {"id": next_id("call_"), "type": "function", "function": {"name": name, "arguments": args}}
             for name, args in reply.calls
         ]
-    prompt_tokens = max(1, tokens_of(body))
+    prompt_tokens = reply.prompt_tokens or max(1, tokens_of(body))
     produced = (reply.content or "") + "".join(name + args for name, args in reply.calls)
     completion_tokens = max(1, len(produced) // 4)
     return {

@@ -32,7 +32,9 @@ answers prose, ``made_up_repos()`` a model whose every call names a repo that do
 ``ollama_ps``, ``props``, ``lmstudio_models`` and ``model_fields`` serve the metadata routes
 (``POST /api/show``, ``GET /api/ps``, ``GET /props``, ``GET /api/v0/models``, extra fields in
 ``GET /v1/models``).
-A refused request is recorded but does not consume the script.
+A refused request is recorded but does not consume the script. ``slots=N`` answers N chat
+requests at once, the others waiting their turn (recorded on arrival), as a llama.cpp server
+started with ``-np N`` does; by default every request is answered at once, in its own thread.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, Literal
@@ -61,6 +63,7 @@ from tests.support.model_replies import (
     cut_stream,
     error,
     hang_up,
+    held_mid_stream,
     ignores_tools,
     last_user_text,
     made_up_repos,
@@ -74,6 +77,7 @@ from tests.support.model_replies import (
     tokens_of,
     tool_calls,
     trickle,
+    under_counted,
 )
 
 __all__ = [
@@ -85,6 +89,7 @@ __all__ = [
     "cut_stream",
     "error",
     "hang_up",
+    "held_mid_stream",
     "ignores_tools",
     "last_user_text",
     "made_up_repos",
@@ -94,11 +99,42 @@ __all__ = [
     "text",
     "tool_calls",
     "trickle",
+    "under_counted",
 ]
 
 # --------------------------------------------------------------------------------------
 # The server
 # --------------------------------------------------------------------------------------
+
+
+class _Slots:
+    """N chat requests answered at once, the others in the order they came (llama.cpp's queue);
+    None: every request at once."""
+
+    def __init__(self, slots: int | None) -> None:
+        self._limited = slots is not None
+        self._free = slots or 0
+        self._waiting: deque[object] = deque()
+        self._changed = threading.Condition()
+
+    @contextlib.contextmanager
+    def turn(self) -> Iterator[None]:
+        if not self._limited:
+            yield
+            return
+        ticket = object()
+        with self._changed:
+            self._waiting.append(ticket)
+            self._changed.wait_for(lambda: self._waiting[0] is ticket and self._free > 0)
+            self._waiting.popleft()
+            self._free -= 1
+            self._changed.notify_all()
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._free += 1
+                self._changed.notify_all()
 
 
 class _Server(ThreadingHTTPServer):
@@ -248,6 +284,8 @@ class _RequestHandler(BaseHTTPRequestHandler):
                 self.wfile.flush()
                 if index == 1 and reply is not None and reply.content:  # events[1]: the first text piece
                     self.server.model.first_text_sent.append((time.monotonic(), reply.content))
+                if index == 1 and reply is not None and reply.held is not None:
+                    reply.held.wait(120)
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
         except OSError:
@@ -324,6 +362,10 @@ class _RequestHandler(BaseHTTPRequestHandler):
             self._send_error_json(400, f"ScriptedModel: bad request body: {exc}", "invalid_request_error")
             return
         model._record(body, self.headers.items())
+        with model._slots.turn():  # a server of N slots answers N requests at once
+            self._answer_chat(model, body)
+
+    def _answer_chat(self, model: ScriptedModel, body: dict[str, Any]) -> None:
         refusal = model._refusal(body)
         if refusal is not None:
             if refusal == (200, ""):
@@ -391,6 +433,7 @@ class ScriptedModel:
         props: dict[str, Any] | None = None,
         model_fields: dict[str, Any] | None = None,
         lmstudio_models: dict[str, Any] | None = None,
+        slots: int | None = None,
     ) -> None:
         unknown = set(strict) - set(STRICT_MODES)
         if unknown:
@@ -403,6 +446,8 @@ class ScriptedModel:
         self.props = props
         self.lmstudio_models = lmstudio_models
         self.model_fields = model_fields or {}
+        # chat requests answered at once (llama.cpp's -np, llama-cpp-python's 1); None: any number
+        self._slots = _Slots(slots)
         self.metadata_requests: list[str] = []  # "GET /api/ps", "POST /api/show", ...
         self.seen: list[dict[str, Any]] = []
         self._lock = threading.Lock()

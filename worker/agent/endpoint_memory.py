@@ -27,6 +27,7 @@ from redis import Redis
 from redis.exceptions import RedisError
 
 from config.settings import Settings
+from worker.agent.concurrency import concurrency_text
 from worker.ops.json_list import json_objects
 
 log = logging.getLogger("codebot.model")
@@ -49,6 +50,10 @@ MAX_TOKENS = "max_tokens"  # the reply's bound, as `max_tokens` (local servers)
 MAX_COMPLETION_TOKENS = "max_completion_tokens"  # ... as OpenAI's newer name (reasoning models)
 # Not a request field: the server accepts `tools` but its chat template never shows them to the model.
 TOOLS = "tools"
+# Where that verdict came from: llama.cpp's /props (its template's caps), or `usage` counting
+# fewer prompt tokens than the tool schemas alone (never once a listed tool was called there).
+TOOLS_UNSEEN_FROM_PROPS = "props"
+TOOLS_UNSEEN_FROM_USAGE = "usage"
 
 FEATURE_LABELS = {
     TOOL_CHOICE_REQUIRED: 'tool_choice="required"',
@@ -78,6 +83,12 @@ def display_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, "", "")) if netloc else url.split("?")[0]
 
 
+def display_host(url: str) -> str:
+    """A base URL's host and port, as apologies name the endpoint."""
+    parts = urlsplit(url)
+    return f"{parts.hostname}:{parts.port}" if parts.port else parts.hostname or "?"
+
+
 def endpoint_id(settings: Settings) -> str:
     key = f"{base_url_of(settings)}\n{settings.model}"
     return hashlib.sha256(key.encode()).hexdigest()[:16]
@@ -95,6 +106,8 @@ class EndpointFacts:
     prompt_tps: float = 0.0  # measured prompt reading speed, tokens/s (0: not measured)
     generation_tps: float = 0.0  # measured generation speed, tokens/s
     busy_until: float = 0.0  # wall clock: an abandoned request may still run on the server until then
+    concurrency: int = 0  # requests observed served at once: 0 unknown, 1 one at a time (concurrency.py)
+    tools_unseen_from: str = ""  # TOOLS_UNSEEN_FROM_*, when TOOLS is ignored
 
 
 # In this process, by endpoint id: a later question here does not repeat a refused attempt.
@@ -177,6 +190,14 @@ class EndpointMemory:
         )
         self._save({f"ignored:{feature}": why[:300]})
 
+    def ignore_tools(self, source: str, why: str) -> None:
+        """The model never sees the tools, as `source` (TOOLS_UNSEEN_FROM_*) shows."""
+        if TOOLS in self.facts.ignored:
+            return
+        self.facts.tools_unseen_from = source
+        self._save({"tools_unseen_from": source})
+        self.ignore(TOOLS, why)
+
     def remember_kind(self, kind: str) -> None:
         self.facts.server_kind = kind
         self._save({"server_kind": kind})
@@ -205,6 +226,21 @@ class EndpointMemory:
         self.facts.busy_until = max(self.facts.busy_until, wall_time)
         self._save({"busy_until": f"{self.facts.busy_until:.1f}"})
 
+    def remember_concurrency(self, observed: int) -> None:
+        """What one answer showed (worker/agent/concurrency.py): served in parallel wins over one
+        at a time, which wins over unknown; the highest parallel count seen is kept."""
+        if observed <= self.facts.concurrency:
+            return
+        before, self.facts.concurrency = self.facts.concurrency, observed
+        if before <= 1:  # a change of verdict, not a higher count
+            log.warning(
+                "model endpoint %s (model %s) %s",
+                display_url(base_url_of(self.settings)),
+                self.settings.model,
+                concurrency_text(observed),
+            )
+        self._save({"concurrency": str(observed)})
+
     def remember_context(self, tokens: int, source: str) -> None:
         self.facts.context_tokens = tokens
         self.facts.context_source = source
@@ -227,10 +263,12 @@ class EndpointMemory:
                 facts.confirmed.add(key.removeprefix("ok:"))
             elif key.startswith("ignored:"):
                 facts.ignored[key.removeprefix("ignored:")] = value
-            elif key == "server_kind":
-                facts.server_kind = value
+            elif key in ("server_kind", "tools_unseen_from"):
+                setattr(facts, key, value)
             elif key in ("prompt_tps", "generation_tps", "busy_until"):
                 setattr(facts, key, _float(value))
+            elif key == "concurrency" and value.isdigit():
+                facts.concurrency = int(value)
             elif key == "context_tokens" and value.isdigit():
                 facts.context_tokens = int(value)
             elif key == "context_source":
@@ -253,6 +291,8 @@ class EndpointMemory:
             prompt_tps=stored.prompt_tps or mine.prompt_tps,
             generation_tps=stored.generation_tps or mine.generation_tps,
             busy_until=max(stored.busy_until, mine.busy_until),
+            concurrency=max(stored.concurrency, mine.concurrency),
+            tools_unseen_from=stored.tools_unseen_from or mine.tools_unseen_from,
         )
         return merged
 
@@ -316,6 +356,9 @@ def describe_endpoint(facts: dict[str, str]) -> str:
         parts.append(speed)
     if facts.get("server_kind"):
         parts.append(f"server: {facts['server_kind']}")
+    concurrency = facts.get("concurrency", "")
+    if concurrency.isdigit() and int(concurrency) > 0:
+        parts.append(concurrency_text(int(concurrency)))
     return "; ".join(parts)
 
 

@@ -33,7 +33,8 @@ worker/agent/model_recovery.py, the reading of a reply in worker/agent/wire.py):
   it, and llama.cpp's template verdict says whether the model would see the tools at all.
 - **Speed.** Every request carries a bounded `max_tokens`; attempts are sized from the speeds
   measured on earlier answers, and no request is sent while an abandoned one may still run on a
-  server that does not cancel it (worker/agent/pacing.py).
+  server that does not cancel it and would make it wait: this question's own, or any worker's on
+  a server observed serving one request at a time (worker/agent/pacing.py, concurrency.py).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ import openai
 from openai.types.chat import ChatCompletion
 
 from config.settings import Settings
+from worker.agent import concurrency
 from worker.agent.context import DEFAULT_CHARS_PER_TOKEN, measured_ratio
 from worker.agent.endpoint_memory import TOOLS, EndpointMemory
 from worker.agent.events import AgentEvents, NoEvents
@@ -151,8 +153,8 @@ class ModelClient(Recovering):
     def _fail_if_tools_unseen(self) -> None:
         if self.memory.ignores(TOOLS):
             # the model would never see them: no code can be read, and no time is spent finding out
-            found = self._located(failure("no_tool_calls", self.memory.facts.ignored[TOOLS]))
-            found.args = (f"{found}; its chat template never shows the model the tools",)
+            found = self._located(failure("tools_unseen", self.memory.facts.ignored[TOOLS]))
+            found.evidence = self.memory.facts.tools_unseen_from
             raise self._with_tokens(found)
 
     def _answered(self, turn: ModelTurn, shaped: Shaped, suspected: set[str]) -> ModelTurn:
@@ -192,21 +194,26 @@ class ModelClient(Recovering):
             "headers": headers,
             "security": {"bearer_auth": True},
         }
+        flight = concurrency.sent(self.memory.id, timing)
         with Attempt(seconds) as attempt:
             try:
                 turn = self._post(bool(shaped.kwargs.get("stream")), content, options, timing)
             except EmptyStream:
+                concurrency.failed(flight)
                 # llama-cpp-python resets the connection after a stream that failed inside: a
                 # pooled copy of it would fail the next request
                 attempt.drop_connection()
                 raise
-            except Exception as exc:
-                exc._codebot_seconds = seconds  # type: ignore[attr-defined]
-                if attempt.fired and attempt.replied:
-                    exc._codebot_cut = True  # type: ignore[attr-defined]
+            except BaseException as exc:  # a stopped question's too: the request is no longer open
+                concurrency.failed(flight)
+                if isinstance(exc, Exception):
+                    exc._codebot_seconds = seconds  # type: ignore[attr-defined]
+                    if attempt.fired and attempt.replied:
+                        exc._codebot_cut = True  # type: ignore[attr-defined]
                 raise
         timing.finished = time.monotonic()
         self._last_timing = timing
+        self.memory.remember_concurrency(concurrency.answered(self.memory.id, flight))
         self._account(turn, shaped.sent_chars)
         return turn
 

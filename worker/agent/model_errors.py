@@ -56,6 +56,8 @@ MESSAGES = {
     "tool_not_started": "{what} could not start within {seconds:g} s: every tool thread of this worker "
     "is stuck on a read that never returned (the disk or a mount may be hung): an operator should check "
     "it and restart the worker",
+    # said to the asker from where it was learned (worker/jobs/texts.py TOOLS_UNSEEN); this for logs
+    "tools_unseen": "the model endpoint does not show the model its tools, so codebot did not ask it",
     "no_tool_calls": "the model never made a usable tool call, so no code was read: it may not support tool "
     "calling on this server (an admin can read why in `codebot status`)",
 }
@@ -83,6 +85,7 @@ class ModelFailure(Exception):
         self.hops = 0
         self.tool_calls = 0
         self.tools: Counter[str] = Counter()
+        self.evidence = ""  # kind "tools_unseen": where that was learned (TOOLS_UNSEEN_FROM_*)
 
     def accounting(self) -> dict[str, Any]:
         """The facts a question's log line and usage accounting need."""

@@ -10,16 +10,17 @@ host, the setting to raise and the speed measured.
 from __future__ import annotations
 
 import ipaddress
+import json
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 import openai
 
 from config.settings import Settings
+from worker.agent.concurrency import ONE_AT_A_TIME
 from worker.agent.context import Window
 from worker.agent.discovery import UNREACHABLE, discover
 from worker.agent.endpoint_memory import (
@@ -28,8 +29,11 @@ from worker.agent.endpoint_memory import (
     OPENAI_BASE_URL,
     TOOL_CHOICE_REQUIRED,
     TOOLS,
+    TOOLS_UNSEEN_FROM_PROPS,
+    TOOLS_UNSEEN_FROM_USAGE,
     EndpointMemory,
     base_url_of,
+    display_host,
     speed_text,
 )
 from worker.agent.model_errors import ModelFailure, failure
@@ -43,7 +47,7 @@ from worker.agent.pacing import (
     measured,
 )
 from worker.agent.server_kind import LOCAL_KINDS, UNKNOWN, kind_of
-from worker.agent.wire import ModelTurn
+from worker.agent.wire import ModelTurn, fields
 
 log = logging.getLogger("codebot.model")
 
@@ -57,6 +61,20 @@ class Shaped:
     sent_chars: int
     reply_cap: int = 0  # the reply's bound before it is fitted to the time left
     tool_chars: int = 0  # characters of tool schemas sent
+
+
+def calls_a_listed_tool(turn: ModelTurn, tools: list[dict[str, Any]] | None) -> bool:
+    """A call naming a tool the request listed, with arguments that are a JSON object: proof
+    the model was shown the tools."""
+    listed = {fields(fields(tool).get("function")).get("name") for tool in tools or []}
+    for call in turn.tool_calls:
+        try:
+            arguments = json.loads(call.arguments or "{}")
+        except ValueError:
+            continue
+        if call.name in listed and isinstance(arguments, dict):
+            return True
+    return False
 
 
 def on_this_network(host: str) -> bool:
@@ -80,6 +98,7 @@ class ServerFit:
     _last_timing: Timing | None
     _attempt_timing: Timing | None
     _previous_prompt_tokens: int = 0  # the last answered turn's, within this question
+    _own_busy_until: float = 0.0  # wall clock: until when this question's abandoned request may run
 
     def _with_tokens(self, exc: ModelFailure) -> ModelFailure:
         raise NotImplementedError  # ModelClient's
@@ -98,9 +117,10 @@ class ServerFit:
         self.memory.remember_kind(found.kind)
         for feature, why in kind_of(found.kind).known_refusals.items():
             self.memory.refuse(feature, why)
-        if found.tools_shown is False:
-            self.memory.ignore(
-                TOOLS,
+        if found.tools_shown is False and not self.memory.confirmed(TOOLS):
+            # evidence first: a listed tool the model called here outweighs the template's caps
+            self.memory.ignore_tools(
+                TOOLS_UNSEEN_FROM_PROPS,
                 "llama.cpp's /props: the chat template has no tool support (chat_template_caps."
                 "supports_tools=false), so the model never sees the tools; start the server with a "
                 "tool-capable template (--chat-template-file)",
@@ -108,8 +128,7 @@ class ServerFit:
 
     @property
     def host(self) -> str:
-        parts = urlsplit(base_url_of(self.settings))
-        return f"{parts.hostname}:{parts.port}" if parts.port else parts.hostname or "?"
+        return display_host(base_url_of(self.settings))
 
     def speeds(self) -> Speeds:
         return Speeds(self.memory.facts.prompt_tps, self.memory.facts.generation_tps)
@@ -150,21 +169,25 @@ class ServerFit:
         return min(max(share, 1.0), left)
 
     def _wait_while_busy(self, deadline: float) -> None:
-        """No request while an abandoned one may still run on a server that does not cancel it."""
-        busy_for = self.memory.facts.busy_until - time.time()
+        """No request while an abandoned one may still run on a server that does not cancel it
+        and would make this one wait: this question's own, or any worker's where the server was
+        observed to serve one request at a time (worker/agent/concurrency.py). Where that is not
+        known, another worker's abandoned request is no reason to wait: a guess stalls no one."""
+        served_at_once = self.memory.facts.concurrency
+        if served_at_once >= 2:
+            return  # observed serving several at once: the abandoned request holds up no other
+        serial = served_at_once == ONE_AT_A_TIME
+        busy_for = (self.memory.facts.busy_until if serial else self._own_busy_until) - time.time()
         if busy_for <= 0:
             return
-        if self.clock() + busy_for + MIN_ATTEMPT_SECONDS >= deadline:
-            raise self._with_tokens(
-                self._out_of_time(
-                    f"the server is still generating an abandoned reply for {busy_for:.0f} s more", deadline
-                )
-            )
-        log.info(
-            "model server still busy with an abandoned reply: waiting %.1f s before asking it again",
-            busy_for,
-            extra=self.log_extra,
+        whose = (
+            "the server serves one request at a time (observed) and is still busy with an abandoned reply"
+            if serial
+            else "the server may still be generating this question's abandoned reply"
         )
+        if self.clock() + busy_for + MIN_ATTEMPT_SECONDS >= deadline:
+            raise self._with_tokens(self._out_of_time(f"{whose} for {busy_for:.0f} s more", deadline))
+        log.info("%s: waiting %.1f s before asking it again", whose, busy_for, extra=self.log_extra)
         time.sleep(busy_for)
 
     def _note_abandoned(self, exc: Exception, shaped: Shaped) -> None:
@@ -192,6 +215,7 @@ class ServerFit:
             still = speeds.seconds_for(int(shaped.sent_chars / self.chars_per_token), reply)
         else:  # not measured yet: assume it needs as long again as it was given
             still = float(getattr(exc, "_codebot_seconds", 0.0) or self.settings.model_timeout_seconds)
+        self._own_busy_until = max(self._own_busy_until, time.time() + still)
         self.memory.remember_busy_until(time.time() + still)
 
     def _learn_from_answer(self, turn: ModelTurn, shaped: Shaped) -> set[str]:
@@ -201,9 +225,18 @@ class ServerFit:
         timing = self._last_timing
         if timing is not None:
             self.memory.remember_speed(*measured(timing, turn.prompt_tokens, turn.completion_tokens))
-        if shaped.tool_chars and turn.prompt_tokens and turn.prompt_tokens * 8 < shaped.tool_chars:
-            self.memory.ignore(
-                TOOLS,
+        if calls_a_listed_tool(turn, shaped.kwargs.get("tools")):
+            features.add(TOOLS)  # the model saw the tools, whatever the server's `usage` says
+        elif (
+            shaped.tool_chars
+            and turn.prompt_tokens
+            and turn.prompt_tokens * 8 < shaped.tool_chars
+            and not self.memory.confirmed(TOOLS)
+        ):
+            # a count that small is the template dropping the tools, or a proxy counting only the
+            # messages: only the model's never calling a tool here makes it the first
+            self.memory.ignore_tools(
+                TOOLS_UNSEEN_FROM_USAGE,
                 f"the server counted {turn.prompt_tokens} prompt tokens for a request whose tool schemas "
                 f"alone are {shaped.tool_chars:,} characters: its chat template drops the tools",
             )

@@ -12,8 +12,10 @@ behind the abandoned request on a server that does not cancel it (llama-cpp-pyth
   (prompt tokens to read plus `max_tokens` to write), within the question's time left; and
   `max_tokens` shrinks to what the server can write in the time left.
 - **Not stacked.** When an attempt is abandoned on a server that keeps generating, the time
-  it may still run is remembered (`busy_until`); no request is sent before then. When that is
-  past the deadline, the question ends now, saying so.
+  it may still run is remembered (`busy_until`). The question that abandoned it sends nothing
+  before then, and neither does any other where the server was observed serving one request
+  at a time (worker/agent/concurrency.py); one observed serving several waits for no one. When
+  that is past the deadline, the question ends now, saying so.
 """
 
 from __future__ import annotations

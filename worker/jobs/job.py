@@ -31,11 +31,13 @@ from worker.jobs.lane import DeferredEvents, Lane
 from worker.jobs.live import ANSWERED_CHECK_SECONDS, LiveEvents, live_view
 from worker.jobs.outbox import Final, make_sink
 from worker.jobs.outcomes import (
+    NO_CODE_READ_FAILURES,
     DeliveryState,
     QuestionOutcome,
     Status,
     cut_off_markdown,
     cut_off_text,
+    no_code_read_failure,
     not_an_answer_text,
     stopped_markdown,
 )
@@ -124,12 +126,14 @@ class QuestionRun:
         except ModelFailure as exc:
             self._record_model_failure(exc)
             status: Status = "failed"
-            if exc.kind == "no_tool_calls":  # no usable tool call at all: no code was read
-                status, apology = "not_an_answer", not_an_answer_text(None, self.ref, str(exc))
+            said = str(exc)
+            if exc.kind in NO_CODE_READ_FAILURES:  # no usable tool call at all: no code was read
+                said = no_code_read_failure(exc.kind, exc.evidence, said, base_url_of(self.runtime.settings))
+                status, apology = "not_an_answer", not_an_answer_text(None, self.ref, said)
             else:
                 apology = f"Sorry, I could not answer: {exc}. Reference: `{self.ref}`"
             final = Final(apology=apology, outcome=status)
-            outcome = self._outcome(status, reason=str(exc), **exc.accounting())
+            outcome = self._outcome(status, reason=said, **exc.accounting())
         except Exception:
             log.exception("question crashed", extra={"job_id": question.id, "ref": self.ref})
             final = Final(apology=f"Sorry, something went wrong while answering. Reference: `{self.ref}`")

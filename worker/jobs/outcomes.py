@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from worker.agent.endpoint_memory import display_host
 from worker.agent.loop import AgentResult
 from worker.jobs import texts
 from worker.jobs.outbox import Delivery
@@ -97,6 +98,16 @@ EXIT_CODES: dict[str, int] = {
 def exit_code(kind: str) -> int:
     """`codebot ask`'s exit code for an outcome kind (an unknown one is a failure)."""
     return EXIT_CODES.get(kind, EXIT_FAILED)
+
+
+NO_CODE_READ_FAILURES = ("no_tool_calls", "tools_unseen")  # model failures that end as not_an_answer
+
+
+def no_code_read_failure(kind: str, evidence: str, said: str, base_url: str) -> str:
+    """What a failure that read no code says: for a model never asked, what was learned, where,
+    and of which server (host and port only); else the failure as it says it (`said`)."""
+    text = texts.TOOLS_UNSEEN.get(evidence) if kind == "tools_unseen" else None
+    return text.format(host=display_host(base_url)) if text else said
 
 
 def not_an_answer_text(result: AgentResult | None, ref: str, failure: str = "") -> str:

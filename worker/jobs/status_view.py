@@ -167,6 +167,8 @@ def _endpoint(facts: dict[str, str], configured: bool) -> dict[str, Any]:
         "context_tokens": int(facts["context_tokens"]) if facts.get("context_tokens", "").isdigit() else None,
         "prompt_tokens_per_second": _number(facts.get("prompt_tps")),
         "generation_tokens_per_second": _number(facts.get("generation_tps")),
+        # requests the server was seen to serve at once: None unknown, 1 one at a time
+        "concurrency": int(facts["concurrency"]) if facts.get("concurrency", "").isdigit() else None,
         "summary": summary,
     }
 

@@ -63,6 +63,19 @@ NOT_AN_ANSWER_FAILED_CALLS = (
     "Naming the repo in the question (`repo:NAME`) may help."
 )
 NOT_AN_ANSWER_MODEL = "I could not answer this from the code: {failure}."
+# A model that would never see the tools is not asked (ModelFailure "tools_unseen"): what was
+# learned, by where it was learned (worker/agent/endpoint_memory.py TOOLS_UNSEEN_FROM_*).
+TOOLS_UNSEEN = {
+    "props": (
+        "the chat template of the model server at {host} has no tool support (its /props says so), "
+        "so the model would never see codebot's tools and codebot did not ask it"
+    ),
+    "usage": (
+        "the model server at {host} counted fewer prompt tokens than codebot's tool schemas alone "
+        "and the model never called a tool there: its chat template drops the tools, so codebot "
+        "did not ask it again"
+    ),
+}
 NOT_AN_ANSWER_OPERATOR = (
     "An operator can point codebot at a model and server that call tools (docs/models.md: "
     "llama.cpp's server needs `--jinja`; vLLM needs `--enable-auto-tool-choice`), and "

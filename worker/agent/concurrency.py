@@ -1,0 +1,118 @@
+"""How many requests a model endpoint serves at once: observed, never guessed.
+
+A timed-out request on a server that keeps generating (worker/agent/pacing.py) delays a later
+request only where the server serves one request at a time. Whether it does is learned from
+this process's own requests to the endpoint (a threaded worker answers several questions at
+once), and the verdict is kept in the endpoint memory (worker/agent/endpoint_memory.py), so
+every worker knows it:
+
+- **In parallel (N).** N streamed replies were coming in at the same moment: each had sent its
+  first delta and none had ended. A server serving one request at a time cannot interleave
+  two replies, whatever order it takes its queue in.
+- **One at a time (1).** A request sent while an earlier one was open got its first byte only
+  after that one was answered, and spent at least three quarters of its wait while the earlier
+  one ran. Seen in parallel always wins over this (a busy server of several slots queues a request
+  too); until either is seen, the concurrency is unknown (0). A server that does not stream
+  can be seen serving one at a time, never in parallel.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+
+from worker.agent.pacing import Timing
+
+UNKNOWN = 0
+ONE_AT_A_TIME = 1
+RECENT_KEPT = 32  # requests remembered per endpoint, open or ended: enough to see any overlap
+WAITED_SHARE = 0.75  # of a request's wait for its first byte, spent behind an earlier request
+
+
+@dataclass
+class Flight:
+    """One request to an endpoint, as this process saw it (monotonic times)."""
+
+    sent: float
+    timing: Timing  # its first streamed delta, set as it comes (worker/agent/pacing.py)
+    ended: float | None = None
+    answered: bool = False
+
+    def replying_at(self, moment: float) -> bool:
+        """Its reply was coming in at `moment`: first delta before, not ended yet."""
+        first = self.timing.first_delta
+        return first is not None and first <= moment and (self.ended is None or self.ended > moment)
+
+
+_FLIGHTS: dict[str, deque[Flight]] = {}
+_LOCK = threading.Lock()
+
+
+def sent(endpoint: str, timing: Timing) -> Flight:
+    """A request is about to go to `endpoint` (its id in the endpoint memory)."""
+    flight = Flight(sent=time.monotonic(), timing=timing)
+    with _LOCK:
+        _FLIGHTS.setdefault(endpoint, deque(maxlen=RECENT_KEPT)).append(flight)
+    return flight
+
+
+def failed(flight: Flight) -> None:
+    """The request ended without an answer (an error, a timeout, a cut)."""
+    with _LOCK:
+        flight.ended = time.monotonic()
+
+
+def answered(endpoint: str, flight: Flight) -> int:
+    """The request was answered. Returns the concurrency its reply showed (N >= 2, or
+    ONE_AT_A_TIME), or UNKNOWN."""
+    with _LOCK:
+        flight.ended = time.monotonic()
+        flight.answered = True
+        others = [other for other in _FLIGHTS.get(endpoint, ()) if other is not flight]
+        at_once = _most_replying_at_once(flight, others)
+        if at_once >= 2:
+            return at_once
+        began = flight.timing.first_delta or flight.ended
+        waited_behind = [
+            other.ended
+            for other in others
+            if other.answered
+            and other.sent < flight.sent
+            and other.ended is not None
+            and flight.sent < other.ended <= began
+        ]
+    if waited_behind and max(waited_behind) - flight.sent >= WAITED_SHARE * (began - flight.sent) > 0:
+        return ONE_AT_A_TIME
+    return UNKNOWN
+
+
+def _most_replying_at_once(flight: Flight, others: list[Flight]) -> int:
+    """The most replies coming in at one moment while this one's was (1 when not streamed)."""
+    first = flight.timing.first_delta
+    if first is None:
+        return 1
+    moments = [first] + [
+        other.timing.first_delta
+        for other in others
+        if other.timing.first_delta is not None
+        and first <= other.timing.first_delta < (flight.ended or first)
+    ]
+    return max(1 + sum(other.replying_at(moment) for other in others) for moment in moments)
+
+
+def concurrency_text(observed: int) -> str:
+    """What was observed of the endpoint's concurrency, as the log and `codebot status` say it."""
+    if observed == 1:
+        return (
+            "serves one request at a time (observed): a timed-out request makes every worker wait "
+            "until it would be done"
+        )
+    return f"serves {observed} requests at once (observed): a timed-out request makes no other wait"
+
+
+def forget() -> None:
+    """Drop every request remembered (for tests)."""
+    with _LOCK:
+        _FLIGHTS.clear()
