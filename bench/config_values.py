@@ -1,4 +1,4 @@
-"""What the config-value rules (worker/repos/config_values.py) withhold in third-party files.
+"""What the config-value rules (worker/repos/secrets/config_values.py) withhold in third-party files.
 
     .venv/bin/python bench/config_values.py [ROOT ...]
 
@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from worker.repos.config_values import ConfigValues  # noqa: E402
+from worker.repos.secrets.config_values import ConfigValues  # noqa: E402
 
 CONFIG_SUFFIXES = (".json", ".yaml", ".yml", ".toml", ".ini", ".cfg", ".conf", ".properties", ".env")
 CODE_SUFFIXES = (".py", ".js", ".ts", ".go", ".rb", ".java", ".c", ".h", ".sh")

@@ -15,7 +15,7 @@ Prints three tables:
   throughput       MB/s of `Redactor.redact_bytes` over the same corpora, without and with
                    gitleaks' rules, and the ratio (the redactor runs over every blob at ingest).
   line windows     CPU seconds over the same corpora of the shipped redactor (line-bounded rules
-                   run only over the lines holding their keywords, worker/repos/keyword_lines.py)
+                   run only over the lines holding their keywords, worker/repos/secrets/keyword_lines.py)
                    and of the whole-text run of every rule (the reference), each freshly built
                    (cold RE2 caches, as in a new blob worker) then again (warm); the speed-up; and
                    how many texts the two redact differently (must be 0).
@@ -38,9 +38,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tests.support.secret_corpus import CONTEXTS, all_contexts, formats, samples  # noqa: E402
-from worker.repos.gitleaks_rules import gitleaks_rules  # noqa: E402
-from worker.repos.redaction import Redactor, plugin_rules  # noqa: E402
-from worker.repos.secret_rules import OWN_RULES  # noqa: E402
+from worker.repos.secrets.gitleaks_rules import gitleaks_rules  # noqa: E402
+from worker.repos.secrets.redaction import Redactor, plugin_rules  # noqa: E402
+from worker.repos.secrets.secret_rules import OWN_RULES  # noqa: E402
 
 _MAX_FILE = 2_000_000  # the ingest bound on text files is lower; no file here is larger
 

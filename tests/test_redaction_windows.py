@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 
 from tests.support.secret_corpus import all_contexts, formats, samples
 from tests.test_tools_redact import SAMPLES
-from worker.repos.keyword_lines import KeywordLines
-from worker.repos.redaction import Redactor
-from worker.repos.secret_rules import Rule
+from worker.repos.secrets.keyword_lines import KeywordLines
+from worker.repos.secrets.redaction import Redactor
+from worker.repos.secrets.secret_rules import Rule
 
 
 @functools.cache

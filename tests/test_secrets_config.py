@@ -163,7 +163,9 @@ def test_source_code_keeps_todays_rules(app: tuple[ToolContext, dict[str, str]])
 
 
 def test_the_secret_named_keys_and_placeholders_docs_list_are_the_codes(tmp_path: Path) -> None:
-    from worker.repos.config_values import ConfigValues  # here: the other tests also run on older code
+    from worker.repos.secrets.config_values import (
+        ConfigValues,  # here: the other tests also run on older code
+    )
 
     docs = (Path(__file__).parent.parent / "docs" / "security.md").read_text(encoding="utf-8")
     judge = ConfigValues()
@@ -181,7 +183,7 @@ def test_the_secret_named_keys_and_placeholders_docs_list_are_the_codes(tmp_path
 
 
 def test_most_random_tokens_under_an_unnamed_key_are_withheld_and_names_are_not() -> None:
-    from worker.repos.config_values import ConfigValues
+    from worker.repos.secrets.config_values import ConfigValues
 
     judge = ConfigValues()
     alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"

@@ -14,8 +14,8 @@ import pytest
 from tests.support.fixture_repos import make_repo
 from tests.support.git_remote import make_mirrors
 from tests.support.secret_corpus import CONTEXTS, all_contexts, formats, samples
-from worker.repos.gitleaks_rules import DONE_BY_THE_ENGINE, GITLEAKS_TOML, gitleaks_rules
-from worker.repos.redaction import get_redactor
+from worker.repos.secrets.gitleaks_rules import DONE_BY_THE_ENGINE, GITLEAKS_TOML, gitleaks_rules
+from worker.repos.secrets.redaction import get_redactor
 from worker.tools import build_registry, make_context
 
 SAMPLES = samples()

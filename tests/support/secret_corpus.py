@@ -25,7 +25,7 @@ import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from worker.repos.gitleaks_rules import GITLEAKS_TOML
+from worker.repos.secrets.gitleaks_rules import GITLEAKS_TOML
 
 _CLASSES = {
     "a": "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789",

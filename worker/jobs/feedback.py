@@ -30,7 +30,7 @@ from config.settings import Settings
 from worker.jobs.question import Question, reference_id
 from worker.jobs.sink import Answer
 from worker.ops.metrics import count
-from worker.repos.redaction import get_redactor
+from worker.repos.secrets.redaction import get_redactor
 
 ANSWER_KEY_PREFIX = "codebot:feedback:answer:"  # + question id -> hash: what the answer was
 VOTES_KEY_PREFIX = "codebot:feedback:votes:"  # + question id -> hash: user -> {"vote", "reason", "at"}

@@ -8,7 +8,7 @@ that share the blob), so the result can be shared by every repo and snapshot on 
   pgpass, AWS credentials, a Docker auth config, an environment file holding secrets), or a blob
   that could not be processed within its time and memory bounds; a placeholder records why;
 - **text**: decoded as UTF-8 (invalid bytes become U+FFFD, as `read_file` always showed them) and
-  redacted (worker/repos/redaction.py), with exactly the lines of the original, so line numbers
+  redacted (worker/repos/secrets/redaction.py), with exactly the lines of the original, so line numbers
   and citations hold.
 
 Binary and withheld blobs are stored as placeholders (worker/repos/placeholders.py).
@@ -23,7 +23,7 @@ from typing import Any
 import re2
 
 from worker.repos.placeholders import BINARY, TEXT, WITHHELD, placeholder
-from worker.repos.redaction import Redactor, get_redactor
+from worker.repos.secrets.redaction import Redactor, get_redactor
 
 
 @dataclass(frozen=True)

@@ -127,7 +127,7 @@ def _failure(exc: BaseException, memory_bytes: int) -> str:
 def serve(git_dir: str, objects: Path, memory_bytes: int, tasks: IO[bytes], answers: IO[bytes]) -> None:
     from worker.repos.blob_process import process_blob
     from worker.repos.placeholders import TEXT
-    from worker.repos.redaction import get_redactor
+    from worker.repos.secrets.redaction import get_redactor
     from worker.repos.symbol_grammars import GRAMMARS
 
     redactor = get_redactor()

@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from worker.repos.blob_worker import object_path, store_object
-from worker.repos.redaction import ENGINE_REVISION, get_redactor
+from worker.repos.secrets.redaction import ENGINE_REVISION, get_redactor
 
 log = logging.getLogger(__name__)
 

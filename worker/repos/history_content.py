@@ -23,7 +23,7 @@ from worker.repos.git_objects import GitObject, ObjectReader
 from worker.repos.history import ZERO_SHA
 from worker.repos.lineage import reason_of, secret_blobs
 from worker.repos.placeholders import OVERSIZED, TEXT, WITHHELD
-from worker.repos.redaction import get_redactor
+from worker.repos.secrets.redaction import get_redactor
 
 # --- file versions, processed ------------------------------------------------------------------
 

@@ -66,7 +66,7 @@ from worker.repos.lineage_records import (
     write_window,
 )
 from worker.repos.placeholders import WITHHELD
-from worker.repos.redaction import get_redactor
+from worker.repos.secrets.redaction import get_redactor
 from worker.repos.visible import secret_path
 
 SECRET_BLOBS_FILE = "codebot-secret-blobs"

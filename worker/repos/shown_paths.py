@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from worker.repos.redaction import get_redactor
+from worker.repos.secrets.redaction import get_redactor
 from worker.repos.visible import shown_name
 
 

@@ -1,4 +1,4 @@
-"""The last step of every tool result: redaction (worker/repos/redaction.py) and a size cap.
+"""The last step of every tool result: redaction (worker/repos/secrets/redaction.py) and a size cap.
 
 Snapshots hold text redacted at rest, so this pass finds nothing in file content; it is the
 defence in depth for everything else a tool echoes (arguments in messages, paths).
@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from worker.repos.redaction import PRIVATE_KEY_MARKER, Redaction, Redactor, get_redactor, plugin_rules
+from worker.repos.secrets.redaction import PRIVATE_KEY_MARKER, Redaction, Redactor, get_redactor, plugin_rules
 from worker.tools.context import ToolContext
 from worker.tools.registry import ToolResult
 

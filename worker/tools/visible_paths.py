@@ -28,7 +28,7 @@ from pathlib import Path
 import pathspec
 
 from worker.repos.manifest import FILE, load_manifest, manifest_path
-from worker.repos.redaction import get_redactor
+from worker.repos.secrets.redaction import get_redactor
 from worker.repos.shown_paths import redacted_paths_of
 from worker.repos.visible import shown_name
 

@@ -1,6 +1,6 @@
 """What a value in a configuration file is: a placeholder, or a random-looking token.
 
-The two judgements of worker/repos/config_values.py on a value already cut out of its line
+The two judgements of worker/repos/secrets/config_values.py on a value already cut out of its line
 (at most a line, or 1,000 bytes for a token): `is_placeholder` spares a secret-named key's value
 that plainly holds no secret; `high_entropy` withholds an unnamed key's value that looks like a
 key or a token, as gitleaks' generic-api-key rule and detect-secrets' HighEntropyString plugin
@@ -61,14 +61,14 @@ def is_placeholder(value: bytes) -> bool:
     reference, an angle-bracket hint, a mask (`***`, `xxxx`), `changeme`, `your_key_here`, a
     marker we wrote, or a number of at most three digits (a flag or a count, never a credential
     worth hiding: 1,000 guesses at most). Every rule of the engine spares these
-    (worker/repos/secret_filters.py)."""
+    (worker/repos/secrets/secret_filters.py)."""
     stripped = value.strip()
     return not stripped or stripped.lower() in _PLACEHOLDER_WORDS or bool(_PLACEHOLDER.match(stripped))
 
 
 def names_a_secret(value: bytes) -> bool:
     """Is the value the name of a secret (`nextToken`, `DB_PASSWORD`), not one? Config files only:
-    in code the value checks of worker/repos/secret_filters.py judge names their own way."""
+    in code the value checks of worker/repos/secrets/secret_filters.py judge names their own way."""
     stripped = value.strip()
     return bool(_NAME_OF_A_SECRET.match(stripped) and _SECRET_WORD.search(stripped))
 

@@ -1,11 +1,11 @@
 """What counts as a secret: the detection rules, all in RE2 syntax (linear time, whatever the input).
 
-Three sources, one engine (worker/repos/redaction.py):
+Three sources, one engine (worker/repos/secrets/redaction.py):
 
 - **gitleaks' default rules** (about 220 families), vendored and compiled with RE2:
-  worker/repos/gitleaks_rules.py.
+  worker/repos/secrets/gitleaks_rules.py.
 - **detect-secrets' own rules**, every regex-based plugin the installed library registers:
-  worker/repos/detect_secrets_rules.py.
+  worker/repos/secrets/detect_secrets_rules.py.
 - **Rules of our own** (below), for the kinds detect-secrets lacks. They follow the shapes of
   the gitleaks and trufflehog rule sets (token prefixes and lengths), written here in RE2
   syntax: modern cloud, chat, AI and registry tokens; secrets assigned to secret-named keys in
@@ -16,7 +16,7 @@ Three sources, one engine (worker/repos/redaction.py):
 
 Private-key blocks are found by the engine line by line (a BEGIN line, its body in any quoting,
 the END line), and the values of Kubernetes Secrets by the document they are in
-(worker/repos/secret_blocks.py), not by a rule here.
+(worker/repos/secrets/secret_blocks.py), not by a rule here.
 
 Each rule names the lower-case literals ("keywords") that every one of its matches contains:
 one pass of an RE2 set over a text says which keywords occur, and only the rules whose keyword
@@ -54,7 +54,7 @@ class Rule:
     # None: the rule runs over the whole text. A number n is a promise, argued from the pattern
     # where the rule is declared: every match holds one of `keywords` (in any case) on its first
     # line and spans at most n line breaks after it; the engine then runs the rule only over the
-    # lines holding a keyword and the n below each (worker/repos/keyword_lines.py). A match may
+    # lines holding a keyword and the n below each (worker/repos/secrets/keyword_lines.py). A match may
     # also begin with the line break before its first line only through a leading `(?:^|[^…])`,
     # whose `^` then starts the same match at the line's start, with the same groups.
     # Not in repr: blobstore.generation() fingerprints the rules by repr, and where a rule is
@@ -90,7 +90,7 @@ _KEY = (
     + ")"
 )
 # A whole key that names a secret (no leading context): what config files are judged by
-# (worker/repos/config_values.py), the same words as `_KEY`.
+# (worker/repos/secrets/config_values.py), the same words as `_KEY`.
 SECRET_KEY_PATTERN = (
     r"[A-Za-z0-9_.-]{0,80}?" + _GLUED_WORD + r"|(?:[A-Za-z0-9_.-]{0,80}?[_.-])?" + _SEPARATED_WORD
 )

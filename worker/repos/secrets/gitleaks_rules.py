@@ -1,4 +1,4 @@
-"""gitleaks' default rules (vendored in worker/repos/gitleaks/), as RE2 rules of our engine.
+"""gitleaks' default rules (vendored in worker/repos/secrets/gitleaks/), as RE2 rules of our engine.
 
 gitleaks (https://github.com/gitleaks/gitleaks) maintains the widest public set of secret shapes,
 about 220 rule families, each with its keywords, an entropy floor and allowlists. Its rules are
@@ -20,7 +20,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from worker.repos.secret_rules import FIRST_GROUP, Allowlist, Rule
+from worker.repos.secrets.secret_rules import FIRST_GROUP, Allowlist, Rule
 
 GITLEAKS_TOML = Path(__file__).with_name("gitleaks") / "gitleaks.toml"
 # Our kinds for what the generic rule finds: a secret recognised by its name, not its shape.

@@ -7,7 +7,7 @@ judged by its content (a blob is processed from its bytes alone, never from a fi
 differs between the trees that share it: worker/repos/blob_process.py):
 
 - **a secret-named key** (`password`, `api_token`, `clientSecret`, `user.token`; the same key
-  words as the `secret-assignment` rules, worker/repos/secret_rules.py) has its whole value
+  words as the `secret-assignment` rules, worker/repos/secrets/secret_rules.py) has its whole value
   withheld, whatever its entropy or shape (`hunter2 horse`, `letmein.now`, a block scalar),
   unless the value is plainly a placeholder (`is_placeholder`);
 - **any other key** has its value withheld when it is one random-looking token (`high_entropy`):
@@ -30,14 +30,14 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from worker.repos.config_value_checks import (
+from worker.repos.secrets.config_value_checks import (
     MIN_TOKEN_LENGTH,
     compile_re2,
     high_entropy,
     is_placeholder,
     names_a_secret,
 )
-from worker.repos.secret_rules import SECRET_KEY_PATTERN, SECRET_KEY_WORDS
+from worker.repos.secrets.secret_rules import SECRET_KEY_PATTERN, SECRET_KEY_WORDS
 
 SECRET_MARKER = b"[REDACTED:secret-assignment]"
 # Every secret-named key holds one of these words (any case): a key without one needs no RE2 call.

@@ -1,4 +1,4 @@
-"""detect-secrets' regex plugins as RE2 rules of the redactor (worker/repos/redaction.py).
+"""detect-secrets' regex plugins as RE2 rules of the redactor (worker/repos/secrets/redaction.py).
 
 Every regex-based plugin the installed detect-secrets registers is compiled with RE2. Its few
 look-arounds are dropped first (`(?!\\w)`, `(?<=\\W)`): without them a rule matches a little
@@ -13,7 +13,7 @@ from typing import Any
 
 import re2
 
-from worker.repos.secret_rules import Rule
+from worker.repos.secrets.secret_rules import Rule
 
 # detect-secrets plugins that are not regex rules, or flag too much ordinary code to redact.
 _SKIPPED_PLUGINS = {"Base64HighEntropyString", "HexHighEntropyString", "KeywordDetector", "IPPublicDetector"}

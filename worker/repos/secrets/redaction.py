@@ -10,18 +10,18 @@ tool result (`finish`), and redacts questions, thread history, progress lines an
 defence in depth, cheap enough to run on everything.
 
 A whole file (`redact_bytes(…, whole_file=True)`, the blob processor's call) that is a
-configuration file also has its values judged as config values (worker/repos/config_values.py):
+configuration file also has its values judged as config values (worker/repos/secrets/config_values.py):
 a secret-named key's value withheld whatever its entropy, an unnamed key's random token withheld.
 
 `Redactor.redact(text)` is the entry point for arbitrary text (history tools, logs, anything
 new): it returns the text with each secret replaced by `[REDACTED:<kind>]` and never changes
 the number of lines, so a file can be redacted whole and still be sliced by line number.
 
-**Linear time.** Every rule is an RE2 regex (worker/repos/secret_rules.py), and RE2 runs in
+**Linear time.** Every rule is an RE2 regex (worker/repos/secrets/secret_rules.py), and RE2 runs in
 time linear in its input whatever the pattern and the text. One RE2 set of the rules' literal
 keywords finds which rules can match at all (a set of literals compiles to a small automaton),
 then only those rules run, once each, over the whole text, or, for rules declared line-bounded
-(`Rule.lines_after`), over the lines holding their keywords only (worker/repos/keyword_lines.py:
+(`Rule.lines_after`), over the lines holding their keywords only (worker/repos/secrets/keyword_lines.py:
 the same matches, a fraction of the bytes); private-key blocks are found by one pass over the
 BEGIN/END markers. Around that, the Python code touches each span a constant
 number of times. So the cost of a text is O(length × rules that can match), with no input able
@@ -39,13 +39,13 @@ from typing import Any
 
 import re2
 
-from worker.repos.config_values import ConfigValues
-from worker.repos.detect_secrets_rules import plugin_rules
-from worker.repos.gitleaks_rules import GENERIC_KINDS, gitleaks_rules
-from worker.repos.keyword_lines import KeywordLines
-from worker.repos.secret_blocks import SecretBlocks
-from worker.repos.secret_filters import VALUE_CHECKS, SecretFilter, compile_allowlist
-from worker.repos.secret_rules import FIRST_GROUP, OWN_RULES, Rule
+from worker.repos.secrets.config_values import ConfigValues
+from worker.repos.secrets.detect_secrets_rules import plugin_rules
+from worker.repos.secrets.gitleaks_rules import GENERIC_KINDS, gitleaks_rules
+from worker.repos.secrets.keyword_lines import KeywordLines
+from worker.repos.secrets.secret_blocks import SecretBlocks
+from worker.repos.secrets.secret_filters import VALUE_CHECKS, SecretFilter, compile_allowlist
+from worker.repos.secrets.secret_rules import FIRST_GROUP, OWN_RULES, Rule
 
 # Bump when what the engine redacts changes outside its rules (the block passes, the merging):
 # stored blobs are then processed anew (blobstore.generation).
@@ -204,7 +204,7 @@ class Redactor:
         """Redact UTF-8 text given as bytes; returns the result and what was found.
 
         `whole_file`: the text is a whole file (a blob being processed), so when it is a
-        configuration file its values are judged as config values (worker/repos/config_values.py).
+        configuration file its values are judged as config values (worker/repos/secrets/config_values.py).
         Other texts (tool output, questions) are a mix of things and never a config file."""
         present = {self._keywords[i] for i in (self._keyword_set.Match(data) or ())}
         spans: list[tuple[int, int, bytes]] = self._config.spans(data) if whole_file else []

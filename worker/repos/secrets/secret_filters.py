@@ -1,8 +1,8 @@
-"""What a rule's match must also be to count as a secret: the post-filters of worker/repos/redaction.py.
+"""What a rule's match must also be to count as a secret: the post-filters of worker/repos/secrets/redaction.py.
 
 - **Value checks** for the rules that find a secret by the name it is assigned to: `token =
   request.token` is code, `token: f00Bar9z` is a secret (`VALUE_CHECKS`, by `Rule.check`).
-- **gitleaks' filters** for its vendored rules (worker/repos/gitleaks_rules.py): a minimum
+- **gitleaks' filters** for its vendored rules (worker/repos/secrets/gitleaks_rules.py): a minimum
   Shannon entropy of the secret, and allowlists (regexes over the secret, the whole match or its
   line, and stop words in the secret), evaluated as gitleaks evaluates them.
 
@@ -19,8 +19,8 @@ from typing import Any
 
 import re2
 
-from worker.repos.config_value_checks import is_placeholder, shannon_entropy
-from worker.repos.secret_rules import Allowlist
+from worker.repos.secrets.config_value_checks import is_placeholder, shannon_entropy
+from worker.repos.secrets.secret_rules import Allowlist
 
 __all__ = ["VALUE_CHECKS", "SecretFilter", "compile_allowlist", "shannon_entropy"]
 
