@@ -13,12 +13,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rq import Worker
+from rq import Queue, Worker
+from rq.worker.base import BaseWorker
 
 from tests.support.model_server import Reply, last_user_text, slow, text, tool_calls
 from tests.support.slack_rig import SlackRig, wait_until
 from tests.support.worker_procs import session_pids, start_worker, stop_worker, wait_for_horse
+from worker.jobs.console import ConsoleWorker
 from worker.jobs.process import make_worker, start_housekeeper
+from worker.jobs.queue import QUESTIONS_QUEUE
+from worker.ops.redis_connection import connect
 
 TURN_SECONDS = 1.5  # long enough for the signals to land mid-question
 
@@ -91,15 +95,21 @@ def test_a_burst_of_stop_signals_stops_the_housekeeper(rig: SlackRig) -> None:
             housekeeper.join(5)
 
 
-@pytest.mark.parametrize("seats", [None, 2], ids=["fork", "threads"])
-def test_a_stopping_worker_never_waits_out_a_read_of_its_command_channel(
-    rig: SlackRig, seats: int | None
-) -> None:
+def worker_of_kind(rig: SlackRig, kind: str) -> BaseWorker:
+    """A worker as each pool makes it, or as `codebot ask` does when no worker runs."""
+    if kind == "ask":
+        redis = connect(rig.settings)
+        return ConsoleWorker([Queue(QUESTIONS_QUEUE, connection=redis)], connection=redis)
+    return make_worker(rig.runtime, name="stopping", seats=None if kind == "fork" else 2)
+
+
+@pytest.mark.parametrize("kind", ["fork", "threads", "ask"])
+def test_a_stopping_worker_never_waits_out_a_read_of_its_command_channel(rig: SlackRig, kind: str) -> None:
     """A worker exited ~60 s after its last question now and then: the reader of its `rq` command
     channel read the reply to UNSUBSCRIBE before it was told to stop, went round once more and
     waited (up to 60 s) for a subscription. Here the reply is always read first, as on a busy
     machine; the reader must end without starting that wait."""
-    worker = make_worker(rig.runtime, name="stopping", seats=seats)
+    worker = worker_of_kind(rig, kind)
     worker.subscribe()
     pubsub, reader = worker.pubsub, worker.pubsub_thread
     assert pubsub is not None and isinstance(reader, threading.Thread)
@@ -120,8 +130,8 @@ def test_a_stopping_worker_never_waits_out_a_read_of_its_command_channel(
         wait_until(lambda: went_round.is_set() or not reader.is_alive())
         return sent
 
-    pubsub.get_message = get_message  # type: ignore[method-assign]
-    pubsub.unsubscribe = unsubscribe_then_let_the_reader_go_first  # type: ignore[method-assign]
+    pubsub.get_message = get_message
+    pubsub.unsubscribe = unsubscribe_then_let_the_reader_go_first
     worker.teardown()
     reader.join(timeout=30)
     assert not reader.is_alive()

@@ -22,6 +22,7 @@ from redis.client import PubSub
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
+from rq.worker.base import BaseWorker
 
 log = logging.getLogger("codebot.worker")
 
@@ -86,3 +87,18 @@ def listen_for_commands(pubsub: PubSub, worker_name: str) -> CommandListener:
     listener = CommandListener(pubsub, worker_name)
     listener.start()
     return listener
+
+
+def subscribe_to_commands(worker: BaseWorker) -> None:
+    """RQ's `Worker.subscribe`, with the channel read on a CommandListener: for every RQ worker
+    class of ours (the pools' CodebotWorker, and the SimpleWorker `codebot ask` answers in when
+    no worker runs, whose exit waited the same 60 s)."""
+    worker.pubsub = worker.connection.pubsub()
+    worker.pubsub.subscribe(**{worker.pubsub_channel_name: worker.handle_payload})
+    worker.pubsub_thread = listen_for_commands(worker.pubsub, worker.name)  # type: ignore[assignment]  # RQ declares it None until set
+
+
+def unsubscribe_from_commands(worker: BaseWorker) -> None:
+    """RQ's `Worker.unsubscribe` for a worker subscribed by `subscribe_to_commands`."""
+    if isinstance(worker.pubsub_thread, CommandListener):
+        worker.pubsub_thread.stop()

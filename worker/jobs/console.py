@@ -19,6 +19,7 @@ from rq import Queue, SimpleWorker, Worker
 
 from config.settings import Settings
 from worker.jobs import runtime as runtime_module
+from worker.jobs.command_channel import subscribe_to_commands, unsubscribe_from_commands
 from worker.jobs.outcomes import EXIT_FAILED, exit_code
 from worker.jobs.question import Question, ReplyTarget, event_identity
 from worker.jobs.queue import QUESTIONS_QUEUE, enqueue_question, job_timeout_seconds
@@ -92,6 +93,17 @@ def run_ask(
     return _answer_and_print(runtime, redis, question, out)
 
 
+class ConsoleWorker(SimpleWorker):
+    """The in-process worker of `codebot ask`: RQ's SimpleWorker, whose exit no longer waits out
+    a 60 s read of its command channel (worker/jobs/command_channel.py)."""
+
+    def subscribe(self) -> None:
+        subscribe_to_commands(self)
+
+    def unsubscribe(self) -> None:
+        unsubscribe_from_commands(self)
+
+
 def _answer_and_print(runtime: Runtime, redis: Redis, question: Question, out: Console) -> int:
     """Queue the question and print its events as they come; answer it in this process when no
     worker is listening. The exit code of its outcome."""
@@ -108,7 +120,7 @@ def _answer_and_print(runtime: Runtime, redis: Redis, question: Question, out: C
         # Nobody else will take it: answer here, in this process, through the same job code,
         # with the runtime already built (else the job would build a second one from the env).
         runtime_module.install(runtime)
-        SimpleWorker([Queue(QUESTIONS_QUEUE, connection=redis)], connection=redis).work(
+        ConsoleWorker([Queue(QUESTIONS_QUEUE, connection=redis)], connection=redis).work(
             burst=True, logging_level="WARNING"
         )
     else:

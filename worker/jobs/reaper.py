@@ -61,7 +61,7 @@ from rq.timeouts import TimerDeathPenalty
 from rq.utils import current_timestamp, now
 
 from config.settings import Settings
-from worker.jobs.command_channel import CommandListener, listen_for_commands
+from worker.jobs.command_channel import subscribe_to_commands, unsubscribe_from_commands
 from worker.ops.claims import claim, new_token, release
 
 log = logging.getLogger("codebot.reaper")
@@ -292,13 +292,10 @@ class CodebotWorker(Worker):
 
     def subscribe(self) -> None:
         """RQ's command channel, read on a CommandListener: a stop never waits out its read."""
-        self.pubsub = self.connection.pubsub()
-        self.pubsub.subscribe(**{self.pubsub_channel_name: self.handle_payload})
-        self.pubsub_thread = listen_for_commands(self.pubsub, self.name)  # type: ignore[assignment]  # RQ declares it None until set
+        subscribe_to_commands(self)
 
     def unsubscribe(self) -> None:
-        if isinstance(self.pubsub_thread, CommandListener):
-            self.pubsub_thread.stop()
+        unsubscribe_from_commands(self)
 
     def request_force_stop(self, signum: int, frame: FrameType | None) -> None:
         """A second signal is a cold shutdown, unless it is the first one arriving by another
