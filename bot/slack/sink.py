@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import Any, Literal
 
 from redis import Redis
 from redis.exceptions import RedisError
@@ -157,28 +157,27 @@ def post_markdown(*, client: WebClient, channel: str, thread_ts: str | None, mar
 
 def add_reaction(*, client: WebClient, channel: str, ts: str | None, name: str) -> None:
     """Best effort (👀 as a question is taken up): a reaction that cannot be added is logged."""
-    if not ts:
-        return
-    try:
-        client.reactions_add(channel=channel, timestamp=ts, name=name)
-    except SlackApiError as exc:
-        if exc.response.get("error") not in _HARMLESS_REACTION_ERRORS:
-            log.warning("reactions.add %s failed: %s", name, exc.response.get("error"))
-    except SLACK_FAILURES as exc:  # Slack out of reach (after the client's retries)
-        log.warning("reactions.add %s failed: %s", name, exc)
+    _change_reaction("add", client=client, channel=channel, ts=ts, name=name)
 
 
 def remove_reaction(*, client: WebClient, channel: str, ts: str | None, name: str) -> None:
     """Best effort, as add_reaction: a reaction that cannot be taken off is logged."""
+    _change_reaction("remove", client=client, channel=channel, ts=ts, name=name)
+
+
+def _change_reaction(
+    change: Literal["add", "remove"], *, client: WebClient, channel: str, ts: str | None, name: str
+) -> None:
     if not ts:
         return
+    call = client.reactions_add if change == "add" else client.reactions_remove
     try:
-        client.reactions_remove(channel=channel, timestamp=ts, name=name)
+        call(channel=channel, timestamp=ts, name=name)
     except SlackApiError as exc:
         if exc.response.get("error") not in _HARMLESS_REACTION_ERRORS:
-            log.warning("reactions.remove %s failed: %s", name, exc.response.get("error"))
-    except SLACK_FAILURES as exc:
-        log.warning("reactions.remove %s failed: %s", name, exc)
+            log.warning("reactions.%s %s failed: %s", change, name, exc.response.get("error"))
+    except SLACK_FAILURES as exc:  # Slack out of reach (after the client's retries)
+        log.warning("reactions.%s %s failed: %s", change, name, exc)
 
 
 def notify_admin(settings: Settings, target: ReplyTarget, user: str, markdown: str) -> None:
