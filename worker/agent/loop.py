@@ -40,6 +40,7 @@ from worker.agent.model_errors import ModelFailure, failure
 from worker.agent.progress_lines import describe_call, failed_line, preview_arguments, sure_failure
 from worker.agent.prompt import build_system_prompt
 from worker.agent.tool_round import ToolRound, start_order
+from worker.pointers import gather_pointers, pointers_message
 from worker.tools.context import ToolContext
 from worker.tools.registry import ToolOutcome, ToolRegistry
 
@@ -89,6 +90,7 @@ class AgentResult:
     failure: ModelFailure | None = None  # what stopped the model, when the answer was built without it
     cut_off: bool = False  # the final text's reply was cut off before the model finished it
     reasked: bool = False  # a text reply before any code was read got the tool requirement again
+    pointers: int = 0  # links and frames in the question read before the first request (worker/pointers/)
     failures: list[str] = field(default_factory=list)  # why calls failed ("no repo `acme`"), a few
     # Why the run was stopped before the model wrote an answer (deadline | hop_limit |
     # model_failed): what it shows is what was found, never an answer, so never ✅.
@@ -96,8 +98,9 @@ class AgentResult:
 
     @property
     def read_code(self) -> bool:
-        """A tool read the repos in scope for this run (a successful call: every tool reads them)."""
-        return self.usable_tool_calls > 0
+        """A tool read the repos in scope for this run (a successful call: every tool reads them),
+        the model's or codebot's own for what the question points at."""
+        return self.usable_tool_calls > 0 or self.pointers > 0
 
     @property
     def outcome(self) -> Literal["answered", "not_an_answer", "cut_off"]:
@@ -137,9 +140,9 @@ class Agent:
     # --- the loop --------------------------------------------------------------------------
     def run(self, question: AskedQuestion) -> AgentResult:
         deadline = self.clock() + self.settings.question_deadline_seconds
-        messages = self._opening_messages(question)
-        question_at = len(messages) - 1
         result = AgentResult(text="")
+        messages = self._opening_messages(question, result, deadline)
+        question_at = len(messages) - 1
         default_repo = next(iter(self.ctx.snapshots)) if len(self.ctx.snapshots) == 1 else None
         schemas = self.registry.schemas()
         require_tools = self.settings.tool_choice_required  # the first turn, and a re-ask
@@ -187,7 +190,9 @@ class Agent:
         result.cut_off = turn.cut_off or turn.finish_reason == "length"
         return self._finish(result, from_model=True)
 
-    def _opening_messages(self, question: AskedQuestion) -> list[dict[str, Any]]:
+    def _opening_messages(
+        self, question: AskedQuestion, result: AgentResult, deadline: float
+    ) -> list[dict[str, Any]]:
         messages: list[dict[str, Any]] = [
             {"role": "system", "content": build_system_prompt(self.ctx.snapshots)}
         ]
@@ -199,8 +204,20 @@ class Agent:
         for turn in turns:
             messages.append({"role": "user", "content": self.ctx.redact(turn.question)})
             messages.append({"role": "assistant", "content": self.ctx.redact(turn.answer)})
+        pointed = self._pointed_at(question.text, result, deadline)
+        if pointed:  # before the question: the context fitter drops it before the question
+            messages.append({"role": "user", "content": pointed})
         messages.append({"role": "user", "content": self.ctx.redact(question.text)})
         return messages
+
+    def _pointed_at(self, text: str, result: AgentResult, deadline: float) -> str:
+        """The lines the question links to and its stack trace's frames, read through the tools
+        (worker/pointers/), as one message; "" when it points at nothing in scope."""
+        self.ctx.deadline = time.monotonic() + (deadline - self.clock())
+        pointers = gather_pointers(text, self.ctx, self.registry)
+        result.pointers = len(pointers)
+        result.trace += [f"pointer {p.kind} {p.reference}" for p in pointers]
+        return self.ctx.redact(pointers_message(pointers))
 
     def _run_tool_calls(
         self,
