@@ -115,3 +115,46 @@ def test_a_link_or_frame_into_a_repo_out_of_scope_reads_and_says_nothing(two_rep
     assert [m["role"] for m in out_of_scope] == [m["role"] for m in no_repo] == ["system", "user"]
     assert "PLANTED_BILLING_MARKER" not in _everything_sent(rig)
     assert "billing" not in out_of_scope[0]["content"]  # the system prompt: payments only
+
+
+RETRY_JAVA = (
+    "package com.acme.pay;\n\nclass Retry {\n"
+    + "".join(f"    int step{i} = {i};\n" for i in range(20))
+    + "}\n"
+)
+OTHER_JAVA = (
+    "package com.acme.other;\n\nclass Retry {\n" + '    String other = "not this one";\n' * 20 + "}\n"
+)
+
+
+@pytest.fixture
+def two_commits(tmp_path: Path) -> Iterator[tuple[Rig, str]]:
+    """payments with an older commit in its mirror, and two Retry.java in different packages."""
+    older = make_repo(tmp_path / "payments-src", {"README.md": "# payments\n"})
+    files = {
+        **DEFAULT_FILES,
+        "src/main/java/com/acme/pay/Retry.java": RETRY_JAVA,
+        "src/main/java/com/acme/other/Retry.java": OTHER_JAVA,
+    }
+    builder = build_rig(tmp_path, files)
+    yield next(builder), older
+    builder.close()
+
+
+def test_a_java_frame_is_placed_by_its_package_and_a_named_commit_is_said_to_be_read_later(
+    two_commits: tuple[Rig, str],
+) -> None:
+    rig, older = two_commits
+    rig.model.enqueue(text("Step ten [payments:src/main/java/com/acme/pay/Retry.java#L13]."))
+    rig.ask(
+        f"built from {older[:12]}, this fails:\n"
+        "java.lang.IllegalStateException: boom\n"
+        "\tat com.acme.pay.Retry.run(Retry.java:13)\n"
+        "\tat java.base/java.lang.Thread.run(Thread.java:833)\n"
+    )
+    context = _first_request(rig)[1]["content"]
+    assert "[payments:src/main/java/com/acme/pay/Retry.java#L7-L17]" in context
+    assert "13│     int step9 = 9;" in context
+    assert "not this one" not in context  # the other package's Retry.java
+    assert f"The text names commit {older[:12]}, which the mirror of payments holds" in context
+    assert f"read at the snapshot's commit {rig.sha[:10]}" in context
