@@ -72,12 +72,14 @@ def test_a_link_to_a_commit_the_mirror_lacks_is_said_to_be_missing(rig: Rig) -> 
 
 def test_a_link_to_a_secret_file_reads_nothing_of_it(rig: Rig) -> None:
     rig.model.enqueue(text("I cannot read that file."), text("Still cannot."))
-    rig.ask(f'what is in {WEB}/blob/{rig.sha}/.env#L1 and here: File "/srv/app/.env", line 1, in x')
+    _, events = rig.ask(f'what is in {WEB}/blob/{rig.sha}/.env#L1 and here: File "/srv/app/.env", line 1, in x')
     sent = _everything_sent(rig)
     assert "sk_live_51HplantedSecretValue" not in sent
     assert "STRIPE_KEY" not in sent
     context = _first_request(rig)[1]["content"]
     assert "could not be read: Error:" in context and "secret file pattern" in context
+    kind, fields = rig.final(events)
+    assert kind == "failed" and fields["outcome"] == "not_an_answer"  # a refused read is no code read
 
 
 @pytest.fixture

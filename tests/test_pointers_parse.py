@@ -119,6 +119,7 @@ def test_links_to_other_hosts_other_repos_and_lookalike_prefixes_resolve_to_noth
         f"https://github.com/acme/payments/blob/{SHA}/a.py#L1",  # "pay" is a prefix of "payments"
         f"https://github.com.evil.example/acme/pay/blob/{SHA}/a.py#L1",
         "https://github.com/acme/pay/issues/12",
+        f"https://github.com:notaport/acme/pay/blob/{SHA}/a.py#L1",
     ):
         assert parse_link(url, web, "github") is None, url
 

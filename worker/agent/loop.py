@@ -40,7 +40,7 @@ from worker.agent.model_errors import ModelFailure, failure
 from worker.agent.progress_lines import describe_call, failed_line, preview_arguments, sure_failure
 from worker.agent.prompt import build_system_prompt
 from worker.agent.tool_round import ToolRound, start_order
-from worker.pointers import gather_pointers, pointers_message
+from worker.pointers import read_pointers
 from worker.tools.context import ToolContext
 from worker.tools.registry import ToolOutcome, ToolRegistry
 
@@ -90,7 +90,7 @@ class AgentResult:
     failure: ModelFailure | None = None  # what stopped the model, when the answer was built without it
     cut_off: bool = False  # the final text's reply was cut off before the model finished it
     reasked: bool = False  # a text reply before any code was read got the tool requirement again
-    pointers: int = 0  # links and frames in the question read before the first request (worker/pointers/)
+    pointers: int = 0  # links and frames in the question read (lines shown) before the first request
     failures: list[str] = field(default_factory=list)  # why calls failed ("no repo `acme`"), a few
     # Why the run was stopped before the model wrote an answer (deadline | hop_limit |
     # model_failed): what it shows is what was found, never an answer, so never ✅.
@@ -204,20 +204,15 @@ class Agent:
         for turn in turns:
             messages.append({"role": "user", "content": self.ctx.redact(turn.question)})
             messages.append({"role": "assistant", "content": self.ctx.redact(turn.answer)})
-        pointed = self._pointed_at(question.text, result, deadline)
+        # what the question links to and its stack trace's frames, read through the tools
+        self.ctx.deadline = time.monotonic() + (deadline - self.clock())
+        pointed, pointers = read_pointers(question.text, self.ctx, self.registry)
+        result.pointers = sum(p.read for p in pointers)
+        result.trace += [f"pointer {p.kind} {p.reference}" for p in pointers]
         if pointed:  # before the question: the context fitter drops it before the question
-            messages.append({"role": "user", "content": pointed})
+            messages.append({"role": "user", "content": self.ctx.redact(pointed)})
         messages.append({"role": "user", "content": self.ctx.redact(question.text)})
         return messages
-
-    def _pointed_at(self, text: str, result: AgentResult, deadline: float) -> str:
-        """The lines the question links to and its stack trace's frames, read through the tools
-        (worker/pointers/), as one message; "" when it points at nothing in scope."""
-        self.ctx.deadline = time.monotonic() + (deadline - self.clock())
-        pointers = gather_pointers(text, self.ctx, self.registry)
-        result.pointers = len(pointers)
-        result.trace += [f"pointer {p.kind} {p.reference}" for p in pointers]
-        return self.ctx.redact(pointers_message(pointers))
 
     def _run_tool_calls(
         self,

@@ -5,6 +5,6 @@ The agent calls `gather_pointers` before its first model request; a thread's tex
 through the same function.
 """
 
-from worker.pointers.gather import Pointer, gather_pointers, pointers_message
+from worker.pointers.gather import Pointer, gather_pointers, pointers_message, read_pointers
 
-__all__ = ["Pointer", "gather_pointers", "pointers_message"]
+__all__ = ["Pointer", "gather_pointers", "pointers_message", "read_pointers"]

@@ -13,13 +13,16 @@ tools do yet: such lines are read at the snapshot's commit, and the text says so
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from worker.ops.logs import context_fields
 from worker.pointers.parse import (
     BLOB,
     COMMIT,
+    URL,
     Frame,
     LinkTarget,
     find_commits,
@@ -32,6 +35,8 @@ from worker.repos.manifest import load_manifest
 from worker.repos.snapshot import Snapshot
 from worker.tools.context import ToolContext
 from worker.tools.registry import ToolRegistry
+
+log = logging.getLogger("codebot.pointers")
 
 MAX_LINKS = 6  # links read from one text
 MAX_FRAMES = 8  # frames read from one text (the application's first)
@@ -48,6 +53,7 @@ class Pointer:
     kind: str  # "link" or "frame"
     reference: str  # the citation the model may write for it: `repo:path#Lx-Ly`, `repo@sha`
     text: str  # a line saying what it is, then the tool's output
+    read: bool = True  # lines or a commit were shown (False: the tool's refusal, or "not in the mirror")
 
 
 def gather_pointers(text: str, ctx: ToolContext, registry: ToolRegistry) -> list[Pointer]:
@@ -60,6 +66,18 @@ def gather_pointers(text: str, ctx: ToolContext, registry: ToolRegistry) -> list
         linked = {p.reference for p in pointers}
         pointers += [p for p in _frames(text, ctx, registry, _used(pointers)) if p.reference not in linked]
     return pointers
+
+
+def read_pointers(text: str, ctx: ToolContext, registry: ToolRegistry) -> tuple[str, list[Pointer]]:
+    """`gather_pointers` and the message for the model (`pointers_message`); ("", []) when the text
+    points at nothing in scope, or when gathering failed: that is a bug of ours, logged as one,
+    and the question is still answered without them."""
+    try:
+        pointers = gather_pointers(text, ctx, registry)
+    except Exception:
+        log.exception("reading what the question points at failed", extra=context_fields())
+        return "", []
+    return pointers_message(pointers), pointers
 
 
 def _used(pointers: list[Pointer]) -> int:
@@ -119,13 +137,15 @@ def _read_link(
     if target.kind == COMMIT:
         ok, out = _call(ctx, registry, "show", {"repo": name, "sha": target.ref})
         if not ok:
-            return Pointer("link", f"{name}@{target.ref}", _missing_commit(name, target.ref))
+            return Pointer("link", f"{name}@{target.ref}", _missing_commit(name, target.ref), read=False)
         return Pointer("link", f"{name}@{target.ref}", f"A link to commit {target.ref} of {name}:\n{out}")
     if target.kind != BLOB:  # COMPARE
         arguments = {"repo": name, "from": target.base, "to": target.ref}
         ok, out = _call(ctx, registry, "diff", arguments)
         label = f"{name}@{target.base}...{target.ref}"
-        return Pointer("link", label, f"A link comparing {target.base} with {target.ref} in {name}:\n{out}")
+        return Pointer(
+            "link", label, f"A link comparing {target.base} with {target.ref} in {name}:\n{out}", ok
+        )
     start = target.start or 1
     end = min(target.end or start + 39, start + LINK_MAX_LINES - 1)
     note = _ref_note(ctx, registry, snapshot, target)
@@ -134,7 +154,7 @@ def _read_link(
     )
     reference = f"{name}:{target.path}#L{start}-L{end}"
     if not ok:
-        return Pointer("link", reference, f"A link to {reference} could not be read: {out}")
+        return Pointer("link", reference, f"A link to {reference} could not be read: {out}", read=False)
     return Pointer(
         "link",
         reference,
@@ -269,7 +289,7 @@ def _trace_commit_notes(
     first_path: dict[str, str] = {}
     for _frame, repo, path in placed:
         first_path.setdefault(repo, path)
-    for sha in find_commits(text)[:MAX_TRACE_COMMITS]:
+    for sha in find_commits(URL.sub(" ", text))[:MAX_TRACE_COMMITS]:  # a link's sha is the link's
         for repo, path in first_path.items():
             snapshot = ctx.snapshots[repo]
             if snapshot.sha.startswith(sha):

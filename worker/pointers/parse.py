@@ -43,7 +43,7 @@ class Frame:
     library: bool  # a third-party or runtime frame (site-packages, node_modules, java.*, ...)
 
 
-_URL = re.compile(r"https?://[^\s<>()\[\]{}\"'`|]{1,1500}")
+URL = re.compile(r"https?://[^\s<>()\[\]{}\"'`|]{1,1500}")
 _SHA = re.compile(r"(?<![0-9A-Za-z])[0-9a-f]{7,40}(?![0-9A-Za-z])")
 _HEX_SHA = re.compile(r"[0-9a-f]{7,40}")
 
@@ -56,7 +56,7 @@ def find_urls(text: str) -> list[str]:
     """The http(s) URLs in `text`, in order, without duplicates, at most MAX_FOUND."""
     found: list[str] = []
     for line in _lines(text):
-        for match in _URL.finditer(line):
+        for match in URL.finditer(line):
             url = match.group(0).rstrip(".,;:!?*_~>")  # sentence punctuation, Markdown emphasis
             if url not in found:
                 found.append(url)
@@ -121,8 +121,11 @@ def _compare(spec: str) -> LinkTarget | None:
 def parse_link(url: str, web_url: str, forge: str | None, branch: str | None = None) -> LinkTarget | None:
     """What `url` points at in the repo whose web URL is `web_url`, or None when it is not a
     link into that repo in a shape its forge serves (blob with lines, commit, compare)."""
-    parts, web = urlsplit(url), urlsplit(web_url)
-    if (parts.hostname or "").lower() != (web.hostname or "").lower() or parts.port != web.port:
+    try:
+        parts, web = urlsplit(url), urlsplit(web_url)
+        if (parts.hostname or "").lower() != (web.hostname or "").lower() or parts.port != web.port:
+            return None
+    except ValueError:  # a port that is not a number, a broken IPv6 host
         return None
     base = web.path.rstrip("/")
     if not base or not (parts.path == base or parts.path.startswith(base + "/")):
