@@ -12,6 +12,8 @@ import pytest
 from tests.support.e2e import DEFAULT_FILES, Rig, build_rig
 from tests.support.fixture_repos import make_repo
 from tests.support.model_server import text, tool_calls
+from worker.pointers import gather_pointers
+from worker.tools import make_context
 
 WEB = "https://github.com/acme/payments"
 BILLING_MARKER = "PLANTED_BILLING_MARKER = 'only billing holds this line'"
@@ -72,7 +74,9 @@ def test_a_link_to_a_commit_the_mirror_lacks_is_said_to_be_missing(rig: Rig) -> 
 
 def test_a_link_to_a_secret_file_reads_nothing_of_it(rig: Rig) -> None:
     rig.model.enqueue(text("I cannot read that file."), text("Still cannot."))
-    _, events = rig.ask(f'what is in {WEB}/blob/{rig.sha}/.env#L1 and here: File "/srv/app/.env", line 1, in x')
+    _, events = rig.ask(
+        f'what is in {WEB}/blob/{rig.sha}/.env#L1 and here: File "/srv/app/.env", line 1, in x'
+    )
     sent = _everything_sent(rig)
     assert "sk_live_51HplantedSecretValue" not in sent
     assert "STRIPE_KEY" not in sent
@@ -160,3 +164,23 @@ def test_a_java_frame_is_placed_by_its_package_and_a_named_commit_is_said_to_be_
     assert "not this one" not in context  # the other package's Retry.java
     assert f"The text names commit {older[:12]}, which the mirror of payments holds" in context
     assert f"read at the snapshot's commit {rig.sha[:10]}" in context
+
+
+@pytest.mark.rig(
+    "e2e", files={**DEFAULT_FILES, "vendor/payments/retry.py": "x = 1\n" * 20, "tools/api.py": "y = 2\n"}
+)
+def test_a_frame_is_placed_by_its_longest_path_suffix_and_a_tie_places_it_nowhere(rig: Rig) -> None:
+    trace = (
+        'File "/srv/app/payments/retry.py", line 3, in retry\n'  # payments/retry.py and vendor/payments/retry.py tie
+        'File "/srv/app/vendor/payments/retry.py", line 4, in x\n'  # the longer suffix wins
+        'File "/srv/app/api.py", line 1, in y\n'  # the file name alone, unique: placed
+    )
+    with rig.runtime.mirrors.lease(["payments"]) as snapshots:
+        ctx = make_context(rig.settings, snapshots, keep_data=False)
+        pointers = gather_pointers(trace, ctx, rig.runtime.registry)
+    assert [p.reference for p in pointers] == [  # the application's frame first, then the vendored one
+        "payments:tools/api.py#L1-L1",
+        "payments:vendor/payments/retry.py#L1-L8",
+    ]
+    assert ctx.shown.covers("payments", "vendor/payments/retry.py", 1, 8)  # citable, as the model's reads are
+    assert not ctx.shown.files() - {("payments", "vendor/payments/retry.py"), ("payments", "tools/api.py")}
