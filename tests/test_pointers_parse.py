@@ -30,6 +30,12 @@ SHA = "0123456789abcdef0123456789abcdef01234567"
             LinkTarget(BLOB, SHA, "src/retry.py", 40, 60),
         ),
         (
+            "https://github.com/acme/pay/blob/main/src/retry.py#L40C5-L44C9",
+            "https://github.com/acme/pay",
+            "github",
+            LinkTarget(BLOB, "main", "src/retry.py", 40, 44),
+        ),
+        (
             "https://github.com/acme/pay/blob/main/src/retry.py#L40",
             "https://github.com/acme/pay",
             "github",

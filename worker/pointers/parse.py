@@ -90,8 +90,11 @@ def _clean_path(raw: str) -> str | None:
 
 
 def _line_range(fragment: str) -> tuple[int, int]:
-    """`L40-L60`, `L40-60`, `L40`, `lines-40:60`, `lines-40`, `40-60`, `40` → (start, end); (0, 0) else."""
-    match = re.fullmatch(r"(?:L|lines-)?(\d{1,7})(?:(?:-L?|:)(\d{1,7}))?(?:[,:].*)?", fragment)
+    """`L40-L60`, `L40C3-L60C9`, `L40-60`, `L40`, `lines-40:60`, `lines-40`, `40-60`, `40` → (start,
+    end); (0, 0) else."""
+    match = re.fullmatch(
+        r"(?:L|lines-)?(\d{1,7})(?:C\d{1,7})?(?:(?:-L?|:)(\d{1,7})(?:C\d{1,7})?)?(?:[,:].*)?", fragment
+    )
     if not match:
         return 0, 0
     start = int(match.group(1))
