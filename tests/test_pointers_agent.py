@@ -64,6 +64,18 @@ def test_a_blob_link_with_lines_puts_those_lines_in_the_first_request(rig: Rig) 
     assert kind == "answer" and answer["unverified"] == 0
 
 
+def test_a_link_past_the_end_of_a_file_is_given_as_the_lines_that_exist(rig: Rig) -> None:
+    with rig.runtime.mirrors.lease(["payments"]) as snapshots:
+        ctx = make_context(rig.settings, snapshots, keep_data=False)
+        [pointer] = gather_pointers(
+            f"{WEB}/blob/main/payments/retry.py%1b[2J#L10-L70", ctx, rig.runtime.registry
+        )
+        [readme] = gather_pointers(f"see {WEB}/blob/main/README.md#L2-L90", ctx, rig.runtime.registry)
+    assert not pointer.read and "\x1b" not in pointer.text  # no such file; no escape reaches the model
+    assert readme.reference == "payments:README.md#L2-L3"  # the file has 3 lines
+    assert ctx.shown.covers("payments", "README.md", 2, 3)
+
+
 def test_a_link_to_a_commit_the_mirror_lacks_is_said_to_be_missing(rig: Rig) -> None:
     rig.model.enqueue(text("That commit is not here; retry is at [payments:payments/retry.py#L6]."))
     ghost = "0badc0de" * 5

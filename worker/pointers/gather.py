@@ -34,7 +34,7 @@ from worker.pointers.parse import (
 from worker.repos.manifest import load_manifest
 from worker.repos.snapshot import Snapshot
 from worker.tools.context import ToolContext
-from worker.tools.registry import ToolRegistry
+from worker.tools.registry import ToolRegistry, inert
 
 log = logging.getLogger("codebot.pointers")
 
@@ -65,7 +65,8 @@ def gather_pointers(text: str, ctx: ToolContext, registry: ToolRegistry) -> list
     if _used(pointers) < MAX_CHARS:
         linked = {p.reference for p in pointers}
         pointers += [p for p in _frames(text, ctx, registry, _used(pointers)) if p.reference not in linked]
-    return pointers
+    # a link's ref and path are the asker's text, percent-decoded: no control character goes on
+    return [Pointer(p.kind, inert(p.reference), inert(p.text), p.read) for p in pointers]
 
 
 def read_pointers(text: str, ctx: ToolContext, registry: ToolRegistry) -> tuple[str, list[Pointer]]:
@@ -153,6 +154,8 @@ def _read_link(
         ctx, registry, "read_file", {"repo": name, "path": target.path, "start_line": start, "end_line": end}
     )
     reference = f"{name}:{target.path}#L{start}-L{end}"
+    if ok:  # the lines read_file showed: a file may end before the link's last line
+        reference = f"{name}:{target.path}#L{start}-L{min(end, _last_line(out, end))}"
     if not ok:
         return Pointer("link", reference, f"A link to {reference} could not be read: {out}", read=False)
     return Pointer(
