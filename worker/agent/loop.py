@@ -47,6 +47,7 @@ from worker.agent.progress_lines import (
 from worker.agent.prompt import build_system_prompt
 from worker.agent.tool_pool import ToolStuck
 from worker.agent.tool_round import ToolRound, start_order
+from worker.pointers import read_pointers
 from worker.tools.context import ToolContext
 from worker.tools.registry import ToolOutcome, ToolRegistry
 
@@ -99,6 +100,7 @@ class AgentResult:
     failure: ModelFailure | None = None  # what stopped the model, when the answer was built without it
     cut_off: bool = False  # the final text's reply was cut off before the model finished it
     reasked: bool = False  # a text reply before any code was read got the tool requirement again
+    pointers: int = 0  # links and frames in the question read (lines shown) before the first request
     failures: list[str] = field(default_factory=list)  # why calls failed ("no repo `acme`"), a few
     stuck: ModelFailure | None = None  # the first call given up at the deadline (worker/agent/tool_pool.py)
     # Why the run was stopped before the model wrote an answer (deadline | hop_limit |
@@ -107,8 +109,9 @@ class AgentResult:
 
     @property
     def read_code(self) -> bool:
-        """A tool read the repos in scope for this run (a successful call: every tool reads them)."""
-        return self.usable_tool_calls > 0
+        """A tool read the repos in scope for this run (a successful call: every tool reads them),
+        the model's or codebot's own for what the question points at."""
+        return self.usable_tool_calls > 0 or self.pointers > 0
 
     @property
     def outcome(self) -> Literal["answered", "not_an_answer", "cut_off"]:
@@ -148,9 +151,9 @@ class Agent:
     # --- the loop --------------------------------------------------------------------------
     def run(self, question: AskedQuestion) -> AgentResult:
         deadline = self.clock() + self.settings.question_deadline_seconds
-        messages = self._opening_messages(question)
-        question_at = len(messages) - 1
         result = AgentResult(text="")
+        messages = self._opening_messages(question, result, deadline)
+        question_at = len(messages) - 1
         default_repo = next(iter(self.ctx.snapshots)) if len(self.ctx.snapshots) == 1 else None
         schemas = self.registry.schemas()
         require_tools = self.settings.tool_choice_required  # the first turn, and a re-ask
@@ -198,7 +201,9 @@ class Agent:
         result.cut_off = turn.cut_off or turn.finish_reason == "length"
         return self._finish(result, from_model=True)
 
-    def _opening_messages(self, question: AskedQuestion) -> list[dict[str, Any]]:
+    def _opening_messages(
+        self, question: AskedQuestion, result: AgentResult, deadline: float
+    ) -> list[dict[str, Any]]:
         messages: list[dict[str, Any]] = [
             {"role": "system", "content": build_system_prompt(self.ctx.snapshots)}
         ]
@@ -210,6 +215,13 @@ class Agent:
         for turn in turns:
             messages.append({"role": "user", "content": self.ctx.redact(turn.question)})
             messages.append({"role": "assistant", "content": self.ctx.redact(turn.answer)})
+        # what the question links to and its stack trace's frames, read through the tools
+        self.ctx.deadline = time.monotonic() + (deadline - self.clock())
+        pointed, pointers = read_pointers(question.text, self.ctx, self.registry)
+        result.pointers = sum(p.read for p in pointers)
+        result.trace += [f"pointer {p.kind} {p.reference}" for p in pointers]
+        if pointed:  # before the question: the context fitter drops it before the question
+            messages.append({"role": "user", "content": self.ctx.redact(pointed)})
         messages.append({"role": "user", "content": self.ctx.redact(question.text)})
         return messages
 
