@@ -47,6 +47,7 @@ from worker.agent.progress_lines import (
 from worker.agent.prompt import build_system_prompt
 from worker.agent.tool_pool import ToolStuck
 from worker.agent.tool_round import ToolRound, start_order
+from worker.agent.turn_messages import assistant_message, evidence_summary
 from worker.pointers import read_pointers
 from worker.tools.context import ToolContext
 from worker.tools.registry import ToolOutcome, ToolRegistry
@@ -181,7 +182,7 @@ class Agent:
                         return self._final_text(result, turn)
                     messages.append({"role": "user", "content": ANSWER_PLEASE})
                     continue
-                messages.append(_assistant_message(turn))
+                messages.append(assistant_message(turn))
                 if not self._run_tool_calls(turn.tool_calls, hop, result, default_repo, deadline, messages):
                     result.stop_reason = "deadline"
                     break
@@ -384,32 +385,3 @@ class Agent:
         result.text = f"I could not finish answering: {exc}.\n\n" + evidence_summary(self.ctx)
         result.stopped = result.stop_reason
         return result
-
-
-def _assistant_message(turn: ModelTurn) -> dict[str, Any]:
-    """The model's tool-call turn as we keep it; ModelClient sends its content in the form the
-    endpoint accepts ("" by default, never null unless nothing else is accepted)."""
-    return {
-        "role": "assistant",
-        "content": turn.content,
-        "tool_calls": [
-            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments or "{}"}}
-            for c in turn.tool_calls
-        ],
-    }
-
-
-def evidence_summary(ctx: ToolContext) -> str:
-    """When the model cannot answer: say which code was found, with checkable citations."""
-    files = sorted(ctx.shown.files())
-    if not files:
-        return "The model wrote no answer, and no file was read far enough to cite."
-    lines = ["Here is the code I was looking at; it may hold the answer:"]
-    for repo, path in files[:10]:
-        seen = sorted(ctx.shown.lines[(repo, path)])
-        start = seen[0]
-        end = start
-        while end + 1 in ctx.shown.lines[(repo, path)] and end - start < 40:
-            end += 1
-        lines.append(f"- [{repo}:{path}#L{start}-L{end}]" if end > start else f"- [{repo}:{path}#L{start}]")
-    return "\n".join(lines)
