@@ -81,3 +81,7 @@ STOPPED_CHANGE = {
 STATUS_OUTCOMES = "• Questions so far, by outcome: {counts}"
 STATUS_OUTCOMES_NONE = "• Questions so far, by outcome: none yet"
 STATUS_OUTCOME_COUNT = "{label} {count}"
+# An answer to a question whose chat thread could not be read (worker/jobs/question_context.py)
+THREAD_UNREADABLE_NOTE = (
+    "_I could not read the earlier messages of this thread, so I answered from your message alone._"
+)
