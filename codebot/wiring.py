@@ -17,10 +17,10 @@ from bot.slack import sink as slack_sink
 from bot.slack import stream as slack_stream
 from bot.slack import thread_reader as slack_thread_reader
 from config.settings import Settings
+from worker.conversation.thread import ThreadReader
 from worker.jobs import runtime as runtime_module
 from worker.jobs.question import Platform
 from worker.jobs.runtime import Runtime
-from worker.conversation.thread import ThreadReader
 from worker.jobs.sink import Notifier, SinkFactory
 
 SINKS: Mapping[Platform, SinkFactory] = {

@@ -36,7 +36,8 @@ def ask_in(rig: SlackRig, root: str, question: str, channel: str = "C1") -> str:
 def test_a_stack_trace_in_the_thread_root_reaches_the_models_first_request(rig: SlackRig) -> None:
     rig.api.users.update({"U7": "Dana Ops", "U8": "Lee"})
     root = rig.api.seed_thread(
-        "C1", [{"user": "U7", "text": f"prod is failing:\n```{TRACE}```"}, {"user": "U8", "text": "seen it twice"}]
+        "C1",
+        [{"user": "U7", "text": f"prod is failing:\n```{TRACE}```"}, {"user": "U8", "text": "seen it twice"}],
     )
     ask_in(rig, root, "what raises this?")
     first = rig.model.requests[0]["messages"][-1]["content"]
@@ -59,7 +60,9 @@ def test_a_token_pasted_in_the_thread_never_reaches_the_model_the_log_or_the_sto
     assert stored and not any(b"a1B2a1B2" in value for value in stored)
 
 
-def test_a_thread_of_500_messages_sends_its_root_and_newest_within_the_budget_with_a_note(rig: SlackRig) -> None:
+def test_a_thread_of_500_messages_sends_its_root_and_newest_within_the_budget_with_a_note(
+    rig: SlackRig,
+) -> None:
     messages = [{"user": "U7", "text": "ROOT: checkout times out"}]
     messages += [{"user": "U8", "text": f"reply number {n:03d}"} for n in range(1, 500)]
     root = rig.api.seed_thread("C1", messages)
@@ -82,7 +85,12 @@ def test_a_deleted_root_is_shown_to_the_model_as_deleted(rig: SlackRig) -> None:
     root = rig.api.seed_thread(
         "C1",
         [
-            {"user": "USLACKBOT", "subtype": "tombstone", "hidden": True, "text": "This message was deleted."},
+            {
+                "user": "USLACKBOT",
+                "subtype": "tombstone",
+                "hidden": True,
+                "text": "This message was deleted.",
+            },
             {"user": "U8", "text": "the error was in refunds"},
         ],
     )

@@ -111,13 +111,18 @@ def thread_context(
     return ThreadContext("\n".join(lines), kept=len(kept), dropped=dropped)
 
 
-def pasted_context(pasted: str, settings: Settings, redact: Callable[[str], str]) -> ThreadContext:
-    """A log the console's asker pasted, its end kept within the character budget."""
+def storable_paste(pasted: str, settings: Settings, redact: Callable[[str], str]) -> str:
+    """A log the console's asker pasted, redacted, made inert, its end kept within the budget."""
     text = defuse(redact(pasted)).strip()
     if not text or settings.thread_context_chars <= 0:
-        return ThreadContext()
-    kept = _cut(ThreadMessage("asker", text), settings.thread_context_chars)
-    return ThreadContext(f"{PASTED_HEADER}\n{kept.text}", kept=1)
+        return ""
+    return _cut(ThreadMessage("asker", text), settings.thread_context_chars).text
+
+
+def pasted_context(pasted: str, settings: Settings, redact: Callable[[str], str]) -> ThreadContext:
+    """The block the model gets for a pasted log (redacted again: it may come from an old record)."""
+    text = storable_paste(pasted, settings, redact)
+    return ThreadContext(f"{PASTED_HEADER}\n{text}", kept=1) if text else ThreadContext()
 
 
 def _clean(message: ThreadMessage, redact: Callable[[str], str]) -> ThreadMessage:
