@@ -33,6 +33,7 @@ QUESTION_HEADER = "The question:"
 MIN_USEFUL_CHARS = 200  # a message cut shorter than this is worth less than its place
 # Slack markup: <@U1>, <#C1|name>, <!here>, <!subteam^S1|devs>, <https://x|text>
 _SLACK_MARKUP = re.compile(r"<([^<>|\s]+)(?:\|([^<>]*))?>")
+_MENTION_OR_REPO = re.compile(r"<@!?[A-Za-z0-9]+>|(?<!\S)repo:\S+", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,12 @@ def defuse(text: str) -> str:
         return f"{label} ({target})" if label else target
 
     return _SLACK_MARKUP.sub(plain, inert(text))
+
+
+def same_words(text: str) -> str:
+    """`text` as compared with a remembered question: mentions and `repo:` filters out, spaces
+    collapsed, case folded (thread memory keeps a question without them)."""
+    return " ".join(_MENTION_OR_REPO.sub(" ", text).split()).casefold()
 
 
 def fit_messages(

@@ -4,7 +4,9 @@ reader registered in the Runtime, or the log the console's asker pasted.
 
 Whatever goes wrong reading the thread, the question is still answered: the failure is logged
 (one line, redacted, no traceback: the platform's error is expected, not a bug of ours) and the
-asker's answer starts with a line saying the thread could not be read.
+asker's answer starts with a line saying the thread could not be read. The messages that
+were questions to the bot already answered in this thread are left out: thread memory gives
+them with their answers (worker/jobs/threads.py).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from worker.conversation.context import UNREADABLE, ThreadContext, pasted_context, thread_context
+from worker.conversation.context import UNREADABLE, ThreadContext, pasted_context, same_words, thread_context
 from worker.jobs.question import Question, reference_id
 from worker.jobs.runtime import Runtime
 from worker.ops.inert import inert_line
@@ -29,7 +31,7 @@ def read_question_context(
     target = question.target
     reader = runtime.threads.get(target.platform)
     # a top-level mention's answer opens its thread: nothing was written in it before
-    opens_thread = target.platform == "slack" and target.thread == target.message
+    opens_thread = target.thread == target.message
     if reader is None or not target.thread or opens_thread or settings.thread_context_messages == 0:
         return ThreadContext()
     try:
@@ -41,6 +43,9 @@ def read_question_context(
             inert_line(redact(f"{type(exc).__name__}: {exc}")),
         )
         return UNREADABLE
+    # the questions the thread memory holds already come with their answers (history turns)
+    asked = {same_words(turn.question) for turn in question.history}
+    messages = [message for message in messages if same_words(redact(message.text)) not in asked]
     context = thread_context(messages, settings, redact)
     log.info(
         "question %s: thread context of %d message(s), %d dropped",
