@@ -95,7 +95,7 @@ class CoreSettings(BaseSettings):
     # and the newest, at most this many (the oldest dropped first, the model told so). 0: none.
     thread_context_messages: int = Field(default=50, ge=0, le=1000)
     # Characters of those messages (redacted) the model gets at most; also the budget of a log
-    # given to `codebot ask --context FILE` or on its stdin (its end kept). 0: none.
+    # given to `codebot ask --context FILE QUESTION` or on its stdin (its end kept). 0: none.
     thread_context_chars: int = Field(default=12_000, ge=0, le=200_000)
     # Tool calls run per model turn; more in one turn get an error result the model can read
     # (1 also asks the endpoint for parallel_tool_calls=false).
