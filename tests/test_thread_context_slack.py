@@ -72,6 +72,8 @@ def test_a_thread_of_500_messages_sends_its_root_and_newest_within_the_budget_wi
     assert "reply number 001" not in first
     assert "450 earlier message(s) of this thread were left out" in first  # root + the 49 newest kept
     assert len(rig.api.calls_to("conversations.replies")) == 3  # pages of 200
+    (reply,) = rig.api.thread_texts("C1", root)
+    assert reply.startswith("_This thread is long: I read its first message and the newest 49; 450 earlier")
 
 
 def test_a_thread_with_the_same_ts_in_another_channel_stays_unseen(rig: SlackRig) -> None:
@@ -110,3 +112,14 @@ def test_a_thread_that_cannot_be_read_still_gets_its_question_answered_with_a_li
     assert reply.endswith("It is the retry's last attempt.")
     assert "could not be read" in rig.model.requests[0]["messages"][-1]["content"]
     assert "Traceback" not in caplog.text and "missing_scope" in caplog.text
+
+
+def test_mentions_broadcasts_and_links_in_the_thread_reach_the_model_as_plain_words(rig: SlackRig) -> None:
+    root = rig.api.seed_thread(
+        "C1",
+        [{"user": "U7", "text": "<!channel> deploy failed, <@U9> see <https://evil.example/x|the runbook>"}],
+    )
+    ask_in(rig, root, "what failed?")
+    first = rig.model.requests[0]["messages"][-1]["content"]
+    assert "@channel deploy failed, @U9 see the runbook (https://evil.example/x)" in first
+    assert "<!channel>" not in first and "<@U9>" not in first

@@ -26,7 +26,7 @@ from worker.agent.endpoint_memory import base_url_of, display_url, record_model_
 from worker.agent.events import ProgressEvents
 from worker.agent.live_text import LiveText
 from worker.agent.loop import Agent, AgentResult, ModelFailure
-from worker.jobs import outbox, texts
+from worker.jobs import outbox
 from worker.jobs import runtime as runtime_module
 from worker.jobs.lane import DeferredEvents, Lane
 from worker.jobs.live import ANSWERED_CHECK_SECONDS, LiveEvents, live_view
@@ -41,7 +41,7 @@ from worker.jobs.outcomes import (
     stopped_markdown,
 )
 from worker.jobs.question import Question, ReplyTarget, reference_id
-from worker.jobs.question_context import read_question_context
+from worker.jobs.question_context import context_note, read_question_context
 from worker.jobs.question_end import account_question
 from worker.jobs.question_log import record_question
 from worker.jobs.question_start import StartFacts, make_model_client, read_start
@@ -296,8 +296,8 @@ class QuestionRun:
             reply = cut_off_text(result.text) if kind == "cut_off" and not result.stopped else result.text
             checked = check_answer(ctx, ctx.redact(reply))
         snapshot_shas = {name: snap.sha for name, snap in snapshots.items()}
-        if context.unreadable:  # the asker hears of it; the answer is still theirs
-            note = texts.THREAD_UNREADABLE_NOTE
+        note = context_note(context)
+        if note:  # the asker hears what the model did not read; the answer is still theirs
             checked = dataclasses.replace(checked, markdown=f"{note}\n\n{checked.markdown}")
         return self._answered(result, checked, snapshot_shas)
 

@@ -15,6 +15,7 @@ import logging
 from collections.abc import Callable
 
 from worker.conversation.context import UNREADABLE, ThreadContext, pasted_context, same_words, thread_context
+from worker.jobs import texts
 from worker.jobs.question import Question, reference_id
 from worker.jobs.runtime import Runtime
 from worker.ops.inert import inert_line
@@ -54,3 +55,12 @@ def read_question_context(
         context.dropped,
     )
     return context
+
+
+def context_note(context: ThreadContext) -> str:
+    """The line the answer starts with when the model did not get the whole thread, else ""."""
+    if context.unreadable:
+        return texts.THREAD_UNREADABLE_NOTE
+    if context.dropped:
+        return texts.THREAD_TRIMMED_NOTE.format(kept=context.kept - 1, dropped=context.dropped)
+    return ""
