@@ -79,6 +79,13 @@ def _add_answering(sub: _Commands) -> None:
     ask.add_argument("question", nargs="+", help="the question (repo:NAME in it limits the repos)")
     ask.add_argument("--repo", help="limit the question to this repo")
     ask.add_argument(
+        "--context",
+        metavar="FILE",
+        type=Path,
+        help="a log or stack trace the question is about (default: stdin when it is not a terminal); "
+        "redacted, its end kept within CODEBOT_THREAD_CONTEXT_CHARS",
+    )
+    ask.add_argument(
         "--verbose",
         "-v",
         action="store_true",
@@ -173,8 +180,23 @@ def _cmd_ask(settings: Settings, args: argparse.Namespace, out: Console) -> int:
     from worker.jobs.console import run_ask
     from worker.ops.redis_connection import connect
 
+    try:
+        pasted = _pasted_context(args.context)
+    except OSError as exc:
+        out.print(inert(f"--context {args.context}: {exc.strerror or exc}"), markup=False, soft_wrap=True)
+        return 2
     runtime = build_runtime(settings)
-    return run_ask(runtime, lambda: connect(settings), " ".join(args.question), args.repo, out)
+    question = " ".join(args.question)
+    return run_ask(runtime, lambda: connect(settings), question, args.repo, out, pasted=pasted)
+
+
+def _pasted_context(path: Path | None) -> str:
+    """`--context FILE`, else stdin when something is piped in (a terminal is left alone)."""
+    if path is not None:
+        return path.read_bytes().decode("utf-8", errors="replace")
+    if sys.stdin is None or sys.stdin.isatty():
+        return ""
+    return sys.stdin.buffer.read().decode("utf-8", errors="replace")
 
 
 def _cmd_worker(settings: Settings, args: argparse.Namespace, out: Console) -> int:

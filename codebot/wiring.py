@@ -3,7 +3,7 @@
 The core (worker/, config/) never imports bot/. A worker answers on Slack and Discord because
 this module registers each platform's ReplySink factory and admin notifier in the Runtime's
 typed registries (worker.jobs.runtime.Runtime.sinks / .notifiers). To add a platform: write
-its sink and notifier in bot/ and add one line to each table below.
+its sink, notifier and thread reader in bot/ and add one line to each table below.
 """
 
 from __future__ import annotations
@@ -12,9 +12,12 @@ from collections.abc import Mapping
 
 from bot.discord import admin_notice as discord_admin_notice
 from bot.discord import sink as discord_sink
+from bot.discord import thread_reader as discord_thread_reader
 from bot.slack import sink as slack_sink
 from bot.slack import stream as slack_stream
+from bot.slack import thread_reader as slack_thread_reader
 from config.settings import Settings
+from worker.conversation.thread import ThreadReader
 from worker.jobs import runtime as runtime_module
 from worker.jobs.question import Platform
 from worker.jobs.runtime import Runtime
@@ -28,8 +31,12 @@ NOTIFIERS: Mapping[Platform, Notifier] = {
     "slack": slack_sink.notify_admin,
     "discord": discord_admin_notice.notify_admin,
 }
+THREAD_READERS: Mapping[Platform, ThreadReader] = {
+    "slack": slack_thread_reader.read_thread,
+    "discord": discord_thread_reader.read_thread,
+}
 
 
 def build_runtime(settings: Settings) -> Runtime:
     """A Runtime that can answer on every platform: what `codebot worker` runs jobs with."""
-    return runtime_module.build_runtime(settings, sinks=SINKS, notifiers=NOTIFIERS)
+    return runtime_module.build_runtime(settings, sinks=SINKS, notifiers=NOTIFIERS, threads=THREAD_READERS)

@@ -91,6 +91,12 @@ class CoreSettings(BaseSettings):
     # output is trimmed first.
     context_budget_chars: int = Field(default=120_000, ge=4000)
     history_max_turns: int = Field(default=6, ge=0)  # earlier turns of a thread sent as context
+    # Earlier messages of the chat thread a question is asked in that go to the model: its root
+    # and the newest, at most this many (the oldest dropped first, the model told so). 0: none.
+    thread_context_messages: int = Field(default=50, ge=0, le=1000)
+    # Characters of those messages (redacted) the model gets at most; also the budget of a log
+    # given to `codebot ask --context FILE QUESTION` or on its stdin (its end kept). 0: none.
+    thread_context_chars: int = Field(default=12_000, ge=0, le=200_000)
     # Tool calls run per model turn; more in one turn get an error result the model can read
     # (1 also asks the endpoint for parallel_tool_calls=false).
     max_tool_calls_per_turn: int = Field(default=8, ge=1, le=128)

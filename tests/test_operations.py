@@ -106,6 +106,7 @@ def test_json_logs_carry_the_question_facts_but_never_its_text_or_code(tmp_path:
             }
             result = subprocess.run(
                 [sys.executable, "-m", "codebot.cli", "ask", "how does the secret retry work?"],
+                stdin=subprocess.DEVNULL,
                 capture_output=True,
                 text=True,
                 env=env,

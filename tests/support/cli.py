@@ -16,11 +16,14 @@ def run_codebot(
     cwd: Path | None = None,
     timeout: float = 120,
     inherit_environment: bool = True,
+    stdin: str = "",
 ) -> subprocess.CompletedProcess[str]:
     """`codebot ARGS…` with `env` over this process's environment (or alone, when
-    `inherit_environment` is false)."""
+    `inherit_environment` is false); `stdin` piped in (by default an empty one, never the
+    test runner's: `codebot ask` reads a piped stdin as the question's context)."""
     return subprocess.run(
         [*CODEBOT, *args],
+        input=stdin,
         capture_output=True,
         text=True,
         env={**os.environ, **(env or {})} if inherit_environment else dict(env or {}),

@@ -391,10 +391,12 @@ class FakeDiscord:
             call.status = 429
             return self._too_many(limit.retry_after)
         with self._lock:
-            call.status, data = self._route(request.method, path, body if body is not None else {})
+            call.status, data = self._route(
+                request.method, path, body if body is not None else {}, call.query
+            )
         return self._respond(call.status, data)
 
-    def _route(self, method: str, path: str, body: Any) -> Result:
+    def _route(self, method: str, path: str, body: Any, query: dict[str, str]) -> Result:
         parts = path.strip("/").split("/")
         if path == "/users/@me":
             return 200, self.bot_user
@@ -408,7 +410,7 @@ class FakeDiscord:
             self.channels[channel_id] = p.dm_channel(channel_id, self.admin)
             return 200, self.channels[channel_id]
         if parts[0] == "channels":
-            return self._channel_route(method, parts[1:], body)
+            return self._channel_route(method, parts[1:], body, query)
         if parts[0] == "applications" and method == "PUT" and parts[-1] == "commands":
             self.command_route = path
             self.commands = [
@@ -423,7 +425,9 @@ class FakeDiscord:
             return self._webhook(method, parts[2], parts[3:], body)
         return 404, {"message": "404: Not Found", "code": 0}
 
-    def _channel_route(self, method: str, parts: list[str], body: dict[str, Any]) -> Result:
+    def _channel_route(
+        self, method: str, parts: list[str], body: dict[str, Any], query: dict[str, str]
+    ) -> Result:
         channel = parts[0]
         if channel not in self.channels:
             return 404, {"message": "Unknown Channel", "code": 10003}
@@ -433,9 +437,13 @@ class FakeDiscord:
             return 204, None
         if parts[1:] == ["messages"] and method == "POST":
             return 200, self._create_message(channel, body)
+        if parts[1:] == ["messages"] and method == "GET":
+            return 200, self._channel_history(channel, query)
         message = self.messages.get(parts[2] if len(parts) > 2 else "")
-        if message is None:
+        if message is None or (method == "GET" and message["channel_id"] != channel):
             return 404, {"message": "Unknown Message", "code": 10008}
+        if len(parts) == 3 and method == "GET":
+            return 200, message
         if len(parts) == 3 and method == "PATCH":
             self._edit(message, body)
             return 200, message
@@ -458,6 +466,23 @@ class FakeDiscord:
                 self._pending.add(asyncio.ensure_future(self._dispatch("THREAD_CREATE", event)))
             return 201, made
         return 404, {"message": "404: Not Found", "code": 0}
+
+    def _channel_history(self, channel: str, query: dict[str, str]) -> list[dict[str, Any]]:
+        """GET /channels/{id}/messages as Discord answers it: newest first, at most `limit`
+        (default 50, at most 100), those older than `before` when given."""
+        limit = max(1, min(int(query.get("limit") or 50), 100))
+        before = int(query["before"]) if query.get("before") else None
+        found = [
+            m
+            for m in self.messages.values()
+            if m["channel_id"] == channel and (before is None or int(m["id"]) < before)
+        ]
+        return sorted(found, key=lambda m: int(m["id"]), reverse=True)[:limit]
+
+    def delete_message(self, message_id: str) -> None:
+        """A user deletes a message: it is gone from every answer (Discord keeps no trace)."""
+        with self._lock:
+            self.messages.pop(message_id, None)
 
     def _edit(self, message: dict[str, Any], body: dict[str, Any]) -> None:
         message.update(

@@ -105,6 +105,8 @@ class SlackAPI:
         self.released: list[Call] = []  # held calls whose hold is over (then handled as usual)
         self.handled: list[Call] = []  # every call, in the order Slack acted on it (a held one: late)
         self.socket_url: str | None = None  # what apps.connections.open answers (Socket Mode)
+        self.threads: dict[tuple[str, str], list[dict[str, Any]]] = {}  # (channel, root ts): seed_thread
+        self.users: dict[str, str] = {}  # user id -> display name, for users.info
         self.surfaces = Surfaces(self.messages, self._ts)  # streaming, Assistant, blocks, modals
         self._server = _Server(("127.0.0.1", 0), _Handler)
         self._server.api = self
@@ -290,8 +292,42 @@ class SlackAPI:
         if answered is not None:
             return answered
         if method == "conversations.replies":
-            return {"ok": True, "messages": [], "has_more": False}
+            return self._replies(body)
+        if method == "users.info":
+            name = self.users.get(str(body.get("user")))
+            if name is None:
+                return {"ok": False, "error": "user_not_found"}
+            return {
+                "ok": True,
+                "user": {
+                    "id": body["user"],
+                    "name": name.lower(),
+                    "profile": {"display_name": name, "real_name": name},
+                },
+            }
         return {"ok": True}
+
+    def seed_thread(self, channel: str, messages: list[dict[str, Any]]) -> str:
+        """A thread written before the bot is mentioned: `messages` as (user, text) dicts, the
+        first its root; their ts are given here. Returns the root's ts."""
+        root = f"1600000000.{next(self._ts):06d}"
+        kept = []
+        for index, item in enumerate(messages):
+            ts = root if index == 0 else f"1600000000.{next(self._ts):06d}"
+            kept.append({"type": "message", "ts": ts, "thread_ts": root, **item})
+        self.threads[(channel, root)] = kept
+        return root
+
+    def _replies(self, body: dict[str, Any]) -> dict[str, Any]:
+        """conversations.replies as Slack answers it: the root first, then replies oldest
+        first, a page of `limit` at a time with a cursor. A thread not seeded has no messages."""
+        thread = self.threads.get((str(body.get("channel")), str(body.get("ts"))), [])
+        start = int(body.get("cursor") or 0)
+        limit = int(body.get("limit") or 1000)
+        page = thread[start : start + limit]
+        more = start + limit < len(thread)
+        meta = {"next_cursor": str(start + limit) if more else ""}
+        return {"ok": True, "messages": page, "has_more": more, "response_metadata": meta}
 
 
 # --- signed requests to the adapter ---------------------------------------------------------------

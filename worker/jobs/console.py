@@ -18,6 +18,7 @@ from rich.text import Text
 from rq import Queue, SimpleWorker, Worker
 
 from config.settings import Settings
+from worker.conversation.context import storable_paste
 from worker.jobs import runtime as runtime_module
 from worker.jobs.command_channel import subscribe_to_commands, unsubscribe_from_commands
 from worker.jobs.outcomes import EXIT_FAILED, exit_code
@@ -27,6 +28,7 @@ from worker.jobs.runtime import Runtime
 from worker.jobs.scope import redact_and_extract_repos, resolve_scope
 from worker.jobs.sink import read_console_events
 from worker.ops.inert import inert
+from worker.repos.redaction import get_redactor
 from worker.repos.sync_cli import run_sync
 
 MISSING_MODEL_MESSAGE = """\
@@ -55,7 +57,12 @@ def workers_listening(redis: Redis) -> int:
 
 
 def run_ask(
-    runtime: Runtime, connect_redis: Callable[[], Redis], text: str, repo: str | None, out: Console
+    runtime: Runtime,
+    connect_redis: Callable[[], Redis],
+    text: str,
+    repo: str | None,
+    out: Console,
+    pasted: str = "",
 ) -> int:
     """Check the question, scope and model endpoint first: a first run that cannot answer
     leaves no Redis server behind."""
@@ -89,6 +96,8 @@ def run_ask(
         target=ReplyTarget(platform="console", channel="console"),
         text=cleaned,
         repos=scope.repos,
+        # stored redacted and within the budget: the queue and the question's record never hold more
+        pasted=storable_paste(pasted, settings, get_redactor().redact),
     )
     return _answer_and_print(runtime, redis, question, out)
 

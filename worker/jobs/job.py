@@ -10,6 +10,7 @@ then posted; a platform that refuses it gets it again later from the outbox
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -42,6 +43,7 @@ from worker.jobs.outcomes import (
     stopped_markdown,
 )
 from worker.jobs.question import Question, ReplyTarget, reference_id
+from worker.jobs.question_context import context_note, read_question_context
 from worker.jobs.question_end import account_question
 from worker.jobs.question_log import record_question
 from worker.jobs.question_start import StartFacts, make_model_client, read_start
@@ -294,13 +296,17 @@ class QuestionRun:
                 redis=self.redis,
                 endpoint_facts=self.start.endpoint,
             )
-            result = agent.run(self.question)
+            context = read_question_context(runtime, self.question, ctx.redact)
+            result = agent.run(self.question.model_copy(update={"text": context.before(self.question.text)}))
             if result.failure is not None:  # answered from what was found; admins still see why
                 self._record_model_failure(result.failure)
             kind = result.outcome
             reply = cut_off_text(result.text) if kind == "cut_off" and not result.stopped else result.text
             checked = check_answer(ctx, ctx.redact(reply))
         snapshot_shas = {name: snap.sha for name, snap in snapshots.items()}
+        note = context_note(context)
+        if note:  # the asker hears what the model did not read; the answer is still theirs
+            checked = dataclasses.replace(checked, markdown=f"{note}\n\n{checked.markdown}")
         return self._answered(result, checked, snapshot_shas)
 
     def _answered(

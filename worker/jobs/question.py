@@ -50,6 +50,9 @@ class Question(BaseModel):
     text: str  # the question, mention and `repo:NAME` removed
     repos: list[str]  # names in scope, already checked against the channel allow-list
     history: list[Turn] = Field(default_factory=list)  # earlier turns of the thread, oldest first
+    # `codebot ask --context FILE` / stdin: the pasted log, redacted and within the budget
+    # (worker/conversation/); chat questions read their thread as their job starts instead
+    pasted: str = ""
     created_at: float = Field(default_factory=time.time)
 
 

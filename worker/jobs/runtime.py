@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from config.repos import Whitelist, load_whitelist
 from config.settings import Settings
+from worker.conversation.thread import ThreadReader
 from worker.jobs.question import Platform
 from worker.jobs.sink import Notifier, SinkFactory
 from worker.repos.cleanup import BackgroundCleaner
@@ -41,6 +42,8 @@ class Runtime:
     sinks: Mapping[Platform, SinkFactory] = field(default_factory=dict)
     # platform -> how an admin is told privately how their command went
     notifiers: Mapping[Platform, Notifier] = field(default_factory=dict)
+    # platform -> how a job reads the earlier messages of the thread a question was asked in
+    threads: Mapping[Platform, ThreadReader] = field(default_factory=dict)
 
 
 _installed: Runtime | None = None
@@ -50,6 +53,7 @@ def build_runtime(
     settings: Settings,
     sinks: Mapping[Platform, SinkFactory] | None = None,
     notifiers: Mapping[Platform, Notifier] | None = None,
+    threads: Mapping[Platform, ThreadReader] | None = None,
 ) -> Runtime:
     whitelist = load_whitelist(settings.resolved_repos_file)
     return Runtime(
@@ -60,6 +64,7 @@ def build_runtime(
         build_registry(),
         sinks=dict(sinks or {}),
         notifiers=dict(notifiers or {}),
+        threads=dict(threads or {}),
     )
 
 

@@ -108,3 +108,12 @@ STOPPED_CHANGE = {
 STATUS_OUTCOMES = "• Questions so far, by outcome: {counts}"
 STATUS_OUTCOMES_NONE = "• Questions so far, by outcome: none yet"
 STATUS_OUTCOME_COUNT = "{label} {count}"
+# An answer to a question whose chat thread could not be read (worker/jobs/question_context.py)
+THREAD_UNREADABLE_NOTE = (
+    "_I could not read the earlier messages of this thread, so I answered from your message alone._"
+)
+# An answer to a question whose thread was longer than the budget (CODEBOT_THREAD_CONTEXT_*)
+THREAD_TRIMMED_NOTE = (
+    "_This thread is long: I read its first message and the newest {kept}; "
+    "{dropped} earlier message(s) were left out._"
+)

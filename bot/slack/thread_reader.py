@@ -1,0 +1,85 @@
+"""The earlier messages of the Slack thread a question was asked in (`conversations.replies`).
+
+Called by the worker as the question's job starts (worker/jobs/question_context.py), never by
+the adapter's listener: the event is acked first, the slow read happens later. Only the
+channel and thread_ts of the question's event are read. Needs `channels:history` (public
+channels), `groups:history` (private), `im:history` and `mpim:history` (DMs): docs/slack.md.
+
+- Pages of `PAGE_SIZE` replies, oldest first, up to MAX_MESSAGES_READ in all.
+- The bot's own messages are left out (its answers are thread memory already); so are the
+  question itself and anything written after it, and any message of another thread.
+- A deleted root that still has replies comes back as a `tombstone`: kept, as deleted.
+- Authors by display name (`users.info`, once per user per read; the user id when that fails).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError, SlackClientError
+
+from bot.slack.sink import make_client
+from config.settings import Settings
+from worker.conversation.thread import MAX_MESSAGES_READ, ThreadMessage, ThreadUnreadable
+
+PAGE_SIZE = 200
+
+
+def read_thread(settings: Settings, channel: str, thread: str, before: str | None) -> list[ThreadMessage]:
+    try:
+        client = make_client(settings)
+        me = client.auth_test()
+        raw = _replies(client, channel, thread)
+        names: dict[str, str] = {}
+        own = {me.get("user_id"), me.get("bot_id")} - {None}
+        return [
+            _message(client, item, names)
+            for item in raw
+            if item.get("thread_ts", item.get("ts")) == thread
+            and (before is None or _ts_key(str(item.get("ts", ""))) < _ts_key(before))
+            and not own & {item.get("user"), item.get("bot_id")}
+        ]
+    except (SlackApiError, SlackClientError, OSError, RuntimeError, ValueError) as exc:
+        raise ThreadUnreadable(str(exc)) from exc
+
+
+def _replies(client: WebClient, channel: str, thread: str) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = []
+    cursor: str | None = None
+    while len(messages) < MAX_MESSAGES_READ:
+        page = client.conversations_replies(channel=channel, ts=thread, limit=PAGE_SIZE, cursor=cursor)
+        messages.extend(item for item in page.get("messages") or [] if isinstance(item, dict))
+        cursor = (page.get("response_metadata") or {}).get("next_cursor") or None
+        if not page.get("has_more") or not cursor:
+            break
+    return messages[:MAX_MESSAGES_READ]
+
+
+def _message(client: WebClient, item: dict[str, Any], names: dict[str, str]) -> ThreadMessage:
+    deleted = item.get("subtype") == "tombstone"
+    return ThreadMessage(_author(client, item, names), str(item.get("text") or ""), deleted)
+
+
+def _author(client: WebClient, item: dict[str, Any], names: dict[str, str]) -> str:
+    profile = item.get("bot_profile") or {}
+    if item.get("bot_id") and (item.get("username") or profile.get("name")):
+        return str(item.get("username") or profile.get("name"))
+    user = str(item.get("user") or "someone")
+    if user not in names:
+        names[user] = _display_name(client, user)
+    return names[user]
+
+
+def _display_name(client: WebClient, user: str) -> str:
+    try:
+        info = client.users_info(user=user).get("user") or {}
+    except SlackApiError:  # no users:read, a deleted user: the id still tells authors apart
+        return user
+    profile = info.get("profile") or {}
+    return str(profile.get("display_name") or profile.get("real_name") or info.get("name") or user)
+
+
+def _ts_key(ts: str) -> tuple[int, int]:
+    seconds, _, micros = ts.partition(".")
+    return int(seconds or 0), int(micros or 0)
