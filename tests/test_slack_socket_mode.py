@@ -26,6 +26,10 @@ from tests.support.slack_rig import SlackRig, build_slack_rig
 from tests.support.slack_socket import Ack, SlackSocket
 from tests.support.worker_procs import settings_env
 
+# Each test starts a real `codebot slack` process: at load 16 on 2 cores its start alone took
+# over 15 s (the socket's wait was 15 s), so these run as slow tests, with the slow tests' limit.
+pytestmark = pytest.mark.slow
+
 ACK_DEADLINE_SECONDS = 3.0  # Slack's: later, it retries the event (or the user sees a timeout)
 STOP_TIMEOUT_SECONDS = 10.0  # the client's socket read times out after 3 s, then it exits
 READ_RETRY = ("read_file", {"repo": "payments", "path": "payments/retry.py", "start_line": 1, "end_line": 13})

@@ -114,7 +114,7 @@ class SlackSocket:
 
     # --- what tests do ------------------------------------------------------------------------------
 
-    def wait_connected(self, count: int = 1, timeout: float = 15.0) -> None:
+    def wait_connected(self, count: int = 1, timeout: float = 110.0) -> None:
         """Until `count` connections have been accepted and one is open."""
         with self._changed:
             if not self._changed.wait_for(lambda: self.connections >= count and self._open, timeout):
