@@ -28,7 +28,7 @@ from worker.jobs.runtime import Runtime
 from worker.jobs.scope import redact_and_extract_repos, resolve_scope
 from worker.jobs.sink import read_console_events
 from worker.ops.inert import inert
-from worker.repos.redaction import get_redactor
+from worker.repos.secrets.redaction import get_redactor
 from worker.repos.sync_cli import run_sync
 
 MISSING_MODEL_MESSAGE = """\
