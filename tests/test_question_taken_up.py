@@ -135,6 +135,9 @@ def test_a_question_answered_before_the_adapters_eyes_land_keeps_only_the_check_
     fast worker answered (👀 off, ✅ on) before Slack acted on the adapter's 👀. Here Slack
     holds the adapter's 👀 until the worker has finished."""
     script(rig.model)
+    # the adapter's client waits as long as Slack holds its call (its default is 30 s, less than
+    # the worker may take on a busy machine: a call given up on is another case, not this one)
+    rig.server.events.app.client.timeout = int(HOLD_SECONDS * 2)
     released = threading.Event()
     rig.api.hang("reactions.add", HOLD_SECONDS, "eyes", until=released)  # the adapter's, the first
     ts = rig.mention("how does retry work?")
