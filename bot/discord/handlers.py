@@ -31,6 +31,7 @@ import discord
 from redis import Redis
 
 from bot.discord.format import one_message, strip_mentions_of
+from bot.discord.reply_chain import replied_to
 from bot.intake import REDIS_DOWN, Ask, Intake, Outcome
 from config.settings import Settings
 from worker.jobs.question import ReplyTarget
@@ -78,9 +79,10 @@ class Place:
     def key(self) -> str:
         return f"discord:{self.channel}"
 
-    def ask(self, asker: str, text: str, message: str, identity: str) -> Ask:
+    def ask(self, asker: str, text: str, message: str, identity: str, replied_to: str | None = None) -> Ask:
         """The question written here as `message` (whose 👀 ✅ ⚠️ it gets); `identity` is what
-        makes it unique (the message id, or `i<interaction id>` for `/codebot ask`)."""
+        makes it unique (the message id, or `i<interaction id>` for `/codebot ask`); `replied_to`
+        the message of this channel it replied to, outside a thread (its chain is the context)."""
         # A question in a text or news channel gets a thread started from its message (Discord
         # gives the thread the message's id); in a thread it is answered there; else a reply.
         thread = self.thread or (message if self.can_thread else None)
@@ -91,6 +93,7 @@ class Place:
             message=message,
             guild=self.guild,
             is_dm=self.is_dm,
+            replied_to=None if self.thread else replied_to,
         )
         return Ask(
             asker=asker,
@@ -167,7 +170,8 @@ class MessageHandler:
         text = strip_mentions_of(message.content, me.id)
         if not (text or mentioned or place.is_dm):
             return  # a follow-up with nothing to ask (an image, a sticker): not a question
-        ask = place.ask(str(message.author.id), text, str(message.id), str(message.id))
+        reply = replied_to(message, guild_of(message))  # from the event's reference, never from text
+        ask = place.ask(str(message.author.id), text, str(message.id), str(message.id), reply)
         outcome = await asyncio.to_thread(self.intake.submit, ask)
         await self._deliver(message, outcome)
 

@@ -275,3 +275,15 @@ def modal_fits(modal: dict[str, Any]) -> bool:
         and 1 <= len(modal.get("components") or []) <= 5
         and all(0 < len(i.get("label") or "") <= 45 and len(i.get("custom_id") or "") <= 100 for i in inputs)
     )
+
+
+REPLY = 19  # MessageType.REPLY
+
+
+def reply_fields(to: dict[str, Any], guild_id: str | None = None) -> dict[str, Any]:
+    """What makes a message a reply to `to` (keywords for `FakeDiscord.message_create`): its type
+    and `message_reference` (type 0, a reply; the fake adds `referenced_message` when shown)."""
+    reference = {"type": 0, "message_id": to["id"], "channel_id": to["channel_id"]}
+    if guild_id is not None:
+        reference["guild_id"] = guild_id
+    return {"type": REPLY, "message_reference": reference}

@@ -15,7 +15,8 @@ and 524 five times, 16 s in all, and raises at once on the other 5xx; `outage(42
 retry_after=s)` rate-limits every call); `hold(method, path, until)` holds the next matching
 call until the event is set (or `seconds`), then answers it as usual. Messages honour `nonce` +
 `enforce_nonce` like Discord: the same nonce in a channel returns the earlier message. A
-thread started from a message gets the message's id; a second one fails with code 160004.
+thread started from a message gets the message's id; a second one fails with code 160004. A
+reply (`p.reply_fields`) is shown with its `referenced_message`, resolved when it is read.
 
 Components and interactions: messages keep their `components` (buttons in action rows) and
 every content they showed (`states(id)`: what a reader saw after each post and edit, in order);
@@ -236,7 +237,8 @@ class FakeDiscord:
             message.update(guild_id=guild, member=p.member())
         with self._lock:
             self.messages[message["id"]] = message
-        self.dispatch("MESSAGE_CREATE", message)
+            shown = self._with_referenced(message)
+        self.dispatch("MESSAGE_CREATE", shown)
         return message
 
     def open_dm(self) -> str:
@@ -443,7 +445,7 @@ class FakeDiscord:
         if message is None or (method == "GET" and message["channel_id"] != channel):
             return 404, {"message": "Unknown Message", "code": 10008}
         if len(parts) == 3 and method == "GET":
-            return 200, message
+            return 200, self._with_referenced(message)
         if len(parts) == 3 and method == "PATCH":
             self._edit(message, body)
             return 200, message
@@ -477,7 +479,19 @@ class FakeDiscord:
             for m in self.messages.values()
             if m["channel_id"] == channel and (before is None or int(m["id"]) < before)
         ]
-        return sorted(found, key=lambda m: int(m["id"]), reverse=True)[:limit]
+        newest = sorted(found, key=lambda m: int(m["id"]), reverse=True)[:limit]
+        return [self._with_referenced(m) for m in newest]
+
+    def _with_referenced(self, message: dict[str, Any]) -> dict[str, Any]:
+        """The message as Discord shows it: a reply (type 19) carries the message its
+        `message_reference` names as `referenced_message` (one level deep; null once deleted),
+        wherever that message is: keeping out of other channels is the reader's business."""
+        ref = message.get("message_reference")
+        if message.get("type") != p.REPLY or not ref:
+            return message
+        replied = self.messages.get(str(ref.get("message_id")))
+        shown = {k: v for k, v in replied.items() if k != "referenced_message"} if replied else None
+        return {**message, "referenced_message": shown}
 
     def delete_message(self, message_id: str) -> None:
         """A user deletes a message: it is gone from every answer (Discord keeps no trace)."""

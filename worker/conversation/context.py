@@ -42,6 +42,7 @@ class ThreadContext:
     unreadable: bool = False  # the thread could not be read: the asker is told so
     kept: int = 0
     dropped: int = 0
+    chain: bool = False  # the messages a question replied to, not a thread (worker/conversation/chain.py)
 
     def before(self, question: str) -> str:
         """The question's message with this context before it."""
@@ -101,20 +102,25 @@ def _cut(message: ThreadMessage, chars: int) -> ThreadMessage:
 
 
 def thread_context(
-    messages: Sequence[ThreadMessage], settings: Settings, redact: Callable[[str], str]
+    messages: Sequence[ThreadMessage],
+    settings: Settings,
+    redact: Callable[[str], str],
+    header: str = HEADER,
+    dropped_note: str = DROPPED_NOTE,
 ) -> ThreadContext:
-    """The thread's messages as the block the model gets before the question."""
+    """The thread's messages as the block the model gets before the question (a reply chain's
+    with its own `header` and `dropped_note`)."""
     cleaned = [_clean(message, redact) for message in messages]
     kept, dropped = fit_messages(cleaned, settings.thread_context_messages, settings.thread_context_chars)
     if not kept:
         return ThreadContext()
-    lines = [HEADER]
+    lines = [header]
     for index, message in enumerate(kept):
         if index == 1 and dropped:
-            lines.append(DROPPED_NOTE.format(count=dropped))
+            lines.append(dropped_note.format(count=dropped))
         lines.append(f"--- {message.author}:\n{message.text}")
     if len(kept) == 1 and dropped:
-        lines.append(DROPPED_NOTE.format(count=dropped))
+        lines.append(dropped_note.format(count=dropped))
     return ThreadContext("\n".join(lines), kept=len(kept), dropped=dropped)
 
 

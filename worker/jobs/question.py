@@ -26,6 +26,9 @@ class ReplyTarget(BaseModel):
     thread: str | None = None  # Slack thread_ts / Discord thread channel id to answer in
     message: str | None = None  # the asker's message (Slack ts / Discord message id): gets 👀 ✅ ⚠️
     guild: str | None = None  # Discord guild id; None for DMs
+    # the message the asker's message replied to, outside a thread (Discord message_reference, from
+    # the event, in this channel): its reply chain is the question's context (worker/conversation/chain.py)
+    replied_to: str | None = None
     team: str | None = None  # Slack workspace (team) id: a stream in a channel names its recipient's
     is_dm: bool = False
     # Discord application-command follow-ups (valid 15 minutes after the command)

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from worker.conversation.context import UNREADABLE, ThreadContext, pasted_context, same_words, thread_context
 from worker.jobs import texts
 from worker.jobs.question import Question, reference_id
+from worker.jobs.reply_chain_context import read_reply_chain_context
 from worker.jobs.runtime import Runtime
 from worker.ops.inert import inert_line
 
@@ -33,6 +34,8 @@ def read_question_context(
     reader = runtime.threads.get(target.platform)
     # a top-level mention's answer opens its thread: nothing was written in it before
     opens_thread = target.thread == target.message
+    if target.replied_to and (opens_thread or not target.thread):  # a reply outside a thread
+        return read_reply_chain_context(runtime, question, redact)
     if reader is None or not target.thread or opens_thread or settings.thread_context_messages == 0:
         return ThreadContext()
     try:
@@ -60,7 +63,8 @@ def read_question_context(
 def context_note(context: ThreadContext) -> str:
     """The line the answer starts with when the model did not get the whole thread, else ""."""
     if context.unreadable:
-        return texts.THREAD_UNREADABLE_NOTE
+        return texts.CHAIN_UNREADABLE_NOTE if context.chain else texts.THREAD_UNREADABLE_NOTE
     if context.dropped:
-        return texts.THREAD_TRIMMED_NOTE.format(kept=context.kept - 1, dropped=context.dropped)
+        trimmed = texts.CHAIN_TRIMMED_NOTE if context.chain else texts.THREAD_TRIMMED_NOTE
+        return trimmed.format(kept=context.kept - 1, dropped=context.dropped)
     return ""

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from config.repos import Whitelist, load_whitelist
 from config.settings import Settings
+from worker.conversation.chain import ReplyChainReader
 from worker.conversation.thread import ThreadReader
 from worker.jobs.question import Platform
 from worker.jobs.sink import Notifier, SinkFactory
@@ -44,6 +45,8 @@ class Runtime:
     notifiers: Mapping[Platform, Notifier] = field(default_factory=dict)
     # platform -> how a job reads the earlier messages of the thread a question was asked in
     threads: Mapping[Platform, ThreadReader] = field(default_factory=dict)
+    # platform -> how a job reads the chain of messages a question replied to outside a thread
+    reply_chains: Mapping[Platform, ReplyChainReader] = field(default_factory=dict)
 
 
 _installed: Runtime | None = None
@@ -54,6 +57,7 @@ def build_runtime(
     sinks: Mapping[Platform, SinkFactory] | None = None,
     notifiers: Mapping[Platform, Notifier] | None = None,
     threads: Mapping[Platform, ThreadReader] | None = None,
+    reply_chains: Mapping[Platform, ReplyChainReader] | None = None,
 ) -> Runtime:
     whitelist = load_whitelist(settings.resolved_repos_file)
     return Runtime(
@@ -65,6 +69,7 @@ def build_runtime(
         sinks=dict(sinks or {}),
         notifiers=dict(notifiers or {}),
         threads=dict(threads or {}),
+        reply_chains=dict(reply_chains or {}),
     )
 
 

@@ -117,3 +117,11 @@ THREAD_TRIMMED_NOTE = (
     "_This thread is long: I read its first message and the newest {kept}; "
     "{dropped} earlier message(s) were left out._"
 )
+# The same two for a question asked as a reply outside a thread (its reply chain is the context)
+CHAIN_UNREADABLE_NOTE = (
+    "_I could not read the messages you replied to, so I answered from your message alone._"
+)
+CHAIN_TRIMMED_NOTE = (
+    "_This reply chain is long: I read its first message and the newest {kept}; "
+    "{dropped} earlier message(s) were left out._"
+)
