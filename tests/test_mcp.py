@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import pytest
@@ -125,3 +126,25 @@ def test_ask_links_a_commit_the_agent_read_over_mcp(served: Served, client: Clie
 
     link = f"https://github.com/acme/payments/commit/{served.sha}"
     assert not error and f"[payments@{served.sha[:7]}]({link})" in answer and "unverified" not in answer
+
+
+def test_a_log_given_to_ask_as_context_reaches_the_model_redacted_and_its_token_never(
+    served: Served, client: Client
+) -> None:
+    token = "ghp_" + "a1B2" * 9
+    log = f"INFO start\nauth with {token}\nERROR PaymentDeclined: card_expired at payments/retry.py:9\n"
+    served.model.enqueue(
+        tool_calls(("read_file", {"repo": "payments", "path": "payments/retry.py", "start_line": 6})),
+        text("The last attempt raises [payments:payments/retry.py#L6-L12]."),
+    )
+    before = len(served.model.requests)
+    arguments = {"question": "Why does checkout fail?", "repo": "payments", "context": log}
+
+    answer, error = client.tool("ask", arguments)
+
+    first = str(served.model.requests[before]["messages"][-1]["content"])
+    assert not error and "The last attempt raises" in answer
+    assert "PaymentDeclined: card_expired" in first and first.endswith("Why does checkout fail?")
+    assert all("a1B2a1B2" not in json.dumps(request) for request in served.model.requests[before:])
+    (ask,) = [tool for tool in client.call(client.session.list_tools).tools if tool.name == "ask"]
+    assert "redacted" in ask.input_schema["properties"]["context"]["description"]

@@ -29,12 +29,15 @@ from mcp.server.transport_security import TransportSecuritySettings
 from config.errors import ConfigError
 from worker.agent.citations import check_answer
 from worker.agent.loop import Agent, ModelFailure
+from worker.conversation.context import storable_paste
 from worker.jobs.console import MISSING_MODEL_MESSAGE
 from worker.jobs.outcomes import cut_off_markdown, cut_off_text, not_an_answer_text, stopped_markdown
 from worker.jobs.question import Question, ReplyTarget, event_identity, reference_id
+from worker.jobs.question_context import read_question_context
 from worker.jobs.question_start import make_model_client
 from worker.jobs.runtime import Runtime
 from worker.jobs.scope import redact_and_extract_repos
+from worker.repos.secrets.redaction import get_redactor
 from worker.tools import make_context
 from worker.tools.context import unknown_repo_message
 
@@ -53,6 +56,12 @@ ASK_SCHEMA: dict[str, Any] = {
     "properties": {
         "question": {"type": "string", "description": "the question, e.g. 'How are retries backed off?'"},
         "repo": {"type": "string", "description": "a repo's name to limit the question to; omit for all"},
+        "context": {
+            "type": "string",
+            "description": "a log, stack trace or other text the question is about, pasted as is "
+            "(like `codebot ask --context FILE`): secrets are redacted and its end kept within "
+            "CODEBOT_THREAD_CONTEXT_CHARS before the model sees it",
+        },
     },
     "required": ["question"],
     "additionalProperties": False,
@@ -144,6 +153,9 @@ class CodebotTools:
         for name in requested:
             if name not in self.repos:
                 return _text_result(f"Error: {unknown_repo_message(name, self.repos)}", error=True)
+        pasted = arguments.get("context")
+        if pasted is not None and not isinstance(pasted, str):
+            return _text_result("Error: `context` is the text of a log or trace, as a string", error=True)
         settings = self.runtime.settings
         if not settings.openai_api_key and not settings.openai_base_url:
             return _text_result("Error: " + MISSING_MODEL_MESSAGE.format(model=settings.model), error=True)
@@ -153,6 +165,8 @@ class CodebotTools:
             target=ReplyTarget(platform="console", channel="mcp"),
             text=text or raw,
             repos=requested or self.repos,
+            # as `codebot ask --context`: redacted and within the budget before anything keeps it
+            pasted=storable_paste(pasted or "", settings, get_redactor().redact),
         )
         return self._run_agent(question, progress)
 
@@ -168,8 +182,9 @@ class CodebotTools:
             agent = Agent(
                 runtime.settings, make_model_client(runtime), runtime.registry, ctx, progress=progress
             )
+            context = read_question_context(runtime, question, ctx.redact)  # the pasted log
             try:
-                result = agent.run(question)
+                result = agent.run(question.model_copy(update={"text": context.before(question.text)}))
             except ModelFailure as exc:
                 log.warning("mcp ask failed kind=%s: %s (server said: %s)", exc.kind, exc, exc.detail or "-")
                 return _text_result(f"Error: codebot could not answer: {exc}", error=True)
