@@ -46,6 +46,8 @@ def test_a_reply_chain_of_three_messages_reaches_the_models_first_request_oldest
     assert [first.index(words) for words in order] == sorted(first.index(words) for words in order)
     assert "The chain of chat messages this question replied to" in first
     assert f"--- {fake.admin['username']}:" in first and f"--- {fake.human['username']}:" in first
+    # each message read shows the one it replied to: two requests for three messages
+    assert len(fake.find("GET", rf"^/channels/{fake.channel_id}/messages/\d+$")) == 2
 
 
 def another_channel(drig: DiscordRig) -> tuple[str, dict[str, Any]]:
