@@ -3,6 +3,7 @@ secret, and taking a signed push from its first line on."""
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 import subprocess
@@ -14,6 +15,7 @@ import pytest
 
 from codebot.cli import _parser
 from config.settings import Settings
+from tests.support.cli import run_codebot
 from tests.support.forge_payloads import post
 from tests.support.webhooks_rig import HooksRig, build_hooks_rig, push_from
 from tests.support.worker_procs import PROJECT_ROOT, settings_env
@@ -82,3 +84,19 @@ def test_an_operator_starts_codebot_webhooks_and_a_signed_push_queues_its_refres
     assert hooks.queued() == 1
     hooks.work()
     assert hooks.served("payments") == sha
+
+
+def test_codebot_status_shows_each_forges_last_delivery_and_its_verdict(hooks: HooksRig) -> None:
+    sha = hooks.remote.commit({"a.txt": "1\n"})
+    assert hooks.post(push_from("github", sha))[0] == 202
+    assert hooks.post(push_from("gitlab", sha, secret="a-guess"))[0] == 401
+    env = settings_env(hooks.settings, COLUMNS="200", VAULT_HOOK_SECRET="x")
+    terminal = run_codebot("status", env=env, inherit_environment=False)
+    as_json = run_codebot("status", "--json", env=env, inherit_environment=False)
+    assert terminal.returncode == 0, terminal.stderr
+    assert "github: " in terminal.stdout and "202 refresh queued (payments)" in terminal.stdout
+    assert "401 refused: bad or missing signature" in terminal.stdout
+    shown = {
+        hook["forge"]: (hook["status"], hook["verdict"]) for hook in json.loads(as_json.stdout)["webhooks"]
+    }
+    assert shown == {"github": (202, "refresh queued"), "gitlab": (401, "refused: bad or missing signature")}
