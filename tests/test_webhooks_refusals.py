@@ -18,6 +18,7 @@ import pytest
 from bot.webhooks import texts
 from tests.support.forge_payloads import github_push, hmac_hex, post
 from tests.support.webhooks_rig import FORGE_REPOS, SECRETS, HooksRig, build_hooks_rig, push_from
+from worker.ops.redis_connection import connect, stop_embedded_server
 
 
 @pytest.fixture
@@ -118,3 +119,16 @@ def test_log_lines_name_forge_delivery_and_verdict_and_nothing_of_the_body_or_se
     assert all(not re.search("[\x00-\x1f\x7f-\x9f]", line) for line in lines)
     logged = "\n".join(lines)
     assert SECRETS["github"] not in logged and "retry bug" not in logged and "ada@" not in logged
+
+
+def test_a_delivery_while_redis_is_stopped_is_a_503_and_its_redelivery_later_is_acted_on(
+    hooks: HooksRig,
+) -> None:
+    delivery = push_from("github", hooks.remote.commit({"a.txt": "1\n"}))
+    assert stop_embedded_server(hooks.settings)  # an operator's stop: the receiver does not undo it
+    status, answer = hooks.post(delivery)
+    assert (status, answer["verdict"]) == (503, texts.QUEUE_DOWN)
+    assert post(hooks.server.port, replace(delivery, method="GET", path="/health", body=b""))[0] == 200
+    connect(hooks.settings)  # Redis is back
+    assert hooks.post(delivery) == (202, {"verdict": texts.QUEUED, "repos": ["payments"]})  # not a "replay"
+    assert hooks.queued() == 1

@@ -36,7 +36,7 @@ from bot.webhooks.matching import matching_repos, tracked_commit
 from config.errors import ConfigError
 from config.repos import RepoSpec, Whitelist
 from config.settings import Settings
-from worker.jobs.push_refresh import enqueue_push_refresh, first_delivery, record_delivery
+from worker.jobs.push_refresh import enqueue_push_refresh, first_delivery, forget_delivery, record_delivery
 
 log = logging.getLogger("codebot.webhooks")
 
@@ -155,7 +155,13 @@ class Receiver:
             return Verdict(202, texts.NOT_A_PUSH)
         if not signed_for:
             return Verdict(202, texts.UNKNOWN_REPO)
-        return self._refresh(forge, push, signed_for)
+        try:
+            return self._refresh(forge, push, signed_for)
+        except RedisError:
+            if delivery:  # the forge's redelivery of it must not be taken for a replay
+                with contextlib.suppress(RedisError):
+                    forget_delivery(self.redis, forge.name, delivery)
+            raise
 
     def _push(self, forge: ForgeKind, payload: dict[str, Any] | None, ping: bool) -> Push | None:
         if payload is None:

@@ -46,10 +46,19 @@ CLAIM_SETTLE_SECONDS = 60.0
 PENDING_CLAIM_SECONDS = PUSH_REFRESH_TIMEOUT_SECONDS + CLAIM_SETTLE_SECONDS
 
 
+def _delivery_key(forge: str, delivery_id: str) -> str:
+    digest = hashlib.sha256(delivery_id.encode("utf-8", errors="replace")).hexdigest()[:32]
+    return f"{DELIVERY_KEY_PREFIX}{forge}:{digest}"
+
+
 def first_delivery(redis: Redis, forge: str, delivery_id: str, keep_seconds: float) -> bool:
     """True the first time a forge's delivery id is seen (within `keep_seconds`), False for a replay."""
-    digest = hashlib.sha256(delivery_id.encode("utf-8", errors="replace")).hexdigest()[:32]
-    return claim(redis, f"{DELIVERY_KEY_PREFIX}{forge}:{digest}", new_token(), keep_seconds)
+    return claim(redis, _delivery_key(forge, delivery_id), new_token(), keep_seconds)
+
+
+def forget_delivery(redis: Redis, forge: str, delivery_id: str) -> None:
+    """A delivery that could not be acted on (Redis failed midway): its redelivery is not a replay."""
+    redis.delete(_delivery_key(forge, delivery_id))
 
 
 def enqueue_push_refresh(redis: Redis, name: str, sha: str, forge: str) -> bool:
