@@ -14,9 +14,11 @@ from pathlib import Path
 import pytest
 
 from codebot.cli import _parser
+from config.errors import ConfigError
 from config.settings import Settings
 from tests.support.cli import run_codebot
 from tests.support.forge_payloads import post
+from tests.support.git_remote import write_whitelist
 from tests.support.webhooks_rig import HooksRig, build_hooks_rig, push_from
 from tests.support.worker_procs import PROJECT_ROOT, settings_env
 
@@ -100,3 +102,13 @@ def test_codebot_status_shows_each_forges_last_delivery_and_its_verdict(hooks: H
         hook["forge"]: (hook["status"], hook["verdict"]) for hook in json.loads(as_json.stdout)["webhooks"]
     }
     assert shown == {"github": (202, "refresh queued"), "gitlab": (401, "refused: bad or missing signature")}
+
+
+def test_a_webhook_secret_written_into_the_repos_file_is_refused_naming_its_line(tmp_path: Path) -> None:
+    entry = {"name": "app", "url": "https://github.com/acme/app.git", "webhook_secret": "hunter2-in-the-file"}
+    with pytest.raises(ConfigError) as refused:
+        write_whitelist(tmp_path, [entry])
+    assert str(refused.value).startswith(
+        f"{tmp_path / 'repos.toml'}:1: webhook_secret of repo 'app' must name"
+    )
+    assert "hunter2" not in str(refused.value)
