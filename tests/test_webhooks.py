@@ -23,7 +23,8 @@ from tests.support.webhooks_rig import (
     build_hooks_rig,
     push_from,
 )
-from worker.repos.refresh import wanted_sha
+from worker.repos.mirrors import Mirrors
+from worker.repos.refresh import catch_up, local_sha, wanted_sha
 
 
 @pytest.fixture
@@ -132,3 +133,17 @@ def test_a_form_encoded_github_delivery_is_read_like_a_json_one(hooks: HooksRig)
         202,
         {"verdict": "refresh queued", "repos": ["payments"]},
     )
+
+
+def test_a_second_worker_machine_catches_up_to_the_pushed_commit(hooks: HooksRig, tmp_path: Path) -> None:
+    other = Mirrors(
+        hooks.settings.model_copy(update={"data_dir": tmp_path / "machine-b"}), hooks.runtime.whitelist
+    )
+    assert local_sha(other, "payments") is None
+    sha = hooks.remote.commit({"payments/retry.py": "MAX_ATTEMPTS = 9\n"})
+    assert hooks.post(push_from("github", sha))[0] == 202
+    hooks.work()  # machine A's worker takes the refresh and records the commit
+    catch_up(
+        other, hooks.redis, ["payments"]
+    )  # what machine B's housekeeper does every refresh_check_seconds
+    assert local_sha(other, "payments") == sha == hooks.served("payments")
