@@ -129,7 +129,7 @@ def _add_repos_and_tools(sub: _Commands) -> None:
 
 
 def _add_servers(sub: _Commands) -> None:
-    """`mcp`, `slack`, `discord` and `web`: the long-running servers."""
+    """`mcp`, `slack`, `discord`, `web` and `webhooks`: the long-running servers."""
     mcp = sub.add_parser("mcp", help="serve the tools and `ask` over the Model Context Protocol")
     mcp.add_argument(
         "--http", action="store_true", help="streamable HTTP instead of stdio (needs CODEBOT_MCP_TOKEN)"
@@ -149,6 +149,10 @@ def _add_servers(sub: _Commands) -> None:
     web = sub.add_parser("web", help="the operators' read-only web console (token required)")
     web.add_argument("--host", help="address to listen on (default CODEBOT_WEB_HOST, 127.0.0.1)")
     web.add_argument("--port", type=_port, help="port to listen on (default CODEBOT_WEB_PORT, 8780)")
+
+    hooks = sub.add_parser("webhooks", help="receive forge pushes: a push refreshes its repo within seconds")
+    hooks.add_argument("--host", help="address to listen on (default CODEBOT_WEBHOOKS_HOST, 127.0.0.1)")
+    hooks.add_argument("--port", type=_port, help="port to listen on (default CODEBOT_WEBHOOKS_PORT, 8790)")
 
 
 def _add_operations(sub: _Commands) -> None:
@@ -294,6 +298,13 @@ def _cmd_web(settings: Settings, args: argparse.Namespace, out: Console) -> int:
     return serve(settings, host, settings.web_port if args.port is None else args.port)
 
 
+def _cmd_webhooks(settings: Settings, args: argparse.Namespace, out: Console) -> int:
+    from bot.webhooks.server import serve
+
+    port = settings.webhooks_port if args.port is None else args.port
+    return serve(settings, args.host or settings.webhooks_host, port)
+
+
 def _cmd_status(settings: Settings, args: argparse.Namespace, out: Console) -> int:
     from worker.jobs.runtime import build_runtime
     from worker.jobs.status_view import render_status, status_facts
@@ -380,6 +391,7 @@ COMMANDS: dict[str, Callable[[Settings, argparse.Namespace, Console], int]] = {
     "slack": _cmd_slack,
     "discord": _cmd_discord,
     "web": _cmd_web,
+    "webhooks": _cmd_webhooks,
     "status": _cmd_status,
     "feedback": _cmd_feedback,
     "redis": _cmd_redis,

@@ -19,8 +19,10 @@ from config.errors import ConfigError
 NAME_PATTERN = re.compile(r"^[a-z0-9._-]{1,64}$")
 CHANNEL_PATTERN = re.compile(r"^(slack|discord):[A-Za-z0-9_-]+$")
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_ONLY_ENV_REF = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")
 _KNOWN_KEYS = {
     "name", "url", "branch", "web_url", "forge", "description", "channels", "refresh_minutes", "history_depth",
+    "webhook_secret",
 }  # fmt: skip
 # The forges whose link shapes we know (worker/agent/links.py); `forge` in repos.toml names one.
 FORGES = ("github", "gitlab", "bitbucket", "gitea", "forgejo", "azure")
@@ -50,6 +52,9 @@ class RepoSpec:
     line: int = 0  # where the entry starts in the repos file, for messages
     history_depth: int | None = None  # commits the mirror keeps; None: the setting; 0 (ALL_HISTORY): all
     declared_forge: str | None = None  # the `forge` key; None: inferred from the web URL's host
+    # `webhook_secret = "${VAR}"`: the environment variable holding this repo's webhook secret
+    # (read by `codebot webhooks` alone, so no other process needs it set); None: the forge's setting.
+    webhook_secret_variable: str | None = None
 
     @property
     def forge(self) -> str | None:
@@ -176,6 +181,7 @@ def _parse_entry(raw: object, where: str, base: Path, line: int) -> RepoSpec:
         line=line,
         history_depth=_history_depth(raw.get("history_depth"), name, where),
         declared_forge=forge,
+        webhook_secret_variable=_secret_variable(raw.get("webhook_secret"), name, where),
     )
 
 
@@ -196,6 +202,19 @@ def _forge(value: object, name: str, where: str) -> str | None:
     if value is not None and (not isinstance(value, str) or value.lower() not in FORGES):
         raise ConfigError(f"{where}: forge {value!r} of repo {name!r} must be one of: {', '.join(FORGES)}")
     return value.lower() if value else None
+
+
+def _secret_variable(value: object, name: str, where: str) -> str | None:
+    """`webhook_secret = "${VAR}"` -> "VAR": a secret never sits in the repos file itself."""
+    if value is None:
+        return None
+    match = _ONLY_ENV_REF.match(value) if isinstance(value, str) else None
+    if match is None:
+        raise ConfigError(
+            f'{where}: webhook_secret of repo {name!r} must name an environment variable, e.g. "${{PAYMENTS_WEBHOOK_SECRET}}"'
+            " (the secret itself never goes in the repos file)"
+        )
+    return match.group(1)
 
 
 def _history_depth(value: object, name: str, where: str) -> int | None:

@@ -29,6 +29,10 @@ SECRET_FIELDS = (
     "redis_password",
     "web_token",
     "web_admin_token",
+    "webhooks_github_secret",
+    "webhooks_gitlab_secret",
+    "webhooks_gitea_secret",
+    "webhooks_bitbucket_secret",
 )
 DEFAULT_SECRET_FILE_GLOBS = (
     ".env",
@@ -65,7 +69,7 @@ DEFAULT_SECRET_FILE_GLOBS = (
 
 class Settings(ChatSettings):
     """Every setting: the first sections' (config/settings_fields.py), then the repos', the
-    tools', MCP's and the web console's below."""
+    tools', MCP's, the web console's and the webhooks' below."""
 
     model_config = SettingsConfigDict(
         env_prefix="CODEBOT_",
@@ -201,6 +205,30 @@ class Settings(ChatSettings):
     # Failed logins from all addresses together in a window; more: 429 for everyone until it ends.
     web_login_failures_total: int = Field(default=100, ge=1)
     web_login_window_seconds: int = Field(default=900, ge=1)  # the window those two count in
+
+    # --- forge webhooks (`codebot webhooks`, docs/webhooks.md) -----------------------------------
+    # Where `codebot webhooks` listens (`--host`); forges reach it through a TLS reverse proxy.
+    webhooks_host: str = "127.0.0.1"
+    webhooks_port: int = Field(default=8790, ge=0, le=65535)  # its port (`--port`)
+    # GitHub's webhook secret (X-Hub-Signature-256); a repo's `webhook_secret` in repos.toml
+    # replaces it for that repo.
+    webhooks_github_secret: SecretStr | None = None
+    # GitLab's secret token (X-Gitlab-Token); a repo's `webhook_secret` replaces it for that repo.
+    webhooks_gitlab_secret: SecretStr | None = None
+    # Gitea's and Forgejo's webhook secret (X-Gitea-Signature, X-Forgejo-Signature).
+    webhooks_gitea_secret: SecretStr | None = None
+    # Bitbucket Cloud's and Bitbucket Server/Data Center's webhook secret (X-Hub-Signature).
+    webhooks_bitbucket_secret: SecretStr | None = None
+    # A delivery whose body is larger than this is refused (413) without reading more of it.
+    webhooks_max_body_bytes: int = Field(default=5_000_000, ge=1024)
+    # A delivery id is remembered this long: the same delivery sent again within it changes nothing.
+    webhooks_replay_seconds: float = Field(default=604_800.0, gt=0)
+    # Connections held at once; beyond, the longest idle are closed (a request in flight never is).
+    webhooks_max_connections: int = Field(default=100, ge=1)
+    # The time a delivery has to arrive whole (a slow or silent sender is dropped).
+    webhooks_request_seconds: float = Field(default=10.0, gt=0)
+    # An idle keep-alive connection is closed after this long.
+    webhooks_idle_seconds: float = Field(default=5.0, gt=0)
 
     @field_validator("data_dir", "repos_file", mode="before")
     @classmethod

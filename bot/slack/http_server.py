@@ -54,7 +54,7 @@ from typing import Any
 import uvicorn
 from slack_bolt import App, BoltRequest, BoltResponse
 
-from bot.slack.http_bounds import ConnectionBounds, RequestBoundsMiddleware, bounded_protocol
+from bot.http_bounds import ConnectionBounds, RequestBoundsMiddleware, bounded_protocol
 from config.settings import Settings
 
 log = logging.getLogger("codebot.slack")
@@ -113,7 +113,7 @@ class SlackEventsApp:
             return
         raw = await _read_body(receive)
         if raw is None:
-            return  # the client went away (or was too slow: bot/slack/http_bounds.py)
+            return  # the client went away (or was too slow: bot/http_bounds.py)
         # The signature is checked here, on the bytes as they came, before anything reads them:
         # bolt checks it only after parsing the body (a JSON body that is not an object ended in
         # a 500 and a traceback, for any sender), and it reads the timestamp with int().
@@ -249,7 +249,7 @@ class SlackHTTPServer:
             handoff=handoff,
         )
         start_all_threads(self.events.pool, settings.slack_http_dispatch_threads)
-        # the time and connection bounds (bot/slack/http_bounds.py), on uvicorn's public hooks
+        # the time and connection bounds (bot/http_bounds.py), on uvicorn's public hooks
         bounds = ConnectionBounds(settings.slack_http_request_seconds, settings.slack_http_max_connections)
         config = uvicorn.Config(
             RequestBoundsMiddleware(self.events, bounds),

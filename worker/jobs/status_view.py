@@ -35,6 +35,7 @@ from worker.jobs.admin import (
     short_duration,
 )
 from worker.jobs.outbox_backlog import backlog
+from worker.jobs.push_refresh import last_deliveries
 from worker.jobs.question import reference_id
 from worker.jobs.queue import ADMIN_QUEUE, queue_depth
 from worker.jobs.runtime import Runtime
@@ -76,9 +77,28 @@ def status_facts(redis: Redis, runtime: Runtime) -> dict[str, Any]:
             }
             for fact in repo_facts(redis, runtime, runtime.whitelist.names())
         ],
+        "webhooks": _webhook_facts(redis, now),
         "model": _model_facts(redis, runtime, now),
         "today": _today_facts(redis, runtime),
     }
+
+
+def _webhook_facts(redis: Redis, now: float) -> list[dict[str, Any]]:
+    """Each forge's last delivery to `codebot webhooks` (worker/jobs/push_refresh.py), by forge."""
+    facts = []
+    for forge, entry in sorted(last_deliveries(redis).items()):
+        at = entry.get("at")
+        facts.append(
+            {
+                "forge": forge,
+                "age_seconds": now - at if isinstance(at, int | float) else None,
+                "status": entry.get("status"),
+                "verdict": str(entry.get("verdict", "")),
+                "delivery": str(entry.get("delivery", "")),
+                "repos": str(entry.get("repos", "")),
+            }
+        )
+    return facts
 
 
 def _worker_facts(redis: Redis) -> list[dict[str, Any]]:
@@ -201,6 +221,7 @@ def render_status(facts: dict[str, Any], out: Console) -> None:
         out, ("feedback: ", "bold"), (f"{votes['up']} up, {votes['down']} down in {votes['days']} days", "")
     )
     _draw_repos(facts["repos"], out)
+    _draw_webhooks(facts["webhooks"], out)
     _draw_model(facts["model"], out)
     _draw_today(facts["today"], out)
 
@@ -253,6 +274,21 @@ def _draw_repos(repos: list[dict[str, Any]], out: Console) -> None:
         if repo["error"]:
             parts.append((f"; last error: {repo['error']}", "red"))
         _line(out, *parts)
+
+
+def _draw_webhooks(webhooks: list[dict[str, Any]], out: Console) -> None:
+    """Each forge's last delivery: when, its status and verdict, the repos it named."""
+    _line(out, ("webhooks: ", "bold"), ("" if webhooks else "no delivery received", ""))
+    for hook in webhooks:
+        age = short_duration(hook["age_seconds"]) if hook["age_seconds"] is not None else "?"
+        repos = f" ({hook['repos']})" if hook["repos"] else ""
+        style = "red" if isinstance(hook["status"], int) and hook["status"] >= 400 else ""
+        _line(
+            out,
+            (f"  {hook['forge']}", "cyan"),
+            (f": {age} ago, {hook['status']} {hook['verdict']}{repos}", style),
+            (f"; delivery {hook['delivery'] or '?'}", "dim"),
+        )
 
 
 def _draw_model(model: dict[str, Any], out: Console) -> None:

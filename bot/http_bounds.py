@@ -1,4 +1,4 @@
-"""Slack HTTP mode's connection bounds, on uvicorn's public hooks only.
+"""The HTTP servers' connection bounds (Slack HTTP mode, forge webhooks), on uvicorn's public hooks only.
 
 uvicorn has no per-request deadline (its keep-alive timer restarts on every byte) and its
 `limit_concurrency` answers 503 to everyone once full. Two public hooks give both bounds without
@@ -26,7 +26,7 @@ from typing import Any
 from uvicorn.config import HTTP_PROTOCOLS
 from uvicorn.importer import import_from_string
 
-log = logging.getLogger("codebot.slack")
+log = logging.getLogger("codebot.http")
 
 Peer = tuple[str, int]
 BUSY = float("inf")  # idle_since of a connection with a request in progress
@@ -85,7 +85,7 @@ class ConnectionBounds:
     def _too_slow(self, peer: Peer) -> None:
         tracked = self.live.get(peer)
         if tracked is not None and not tracked.transport.is_closing():
-            log.debug("slack http: closing a connection that did not send a whole request in time")
+            log.debug("http: closing a connection that did not send a whole request in time")
             tracked.transport.close()
 
     def _make_room(self, newcomer: Peer) -> None:
@@ -95,9 +95,7 @@ class ConnectionBounds:
             (t.idle_since, peer) for peer, t in live.items() if peer != newcomer and t.idle_since != BUSY
         )
         if excess > 0:
-            log.debug(
-                "slack http: at %d connections, closing the %d longest idle", self.max_connections, excess
-            )
+            log.debug("http: at %d connections, closing the %d longest idle", self.max_connections, excess)
         for _, peer in idle[: max(0, excess)]:  # requests in flight are never cut
             live[peer].transport.close()
 
@@ -145,7 +143,7 @@ class BoundedConnection(asyncio.Protocol):
 
 def bounded_protocol(bounds: ConnectionBounds) -> type[asyncio.Protocol]:
     """The protocol class for `uvicorn.Config(http=...)`, bound to one server's bounds."""
-    return type("SlackBoundedConnection", (BoundedConnection,), {"bounds": bounds})
+    return type("BoundedConnection", (BoundedConnection,), {"bounds": bounds})
 
 
 class RequestBoundsMiddleware:
