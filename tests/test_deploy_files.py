@@ -161,7 +161,7 @@ def test_the_image_installs_its_dependencies_before_it_copies_its_code() -> None
         [sys.executable, "-c", program], input=(ROOT / "pyproject.toml").read_bytes(), capture_output=True
     ).stdout.decode()
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
-    assert listed.split("\n")[:-1] == pyproject["project"]["dependencies"] + pyproject["build-system"]["requires"]
+    assert listed.splitlines() == pyproject["project"]["dependencies"] + pyproject["build-system"]["requires"]
 
 
 def test_the_image_has_a_healthcheck_that_runs_the_probe_it_installs() -> None:
@@ -206,7 +206,10 @@ NEEDED_BY = {"codebot-slack.service": {"setpriority"}}
 
 def security_score(path: Path) -> float:
     result = subprocess.run(
-        ["systemd-analyze", "security", "--offline=true", str(path)], capture_output=True, text=True, timeout=120
+        ["systemd-analyze", "security", "--offline=true", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     if "--offline" in result.stderr and result.returncode != 0:
         pytest.skip(f"this systemd-analyze has no --offline (systemd < 250): {result.stderr.strip()}")
