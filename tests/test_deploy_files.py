@@ -197,10 +197,12 @@ def syscalls(filter_value: str) -> set[str]:
     return names
 
 
-# What each role is seen to do (strace of the test suite's roles): fork and exec git and ripgrep,
-# wait for them, listen and connect over TCP and Unix sockets, bound a blob processor's memory
-# (setrlimit is prlimit64); the Slack adapter's intake lowers its own priority (setpriority).
-NEEDED = {"clone", "clone3", "execve", "wait4", "socket", "bind", "listen", "accept4", "connect", "prlimit64"}
+# What each role is seen to do (strace of the test suite's roles): fork and exec git and ripgrep
+# in sessions of their own and kill them, wait for them, listen and connect over TCP and Unix
+# sockets, bound a blob processor's memory (setrlimit is prlimit64); the Slack adapter's intake
+# lowers its own priority (setpriority).
+PROCESSES = {"clone", "clone3", "execve", "setsid", "kill", "wait4", "prlimit64"}
+NEEDED = PROCESSES | {"socket", "bind", "listen", "accept4", "connect"}
 NEEDED_BY = {"codebot-slack.service": {"setpriority"}}
 
 
