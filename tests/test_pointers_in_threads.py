@@ -217,3 +217,27 @@ def test_in_the_console_a_trace_in_a_context_file_reaches_the_model_with_its_fra
     assert pointed.startswith(POINTED) and "is line 9 of [payments:payments/retry.py#L3-L13]" in pointed
     assert "Zq9X" not in sent and "Zq9X" not in result.stdout
     assert "payments:payments/retry.py:13 @" in result.stdout  # the citation, verified
+
+
+@pytest.fixture
+def rig_with_history(tmp_path: Path) -> Iterator[tuple[Rig, str]]:
+    """The end-to-end rig whose payments mirror also holds an older commit, with an older retry.py."""
+    older = make_repo(tmp_path / "payments-src", {"payments/retry.py": OLD_RETRY})
+    builder = build_rig(tmp_path, DEFAULT_FILES)
+    yield next(builder), older
+    builder.close()
+
+
+def test_a_link_to_lines_at_an_older_commit_is_read_and_cited_at_that_commit(
+    rig_with_history: tuple[Rig, str],
+) -> None:
+    rig, older = rig_with_history
+    rig.model.enqueue(text(f"Three attempts then [payments@{older[:10]}:payments/retry.py#L3]."))
+    _, events = rig.ask(f"what did {WEB}/blob/{older}/payments/retry.py#L3-L4 say then?")
+    pointed = first_request(rig.model.requests)[1]["content"]
+    reference = f"payments@{older[:10]}:payments/retry.py#L3-L4"
+    assert f"--- A link to [{reference}], read at commit {older[:10]}, the link's" in pointed
+    assert "3│ MAX_ATTEMPTS = 3" in pointed and "5│" not in pointed
+    kind, answer = rig.final(events)
+    assert kind == "answer" and answer["unverified"] == 0
+    assert f"{WEB}/blob/{older}/payments/retry.py#L3" in answer["markdown"]
