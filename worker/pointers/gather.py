@@ -267,9 +267,12 @@ def _frames(texts: list[str], ctx: ToolContext, registry: ToolRegistry, used: in
     at, notes = _trace_commits(texts, ctx, registry, placed)
     found: list[Pointer] = []
     used += len(notes)
-    for frame, repo, path in placed:
-        if used >= MAX_CHARS:
-            break
+    for index, (frame, repo, path) in enumerate(placed):
+        # a repo's first frame was read at its trace's commit already (its lines count as shown):
+        # given to the model whatever the budget, as every line read is
+        probed = repo in at and all(spot[1] != repo for spot in placed[:index])
+        if used >= MAX_CHARS and not probed:
+            continue
         pointer = _read_frame(ctx, registry, frame, (repo, path), at.get(repo))
         if pointer is not None:
             found.append(pointer)
