@@ -19,6 +19,7 @@ from tests.support.fixture_repos import git, make_repo
 from tests.support.model_server import ScriptedModel, text
 from tests.support.slack_rig import SlackRig, build_slack_rig
 from worker.ops.redis_connection import stop_embedded_server
+from worker.pointers.parse import find_versions
 
 WEB = "https://github.com/acme/payments"
 TOKEN = "ghp_" + "Zq9X" * 9
@@ -221,8 +222,10 @@ def test_in_the_console_a_trace_in_a_context_file_reaches_the_model_with_its_fra
 
 @pytest.fixture
 def rig_with_history(tmp_path: Path) -> Iterator[tuple[Rig, str]]:
-    """The end-to-end rig whose payments mirror also holds an older commit, with an older retry.py."""
+    """The end-to-end rig whose payments mirror also holds an older commit, tagged v1.4.0, with
+    an older retry.py."""
     older = make_repo(tmp_path / "payments-src", {"payments/retry.py": OLD_RETRY})
+    git(tmp_path / "payments-src", "tag", "v1.4.0", older)
     builder = build_rig(tmp_path, DEFAULT_FILES)
     yield next(builder), older
     builder.close()
@@ -241,3 +244,22 @@ def test_a_link_to_lines_at_an_older_commit_is_read_and_cited_at_that_commit(
     kind, answer = rig.final(events)
     assert kind == "answer" and answer["unverified"] == 0
     assert f"{WEB}/blob/{older}/payments/retry.py#L3" in answer["markdown"]
+
+
+def test_a_trace_naming_a_released_version_is_read_at_that_tags_commit(
+    rig_with_history: tuple[Rig, str],
+) -> None:
+    rig, older = rig_with_history
+    rig.model.enqueue(text(f"v1.4.0 gives up after 3 [payments@{older[:10]}:payments/retry.py#L12]."))
+    _, events = rig.ask(python_trace(note="payments release v1.4.0 crashed:\n"))
+    pointed = first_request(rig.model.requests)[1]["content"]
+    assert f"[payments@{older[:10]}:payments/retry.py#L3-L12], read at commit {older[:10]}" in pointed
+    assert "12│     raise RuntimeError('gave up after 3')" in pointed
+    kind, answer = rig.final(events)
+    assert kind == "answer" and answer["unverified"] == 0
+    assert f"{WEB}/blob/{older}/payments/retry.py#L12" in answer["markdown"]
+
+
+def test_a_version_is_recognised_when_named_as_one_and_a_runtimes_or_librarys_is_not() -> None:
+    log = "payments release 1.4.2 on python3.11 (requests 2.31.0), image v2.0, urllib3/v1.26.18x"
+    assert find_versions(log) == ["v1.4.2", "1.4.2", "v2.0"]

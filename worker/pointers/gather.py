@@ -30,6 +30,7 @@ from worker.pointers.parse import (
     find_commits,
     find_frames,
     find_urls,
+    find_versions,
     parse_link,
     ranked_frames,
 )
@@ -345,8 +346,8 @@ def _last_line(out: str, end: int) -> int:
 def _trace_commits(
     texts: list[str], ctx: ToolContext, registry: ToolRegistry, placed: list[tuple[Frame, str, str]]
 ) -> tuple[dict[str, str], str]:
-    """The commit each repo's frames are read at — the first sha in the texts at which the
-    mirror of that repo holds the repo's first placed file — and a line per sha named that is
+    """The commit each repo's frames are read at — the first sha or version tag in the texts at
+    which the mirror of that repo holds the repo's first placed file — and a line per one named that is
     not read at: the snapshot's own commit, or one the mirror holds without that file (then what
     it changed in the file, shown, so given to the model whole)."""
     at: dict[str, str] = {}
@@ -355,8 +356,11 @@ def _trace_commits(
     first: dict[str, tuple[Frame, str]] = {}
     for frame, repo, path in placed:
         first.setdefault(repo, (frame, path))
-    shas = [sha for text in texts for sha in find_commits(URL.sub(" ", text))]  # a link's sha is the link's
-    for sha in list(dict.fromkeys(shas))[:MAX_TRACE_COMMITS]:
+    named: list[str] = []
+    for text in texts:  # a link's sha is the link's
+        plain = URL.sub(" ", text)
+        named += find_commits(plain) + find_versions(plain)
+    for sha in list(dict.fromkeys(named))[:MAX_TRACE_COMMITS]:
         for repo, (frame, path) in first.items():
             snapshot = ctx.snapshots[repo]
             if repo in settled:

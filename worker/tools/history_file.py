@@ -60,6 +60,8 @@ def read_file_at(
     shown, _records = _numbered(list(version.lines[start - 1 : last]), start, total, ctx.settings)
     last = start + len(shown) - 1
     ctx.history.add_lines(name, found.sha, relative, range(start, last + 1))
+    if found.sha == snapshot.sha:  # the snapshot's own file (a tag at its commit): cited as its lines
+        ctx.shown.add(name, relative, range(start, last + 1))
     header = f"{name}:{shown_name(relative)} lines {start}-{last} of {total}, at commit {found.sha[:SHORT]}"
     data = {"repo": name, "path": relative, "commit": found.sha, "start_line": start, "end_line": last}
     return finish(ctx, "\n".join([header, *shown]), data)
