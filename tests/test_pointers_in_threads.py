@@ -20,6 +20,8 @@ from tests.support.model_server import ScriptedModel, text
 from tests.support.slack_rig import SlackRig, build_slack_rig
 from worker.ops.redis_connection import stop_embedded_server
 from worker.pointers.parse import find_versions
+from worker.tools import ToolRegistry, make_context
+from worker.tools.history_file import read_file_at
 
 WEB = "https://github.com/acme/payments"
 TOKEN = "ghp_" + "Zq9X" * 9
@@ -224,7 +226,9 @@ def test_in_the_console_a_trace_in_a_context_file_reaches_the_model_with_its_fra
 def rig_with_history(tmp_path: Path) -> Iterator[tuple[Rig, str]]:
     """The end-to-end rig whose payments mirror also holds an older commit, tagged v1.4.0, with
     an older retry.py."""
-    older = make_repo(tmp_path / "payments-src", {"payments/retry.py": OLD_RETRY})
+    older = make_repo(
+        tmp_path / "payments-src", {"payments/retry.py": OLD_RETRY}, links={"payments/env.py": "../.env"}
+    )
     git(tmp_path / "payments-src", "tag", "v1.4.0", older)
     builder = build_rig(tmp_path, DEFAULT_FILES)
     yield next(builder), older
@@ -263,3 +267,35 @@ def test_a_trace_naming_a_released_version_is_read_at_that_tags_commit(
 def test_a_version_is_recognised_when_named_as_one_and_a_runtimes_or_librarys_is_not() -> None:
     log = "payments release 1.4.2 on python3.11 (requests 2.31.0), image v2.0, urllib3/v1.26.18x"
     assert find_versions(log) == ["v1.4.2", "1.4.2", "v2.0"]
+
+
+def test_reading_at_a_commit_refuses_what_the_history_tools_refuse_and_records_nothing(
+    rig_with_history: tuple[Rig, str],
+) -> None:
+    rig, older = rig_with_history
+    at_commit = ToolRegistry([read_file_at])
+    refused = {
+        ("../etc/passwd", older): "'..' is not allowed",
+        (".env", older): "secret file pattern",
+        (".git/config", older): "the .git folder is not readable",
+        ("payments/env.py", older): "is not a regular file at commit",  # a symlink, never followed
+        ("payments/nothing.py", older): "does not exist at commit",
+        ("payments/retry.py", "--output=/tmp/x"): "is not something codebot can look up",
+        ("payments/retry.py", f"{older}:payments/retry.py"): "is not something codebot can look up",
+        ("payments/retry.py", "0badc0de" * 5): "is not in the history of payments",
+    }
+    with rig.runtime.mirrors.lease(["payments"]) as snapshots:
+        ctx = make_context(rig.settings, snapshots, keep_data=False)
+        for (path, commit), why in refused.items():
+            outcome = at_commit.call(
+                ctx, "read_file_at", {"repo": "payments", "path": path, "commit": commit}
+            )
+            assert not outcome.ok and why in outcome.text, (path, commit, outcome.text)
+        assert not ctx.history.lines and not ctx.shown.files()
+        read = at_commit.call(
+            ctx, "read_file_at", {"repo": "payments", "path": "payments/retry.py", "commit": "v1.4.0"}
+        )
+    assert read.ok and read.text.startswith(
+        f"payments:payments/retry.py lines 1-12 of 12, at commit {older[:10]}"
+    )
+    assert ctx.history.covers("payments", older, "payments/retry.py", 1, 12)
