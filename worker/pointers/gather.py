@@ -46,7 +46,7 @@ MAX_LINKS = 6  # links read from one text
 MAX_FRAMES = 8  # frames read from one text (the application's first)
 LINK_MAX_LINES = 80  # lines read for one link (a link without lines: its first 40)
 FRAME_LINES_ABOVE, FRAME_LINES_BELOW = 6, 4
-MAX_TRACE_COMMITS = 3  # shas in a trace looked up in the mirrors
+MAX_TRACE_COMMITS = 3  # shas or version tags a trace names, looked up in the mirrors
 MAX_CHARS = 16_000  # everything put in front of the model, whatever the text held
 # codebot's own reads of a file at another commit: not one of the model's tools, but called with
 # the registry's guarantees (errors as text, redacted, inert)
