@@ -24,7 +24,7 @@ import json
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -150,10 +150,14 @@ class Agent:
         self.model = ModelClient(settings, client, self.memory, self.events, clock, log_extra)
 
     # --- the loop --------------------------------------------------------------------------
-    def run(self, question: AskedQuestion) -> AgentResult:
+    def run(self, question: AskedQuestion, pointers_in: Sequence[str] | None = None) -> AgentResult:
+        """Answer `question`. `pointers_in`: the texts whose links and stack-trace frames codebot
+        reads for the model first, in rank order (the question's own words, then the thread or
+        log it was asked with); default: the question's text."""
         deadline = self.clock() + self.settings.question_deadline_seconds
         result = AgentResult(text="")
-        messages = self._opening_messages(question, result, deadline)
+        pointed_from = [question.text] if pointers_in is None else list(pointers_in)
+        messages = self._opening_messages(question, result, deadline, pointed_from)
         question_at = len(messages) - 1
         default_repo = next(iter(self.ctx.snapshots)) if len(self.ctx.snapshots) == 1 else None
         schemas = self.registry.schemas()
@@ -203,7 +207,7 @@ class Agent:
         return self._finish(result, from_model=True)
 
     def _opening_messages(
-        self, question: AskedQuestion, result: AgentResult, deadline: float
+        self, question: AskedQuestion, result: AgentResult, deadline: float, pointed_from: list[str]
     ) -> list[dict[str, Any]]:
         messages: list[dict[str, Any]] = [
             {"role": "system", "content": build_system_prompt(self.ctx.snapshots)}
@@ -218,7 +222,7 @@ class Agent:
             messages.append({"role": "assistant", "content": self.ctx.redact(turn.answer)})
         # what the question links to and its stack trace's frames, read through the tools
         self.ctx.deadline = time.monotonic() + (deadline - self.clock())
-        pointed, pointers = read_pointers(question.text, self.ctx, self.registry)
+        pointed, pointers = read_pointers(pointed_from, self.ctx, self.registry)
         result.pointers = sum(p.read for p in pointers)
         result.trace += [f"pointer {p.kind} {p.reference}" for p in pointers]
         if pointed:  # before the question: the context fitter drops it before the question

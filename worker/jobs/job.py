@@ -297,7 +297,10 @@ class QuestionRun:
                 endpoint_facts=self.start.endpoint,
             )
             context = read_question_context(runtime, self.question, ctx.redact)
-            result = agent.run(self.question.model_copy(update={"text": context.before(self.question.text)}))
+            # the model gets the thread (or pasted log) with the question; what they point at is
+            # read for it, the question's own links and frames first
+            asked = self.question.model_copy(update={"text": context.before(self.question.text)})
+            result = agent.run(asked, pointers_in=(self.question.text, context.text))
             if result.failure is not None:  # answered from what was found; admins still see why
                 self._record_model_failure(result.failure)
             kind = result.outcome

@@ -78,6 +78,29 @@ def find_commits(text: str) -> list[str]:
     return found
 
 
+# A version a trace or log names: `v1.4.2`, or `version 1.4.2` / `release 1.4` / `build 1.4.2`.
+_VERSION = re.compile(
+    r"(?<![\w.])(?:v(?P<tagged>\d{1,6}(?:\.\d{1,6}){1,3})"
+    r"|(?:version|release|build)[ :=]{1,3}v?(?P<named>\d{1,6}(?:\.\d{1,6}){1,3}))(?![\w.])",
+    re.IGNORECASE,
+)
+
+
+def find_versions(text: str) -> list[str]:
+    """Tag names a version in `text` may have, in order: `v1.4.2` as written; `version 1.4.2` as
+    `v1.4.2` then `1.4.2` (both spellings of a release tag are common). At most 20."""
+    found: list[str] = []
+    for line in _lines(text):
+        for match in _VERSION.finditer(line):
+            tagged, named = match.group("tagged"), match.group("named")
+            for name in [f"v{tagged}"] if tagged else [f"v{named}", named]:
+                if name not in found:
+                    found.append(name)
+                    if len(found) >= 20:
+                        return found
+    return found
+
+
 # --- links -----------------------------------------------------------------------------------
 
 
