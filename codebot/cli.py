@@ -1,6 +1,9 @@
 """The `codebot` command: settings are built once here and passed down to every process.
 
 Bad configuration ends the process with one line naming the variable or file:line at fault.
+Only the standard library and modules that import nothing heavy are imported at the top:
+`codebot --version` and `--help` start without pydantic, Rich, Redis or the worker (each
+command imports what it runs; tests/test_cli_start.py checks what `--version` loads).
 """
 
 from __future__ import annotations
@@ -11,22 +14,19 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 
-from rich.console import Console
-
-from config.env_check import check_names
 from config.errors import ConfigError
-from config.settings import Settings, load_settings
-from worker.ops.inert import TerminalGuard, inert, json_without_controls
+from worker.jobs.exit_codes import EXIT_FAILED, EXIT_USAGE, ask_exit_codes_help
+from worker.ops.inert import inert, json_without_controls
 
-EXIT_USAGE = 2
-EXIT_FAILED = 1
-# `codebot ask`'s exit codes, one per outcome kind (worker/jobs/outcomes.py; checked in a test)
-ASK_EXIT_CODES = (
-    "exit codes: 0 answered from the code it read; 1 failed; 2 the question or setup refused; "
-    "3 not an answer (no code was read); 4 cut off; 5 refused (daily budget spent, repos not synced)"
-)
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from config.settings import Settings
+
+# `codebot ask`'s exit codes, written from the one table of outcome, code and words
+ASK_EXIT_CODES = ask_exit_codes_help()
 
 
 # What add_subparsers returns (argparse names it nowhere public).
@@ -57,6 +57,14 @@ def _tool_names() -> str:
     from worker.tools import TOOL_FUNCTIONS
 
     return ", ".join(function.__name__ for function in TOOL_FUNCTIONS)
+
+
+class _ToolNamesHelp(str):
+    """`codebot tool NAME`'s help, naming the tools only when a help is shown: the registry
+    imports every tool, which `codebot --version` and every other command do without."""
+
+    def __mod__(self, _params: object) -> str:  # argparse expands a help string with %
+        return f"one of: {_tool_names()}"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -120,7 +128,7 @@ def _add_repos_and_tools(sub: _Commands) -> None:
     sync.add_argument("names", nargs="*", help="repos to sync (default: all)")
 
     tool = sub.add_parser("tool", help="run one agent tool directly (JSON out)")
-    tool.add_argument("name", help=f"one of: {_tool_names()}")
+    tool.add_argument("name", help=_ToolNamesHelp("one of the model's tools"))
     tool.add_argument("--args", default="{}", help='the arguments as JSON, e.g. \'{"pattern": "retry"}\'')
 
     evaluate = sub.add_parser("eval", help="run golden questions through the real agent")
@@ -400,12 +408,17 @@ COMMANDS: dict[str, Callable[[Settings, argparse.Namespace, Console], int]] = {
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    # Every byte for the terminal passes the guard: no OSC/ESC sequence of others reaches it.
-    out = Console(highlight=False, file=TerminalGuard(sys.stdout))  # type: ignore[arg-type]
     from redis.exceptions import RedisError
+    from rich.console import Console
 
+    from config.env_check import check_names
+    from config.settings import Settings, load_settings
+    from worker.ops.inert import TerminalGuard
     from worker.ops.logs import configure_logging
     from worker.ops.redis_connection import RedisUnavailable, describe, failure_line
+
+    # Every byte for the terminal passes the guard: no OSC/ESC sequence of others reaches it.
+    out = Console(highlight=False, file=TerminalGuard(sys.stdout))  # type: ignore[arg-type]
 
     settings: Settings | None = None
     try:

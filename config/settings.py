@@ -1,8 +1,8 @@
 """Process settings: read once in each process's main() and passed down, never at import time.
 
 Every limit is a named setting whose name carries its unit. Environment variables use the
-names of ../shared/CONTRACT.md (REDIS_URL, OPENAI_*, SLACK_*, DISCORD_*) or `CODEBOT_<FIELD>`
-for everything of our own; a `.env` file in the working directory is read too.
+names the README and docs/configuration.md give (REDIS_URL, OPENAI_*, SLACK_*, DISCORD_*), or
+`CODEBOT_<FIELD>` for everything of our own; a `.env` file in the working directory is read too.
 """
 
 from __future__ import annotations

@@ -105,7 +105,8 @@ def test_with_a_tool_template_the_model_sees_the_tools_and_the_outcome_is_honest
         )
     else:
         said = asked.stdout.lower()
-        assert asked.returncode in (1, 3) and any(cause in said for cause in HONEST_FAILURES), asked.stdout
+        # 4 when the reply was still coming at the deadline: it says "cut off" (worker/jobs/exit_codes.py)
+        assert asked.returncode in (1, 3, 4) and any(cause in said for cause in HONEST_FAILURES), asked.stdout
         if any(cause in said for cause in ("in time", "still sending", "ran out before")):
             assert "raise CODEBOT_" in asked.stdout  # the setting to raise
     endpoint = configured_endpoint(status)

@@ -155,7 +155,7 @@ def test_a_run_that_spends_its_tool_rounds_without_an_answer_is_never_presented_
     kind, fields, _ = ask(rig)
     assert kind == "answer" and fields["outcome"] == "cut_off"  # ⚠️ on every platform, exit 4
     markdown = str(fields["markdown"])
-    assert markdown.startswith("⚠️ **Not an answer:** the model used all its tool rounds (2)")
+    assert markdown.startswith("⚠️ **Cut off, not an answer:** the model used all its tool rounds (2)")
     assert "CODEBOT_MAX_HOPS" in markdown and "found nothing" not in markdown
     assert f"blob/{rig.sha}/payments/retry.py" in markdown  # the code it was reading, cited
     assert counted(rig, "cut_off") == 1 and counted(rig, "answered") == 0
@@ -168,5 +168,5 @@ def test_a_run_stopped_before_any_file_was_shown_says_so_and_never_that_nothing_
     kind, fields, _ = ask(rig)
     assert kind == "answer" and fields["outcome"] == "cut_off"
     markdown = str(fields["markdown"])
-    assert "**Not an answer:**" in markdown and "no file was read far enough to cite" in markdown
+    assert "**Cut off, not an answer:**" in markdown and "no file was read far enough to cite" in markdown
     assert "found nothing" not in markdown.lower()

@@ -12,14 +12,8 @@ from typing import Any
 from redis import Redis
 from rq import Queue, Worker
 
-from worker.agent.endpoint_memory import (
-    FEATURE_LABELS,
-    base_url_of,
-    describe_endpoint,
-    display_url,
-    known_endpoints,
-    recent_model_errors,
-)
+from worker.agent.endpoint_memory import FEATURE_LABELS, base_url_of, display_url, recent_model_errors
+from worker.agent.endpoint_report import describe_endpoint, known_endpoints
 from worker.jobs.admin import repo_facts, short_duration
 from worker.jobs.outbox_backlog import Backlog, backlog
 from worker.jobs.question import reference_id

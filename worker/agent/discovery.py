@@ -49,6 +49,7 @@ class Discovery:
     context: tuple[int, str] | None = None  # (tokens, source); (0, UNREACHABLE) when nothing answered
     kind: str = UNKNOWN
     tools_shown: bool | None = None  # llama.cpp's /props verdict on its chat template
+    served_model: str = ""  # the id /v1/models gives the model asked for (a one-model server: its own)
     seen: dict[str, Any] = field(default_factory=dict)  # what the routes answered, for identify()
 
 
@@ -84,6 +85,7 @@ def discover(settings: Settings) -> Discovery:
     seen = found.seen
     found.kind = identify(seen.get("server", ""), seen.get("models"), seen.get("props"), set(seen))
     found.tools_shown = tools_shown(seen.get("props"))
+    found.served_model = seen.get("served_model") or ""
     return found
 
 
@@ -104,6 +106,7 @@ def _probes(
     models = seen["models"] = get(f"{base}/models")
     entry = _model_entry(models, model)
     if entry is not None:
+        seen["served_model"] = entry.get("id") if isinstance(entry.get("id"), str) else ""
         for key, source in (
             ("max_model_len", "the server's /v1/models max_model_len (vLLM)"),
             ("loaded_context_length", "the server's model list, loaded_context_length"),

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -68,6 +69,7 @@ FEATURE_LABELS = {
     MAX_COMPLETION_TOKENS: "max_completion_tokens",
     TOOLS: "tools (the model never sees them)",
 }
+MODEL_NAME_MAX_CHARS = 100
 SPEED_WEIGHT = 0.5  # a new measurement's weight against what was known (speeds drift with load)
 
 
@@ -108,6 +110,11 @@ class EndpointFacts:
     busy_until: float = 0.0  # wall clock: an abandoned request may still run on the server until then
     concurrency: int = 0  # requests observed served at once: 0 unknown, 1 one at a time (concurrency.py)
     tools_unseen_from: str = ""  # TOOLS_UNSEEN_FROM_*, when TOOLS is ignored
+    # replies the server began (headers came) before any was whole, and whole ones: counted only
+    # until the first whole one, so `codebot status` can say "answered 2, never completed a reply"
+    replies_begun: int = 0
+    replies_completed: int = 0
+    served_model: str = ""  # the model the server says it serves (its replies' `model`, /v1/models)
 
 
 # In this process, by endpoint id: a later question here does not repeat a refused attempt.
@@ -241,6 +248,21 @@ class EndpointMemory:
             )
         self._save({"concurrency": str(observed)})
 
+    def count_reply(self, completed: bool) -> None:
+        """A reply the server began; `completed`: it came whole. Written only until one did."""
+        if self.facts.replies_completed:
+            return
+        self.facts.replies_begun += 1
+        self.facts.replies_completed += int(completed)
+        self._count({"replies_begun": 1, "replies_completed": int(completed)})
+
+    def remember_served_model(self, name: str) -> None:
+        """The model the server names (hostile text: kept to a model name's characters)."""
+        shown = re.sub(r"[^\w.:/@+-]", "", name)[:MODEL_NAME_MAX_CHARS]
+        if shown and shown != self.facts.served_model:
+            self.facts.served_model = shown
+            self._save({"served_model": shown})
+
     def remember_context(self, tokens: int, source: str) -> None:
         self.facts.context_tokens = tokens
         self.facts.context_source = source
@@ -263,7 +285,9 @@ class EndpointMemory:
                 facts.confirmed.add(key.removeprefix("ok:"))
             elif key.startswith("ignored:"):
                 facts.ignored[key.removeprefix("ignored:")] = value
-            elif key in ("server_kind", "tools_unseen_from"):
+            elif key in ("replies_begun", "replies_completed") and value.isdigit():
+                setattr(facts, key, int(value))
+            elif key in ("server_kind", "tools_unseen_from", "served_model"):
                 setattr(facts, key, value)
             elif key in ("prompt_tps", "generation_tps", "busy_until"):
                 setattr(facts, key, _float(value))
@@ -293,8 +317,23 @@ class EndpointMemory:
             busy_until=max(stored.busy_until, mine.busy_until),
             concurrency=max(stored.concurrency, mine.concurrency),
             tools_unseen_from=stored.tools_unseen_from or mine.tools_unseen_from,
+            replies_begun=max(stored.replies_begun, mine.replies_begun),
+            replies_completed=max(stored.replies_completed, mine.replies_completed),
+            served_model=stored.served_model or mine.served_model,
         )
         return merged
+
+    def _count(self, increments: dict[str, int]) -> None:
+        if self.redis is None:
+            return
+        try:
+            pipe = self.redis.pipeline()
+            for name, by in increments.items():
+                pipe.hincrby(self.key, name, by)
+            pipe.expire(self.key, int(self.ttl))
+            pipe.execute()
+        except RedisError:
+            log.debug("could not count a model endpoint's reply in Redis", exc_info=True)
 
     def _save(self, fields: dict[str, str]) -> None:
         self.facts.updated_at = time.time()
@@ -323,43 +362,6 @@ def forget_in_process() -> None:
     """Drop what this process learned (Redis keeps its copy): for tests and `codebot` restarts."""
     with _PROCESS_LOCK:
         _PROCESS_FACTS.clear()
-
-
-def known_endpoints(redis: Redis) -> list[dict[str, str]]:
-    """Every endpoint with facts in Redis, for `codebot status`."""
-    found: list[dict[str, str]] = []
-    for key in sorted(redis.scan_iter(match=ENDPOINT_KEY_PREFIX + "*", count=100)):
-        raw: dict[bytes, bytes] = redis.hgetall(key)
-        found.append({k.decode(): v.decode("utf-8", "replace") for k, v in raw.items()})
-    return found
-
-
-def describe_endpoint(facts: dict[str, str]) -> str:
-    """One line: whether the endpoint was reached, what it refused or ignores, its window and speed."""
-    refused = [FEATURE_LABELS.get(k.removeprefix("refused:"), k) for k in facts if k.startswith("refused:")]
-    ignored = [FEATURE_LABELS.get(k.removeprefix("ignored:"), k) for k in facts if k.startswith("ignored:")]
-    accepted = [k for k in facts if k.startswith("ok:")]
-    parts = []
-    if refused:
-        parts.append(f"no {', no '.join(refused)}")
-    if ignored:
-        parts.append(f"ignores {', '.join(ignored)}")
-    if not refused and not ignored:
-        # "accepted" only once a request got an answer: an endpoint never reached proved nothing
-        parts.append("every optional field accepted" if accepted else "never reached")
-    tokens = facts.get("context_tokens", "0")
-    source = facts.get("context_source", "")
-    if tokens.isdigit() and int(tokens) > 0:
-        parts.append(f"context {int(tokens):,} tokens ({source})")
-    speed = speed_text(_float(facts.get("prompt_tps", "")), _float(facts.get("generation_tps", "")))
-    if speed:
-        parts.append(speed)
-    if facts.get("server_kind"):
-        parts.append(f"server: {facts['server_kind']}")
-    concurrency = facts.get("concurrency", "")
-    if concurrency.isdigit() and int(concurrency) > 0:
-        parts.append(concurrency_text(int(concurrency)))
-    return "; ".join(parts)
 
 
 def speed_text(prompt_tps: float, generation_tps: float) -> str:

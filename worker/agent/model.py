@@ -199,6 +199,7 @@ class ModelClient(Recovering):
             try:
                 turn = self._post(bool(shaped.kwargs.get("stream")), content, options, timing)
             except EmptyStream:
+                self._begun(None, completed=False)
                 concurrency.failed(flight)
                 # llama-cpp-python resets the connection after a stream that failed inside: a
                 # pooled copy of it would fail the next request
@@ -210,12 +211,22 @@ class ModelClient(Recovering):
                     exc._codebot_seconds = seconds  # type: ignore[attr-defined]
                     if attempt.fired and attempt.replied:
                         exc._codebot_cut = True  # type: ignore[attr-defined]
+                if attempt.replied and not isinstance(exc, openai.APIStatusError):
+                    # a reply began, and never came whole (cut, or its time ran out)
+                    self._begun(exc.turn if isinstance(exc, CutStream) else None, completed=False)
                 raise
         timing.finished = time.monotonic()
         self._last_timing = timing
+        self._begun(turn, completed=True)
         self.memory.remember_concurrency(concurrency.answered(self.memory.id, flight))
         self._account(turn, shaped.sent_chars)
         return turn
+
+    def _begun(self, turn: ModelTurn | None, completed: bool) -> None:
+        """A reply the server began: counted (until one came whole), and the model it names."""
+        self.memory.count_reply(completed)
+        if turn is not None and turn.model:
+            self.memory.remember_served_model(turn.model)
 
     def _post(
         self, streamed: bool, content: bytes, options: openai.RequestOptions, timing: Timing

@@ -115,6 +115,7 @@ class ServerFit:
         if self.memory.context() is None:
             self.memory.remember_context(*(found.context or (0, "none")))
         self.memory.remember_kind(found.kind)
+        self.memory.remember_served_model(found.served_model)
         for feature, why in kind_of(found.kind).known_refusals.items():
             self.memory.refuse(feature, why)
         if found.tools_shown is False and not self.memory.confirmed(TOOLS):

@@ -49,6 +49,7 @@ class ModelTurn:
     # the reply ended before the model finished it: a stream without a finish reason (a gateway
     # closing half-way), or the output limit ("length")
     cut_off: bool = False
+    model: str = ""  # the model the server says answered (the reply's `model`), as sent
 
 
 class EmptyStream(Exception):
@@ -239,7 +240,13 @@ def turn_from_json(body: bytes) -> ModelTurn:
         finish_reason=choices[0].get("finish_reason"),
         prompt_tokens=int(usage.get("prompt_tokens") or 0),
         completion_tokens=int(usage.get("completion_tokens") or 0),
+        model=_model_of(data),
     )
+
+
+def _model_of(data: dict[str, Any]) -> str:
+    model = data.get("model")
+    return model if isinstance(model, str) else ""
 
 
 def read_stream(stream: Any, on_text: Callable[[str], None]) -> ModelTurn:
@@ -256,9 +263,11 @@ def read_stream(stream: Any, on_text: Callable[[str], None]) -> ModelTurn:
     slots: dict[int, dict[str, str]] = {}
     finish: str | None = None
     usage: dict[str, Any] = {}
+    model = ""
     for chunk in stream:  # JSON as sent (Stream[object]): no model object built per chunk
         data = fields(chunk)
         usage = fields(data.get("usage")) or usage
+        model = model or _model_of(data)
         choices = data.get("choices")
         for choice in choices if isinstance(choices, list) else []:  # the usage chunk has none
             choice = fields(choice)
@@ -276,7 +285,7 @@ def read_stream(stream: Any, on_text: Callable[[str], None]) -> ModelTurn:
             finish = reason if isinstance(reason, str) and reason else finish
     if not text and not slots and finish is None:
         raise EmptyStream()
-    turn = ModelTurn(content="".join(text), tool_calls=calls_from(slots), finish_reason=finish)
+    turn = ModelTurn(content="".join(text), tool_calls=calls_from(slots), finish_reason=finish, model=model)
     if usage:
         turn.prompt_tokens = int(usage.get("prompt_tokens") or 0)
         turn.completion_tokens = int(usage.get("completion_tokens") or 0)

@@ -28,13 +28,8 @@ from rq.job import Job
 from rq.registry import FailedJobRegistry, FinishedJobRegistry
 
 from config.settings import Settings
-from worker.agent.endpoint_memory import (
-    base_url_of,
-    describe_endpoint,
-    display_url,
-    known_endpoints,
-    recent_model_errors,
-)
+from worker.agent.endpoint_memory import base_url_of, display_url, recent_model_errors
+from worker.agent.endpoint_report import NEVER_REACHED, describe_endpoint, known_endpoints
 from worker.jobs import feedback, outcomes, texts
 from worker.jobs import runtime as runtime_module
 from worker.jobs.outbox_backlog import Undelivered, backlog
@@ -373,7 +368,7 @@ def model_status_lines(redis: Redis, settings: Settings, now: float) -> list[str
     here = display_url(base_url_of(settings))
     if not any(f.get("base_url") == here and f.get("model") == settings.model for f in endpoints):
         lines.append(
-            texts.STATUS_MODEL_ENDPOINT.format(model=settings.model, endpoint=here, facts="never reached")
+            texts.STATUS_MODEL_ENDPOINT.format(model=settings.model, endpoint=here, facts=NEVER_REACHED)
         )
     for facts in endpoints:
         lines.append(

@@ -2,7 +2,7 @@
 
 The question is enqueued like any other; when no worker is listening, this process becomes
 a burst worker for it (same code path), while a thread prints the job's progress stream. The
-exit code names the outcome (worker/jobs/outcomes.py): 0 only for an answer from code it read.
+exit code names the outcome (worker/jobs/exit_codes.py): 0 only for an answer from code it read.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from config.settings import Settings
 from worker.conversation.context import storable_paste
 from worker.jobs import runtime as runtime_module
 from worker.jobs.command_channel import subscribe_to_commands, unsubscribe_from_commands
-from worker.jobs.outcomes import EXIT_FAILED, exit_code
+from worker.jobs.exit_codes import EXIT_FAILED, exit_code
 from worker.jobs.question import Question, ReplyTarget, event_identity
 from worker.jobs.queue import QUESTIONS_QUEUE, enqueue_question, job_timeout_seconds
 from worker.jobs.runtime import Runtime

@@ -3,7 +3,7 @@
 When an answer is stored (worker/jobs/job.py), what a vote on it will be filed with is kept
 under its question id: platform, channel, asker, repos, the commit of each repo read, the
 verified citations, the reference id, and the question's text (`feedback_keep_question_text`;
-docs/operations.md, "Feedback", says what is kept and for how long: `feedback_keep_days`).
+docs/configuration.md, "Feedback", says what is kept and for how long: `feedback_keep_days`).
 
 A vote is one per user per answer: clicking the same button twice counts once, clicking the
 other one replaces the vote (its reason goes with it). A reason (the 👎 modal) is attached to

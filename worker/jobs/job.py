@@ -26,12 +26,13 @@ from worker.agent.endpoint_memory import base_url_of, display_url, record_model_
 from worker.agent.events import ProgressEvents
 from worker.agent.live_text import LiveText
 from worker.agent.loop import STUCK_KINDS, Agent, AgentResult, ModelFailure
-from worker.jobs import outbox
+from worker.jobs import outbox, texts
 from worker.jobs import runtime as runtime_module
 from worker.jobs.lane import DeferredEvents, Lane
 from worker.jobs.live import ANSWERED_CHECK_SECONDS, LiveEvents, live_view
 from worker.jobs.outbox import Final, make_sink
 from worker.jobs.outcomes import (
+    CUT_OFF_FAILURES,
     NO_CODE_READ_FAILURES,
     DeliveryState,
     QuestionOutcome,
@@ -132,6 +133,8 @@ class QuestionRun:
             if exc.kind in NO_CODE_READ_FAILURES:  # no usable tool call at all: no code was read
                 said = no_code_read_failure(exc.kind, exc.evidence, said, base_url_of(self.runtime.settings))
                 status, apology = "not_an_answer", not_an_answer_text(None, self.ref, said)
+            elif exc.kind in CUT_OFF_FAILURES:  # it says "cut off": counted so, and `codebot ask` exits so
+                status, apology = "cut_off", texts.CUT_OFF_APOLOGY.format(failure=exc, ref=self.ref)
             else:
                 apology = f"Sorry, I could not answer: {exc}. Reference: `{self.ref}`"
             final = Final(apology=apology, outcome=status)

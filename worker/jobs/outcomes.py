@@ -1,13 +1,14 @@
 """What a question's run is named for: an answer only when code was read.
 
 Every question ends in one outcome kind, counted in `codebot_questions_total{status=…}` and
-`codebot status`, marked in chat, and `codebot ask`'s exit code (docs/operations.md):
+`codebot status`, marked in chat, and `codebot ask`'s exit code (docs/operations.md; the codes and
+their words: worker/jobs/exit_codes.py):
 
 | kind | what happened | chat | `codebot ask` |
 |---|---|---|---|
 | answered | the reply came from code the run read (a successful tool call on a repo in scope) | ✅ | 0 |
 | not_an_answer | no code was read (prose only, every call failed, no usable call): said so, the prose not shown | ⚠️ | 3 |
-| cut_off | the reply was cut off before the model finished, or the run was stopped (deadline, tool rounds, endpoint failure) before the model wrote an answer: shown with a visible note naming why | ⚠️ | 4 |
+| cut_off | the reply was cut off before the model finished, or the run was stopped (deadline, tool rounds, endpoint failure) before the model wrote an answer: shown with a visible "Cut off" note naming why; or, before any code was read, the endpoint was still sending its reply when its time ran out: an apology saying so | ⚠️ | 4 |
 | failed | the model endpoint failed, a bug, or the worker stopped: an apology | ⚠️ | 1 |
 | budget_spent, no_snapshot | refused before the model was asked: the daily budget, repos not synced | ⚠️ | 5 |
 
@@ -23,6 +24,7 @@ from typing import Any, Literal
 from worker.agent.endpoint_memory import display_host
 from worker.agent.loop import AgentResult
 from worker.jobs import texts
+from worker.jobs.exit_codes import EXIT_CODES
 from worker.jobs.outbox import Delivery
 
 Status = Literal[
@@ -80,27 +82,16 @@ class QuestionOutcome:
         return asdict(self)
 
 
-EXIT_ANSWERED = 0
-EXIT_FAILED = 1
-EXIT_NOT_AN_ANSWER = 3
-EXIT_CUT_OFF = 4
-EXIT_REFUSED = 5
-EXIT_CODES: dict[str, int] = {
-    "answered": EXIT_ANSWERED,
-    "failed": EXIT_FAILED,
-    "not_an_answer": EXIT_NOT_AN_ANSWER,
-    "cut_off": EXIT_CUT_OFF,
-    "budget_spent": EXIT_REFUSED,
-    "no_snapshot": EXIT_REFUSED,
-}
-
-
-def exit_code(kind: str) -> int:
-    """`codebot ask`'s exit code for an outcome kind (an unknown one is a failure)."""
-    return EXIT_CODES.get(kind, EXIT_FAILED)
+# `codebot ask`'s exit codes: the one table is worker/jobs/exit_codes.py (the help is written from it)
+EXIT_ANSWERED = EXIT_CODES["answered"]
+EXIT_NOT_AN_ANSWER = EXIT_CODES["not_an_answer"]
+EXIT_CUT_OFF = EXIT_CODES["cut_off"]
+EXIT_REFUSED = EXIT_CODES["budget_spent"]
 
 
 NO_CODE_READ_FAILURES = ("no_tool_calls", "tools_unseen")  # model failures that end as not_an_answer
+# a reply the endpoint was still sending when its time ran out: what the asker reads says "cut off"
+CUT_OFF_FAILURES = ("cut",)
 
 
 def no_code_read_failure(kind: str, evidence: str, said: str, base_url: str) -> str:

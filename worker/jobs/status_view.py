@@ -17,14 +17,8 @@ from rich.console import Console
 from rich.text import Text
 from rq import Queue, Worker
 
-from worker.agent.endpoint_memory import (
-    base_url_of,
-    describe_endpoint,
-    display_url,
-    endpoint_id,
-    known_endpoints,
-    recent_model_errors,
-)
+from worker.agent.endpoint_memory import base_url_of, display_url, endpoint_id, recent_model_errors
+from worker.agent.endpoint_report import NEVER_REACHED, describe_endpoint, known_endpoints, served_model
 from worker.jobs import feedback
 from worker.jobs.admin import (
     FAILED_WINDOW_SECONDS,
@@ -42,8 +36,6 @@ from worker.jobs.runtime import Runtime
 from worker.jobs.tool_threads import tool_threads, tool_threads_note
 from worker.ops.accounting import usage_of_day
 from worker.ops.redis_connection import describe
-
-NEVER_REACHED = "never reached"
 
 
 def status_facts(redis: Redis, runtime: Runtime) -> dict[str, Any]:
@@ -189,8 +181,17 @@ def _endpoint(facts: dict[str, str], configured: bool) -> dict[str, Any]:
         "generation_tokens_per_second": _number(facts.get("generation_tps")),
         # requests the server was seen to serve at once: None unknown, 1 one at a time
         "concurrency": int(facts["concurrency"]) if facts.get("concurrency", "").isdigit() else None,
+        # replies the server began before one came whole (counted until one did), and the model
+        # it says it serves when that is not the configured one
+        "replies_begun": _count(facts.get("replies_begun")),
+        "replies_completed": _count(facts.get("replies_completed")),
+        "served_model": served_model(facts),
         "summary": summary,
     }
+
+
+def _count(text: str | None) -> int:
+    return int(text) if text and text.isdigit() else 0
 
 
 def _number(text: str | None) -> float | None:

@@ -88,10 +88,13 @@ CUT_OFF_NOTE = (
     "closing long replies, or raise the model server's output limit. Reference: `{ref}`"
 )
 CUT_OFF_END = "… _(cut off here)_"
+# A reply still coming when its time ran out, before any code was read (ModelFailure "cut")
+CUT_OFF_APOLOGY = "⚠️ **Cut off** before any code was read: {failure}. Reference: `{ref}`"
 # A run stopped before the model wrote an answer: what it found, never presented as an answer.
+# "Cut off" as `codebot ask --help` names its exit code (worker/jobs/exit_codes.py).
 STOPPED_NOTE = (
-    "⚠️ **Not an answer:** {why} before the model wrote an answer, so below is only the code it "
-    "was reading. {change} Reference: `{ref}`"
+    "⚠️ **Cut off, not an answer:** {why} before the model wrote an answer, so below is only the "
+    "code it was reading. {change} Reference: `{ref}`"
 )
 STOPPED_WHY = {
     "deadline": "the question's time ran out ({seconds:g} s)",
