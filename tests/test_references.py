@@ -74,6 +74,7 @@ def dangling_in(path: Path, text: str | None = None) -> list[str]:
     found = []
     if path.suffix == ".md":
         for target in MARKDOWN_LINK.findall(text):
+            target = target.removeprefix("<").removesuffix(">")  # CommonMark's [x](<url>) form
             if not re.match(r"[a-z][a-z0-9+.-]*:", target) and "…" not in target:  # not https:, mailto:
                 file, _, anchor = target.partition("#")
                 linked = (path.parent / file).resolve() if file else path
