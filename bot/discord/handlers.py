@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import discord
 from redis import Redis
@@ -168,6 +168,7 @@ class MessageHandler:
         if not (text or mentioned or place.is_dm):
             return  # a follow-up with nothing to ask (an image, a sticker): not a question
         ask = place.ask(str(message.author.id), text, str(message.id), str(message.id))
+        ask = replace(ask, attached_files=len(message.attachments))  # read by the worker
         outcome = await asyncio.to_thread(self.intake.submit, ask)
         await self._deliver(message, outcome)
 
