@@ -122,7 +122,9 @@ class ForeignHost:
         self.store = FileStore()
         self._server = _Server(("127.0.0.1", 0), _Handler)
         self._server.store = self.store
-        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        ).start()
 
     @property
     def base(self) -> str:
