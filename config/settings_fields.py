@@ -100,7 +100,7 @@ class CoreSettings(BaseSettings):
     # Bytes of each text file attached to the thread or the question that are downloaded (a
     # longer one: its end, the model and the asker told). 0: attached files are not read.
     thread_context_file_bytes: int = Field(default=1_048_576, ge=0, le=16 * 1_048_576)
-    # Seconds the attached files of one question may take to download (all at once, in all).
+    # Seconds one question waits for its attached files: they download at once, each within this.
     thread_context_file_seconds: float = Field(default=10.0, gt=0, le=120)
     # Tool calls run per model turn; more in one turn get an error result the model can read
     # (1 also asks the endpoint for parallel_tool_calls=false).
