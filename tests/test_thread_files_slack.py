@@ -25,7 +25,9 @@ LOG = (
 ANSWER = "It is the retry's last attempt."
 
 
-def ask_in(rig: SlackRig, root: str | None, question: str, files: list[dict[str, object]] | None = None) -> str:
+def ask_in(
+    rig: SlackRig, root: str | None, question: str, files: list[dict[str, object]] | None = None
+) -> str:
     rig.model.enqueue(tool_calls(READ_RETRY), text(ANSWER))
     ts = rig.mention(question, thread_ts=root, files=files)
     rig.settle()
@@ -58,7 +60,10 @@ def test_the_bot_token_goes_to_slacks_file_host_and_never_to_a_foreign_one(rig: 
     foreign = ForeignHost()
     try:
         ours = rig.api.file("ours.log", b"served by slack\n")
-        theirs = {**rig.api.file("theirs.log", b"x"), "url_private_download": foreign.put("/t.log", b"stolen\n")}
+        theirs = {
+            **rig.api.file("theirs.log", b"x"),
+            "url_private_download": foreign.put("/t.log", b"stolen\n"),
+        }
         root = rig.api.seed_thread("C1", [{"user": "U7", "text": "two logs", "files": [ours, theirs]}])
         ask_in(rig, root, "what do the logs say?")
         assert foreign.store.requests == []  # no request at all, so no token either

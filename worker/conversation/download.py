@@ -88,9 +88,10 @@ def _body(
         held += len(chunk)
         while kept and held - len(kept[0]) >= max_bytes:
             held -= len(kept.popleft())
-    data = b"".join(kept)
-    cut = len(data) > max_bytes or (partial and _total(response, size) > len(data))
-    return Fetched(data[-max_bytes:] if max_bytes else b"", cut=cut or (not partial and read > max_bytes))
+    data = b"".join(kept)[-max_bytes:]
+    # a range answered: cut when the file is longer; a whole file sent: when more came than kept
+    cut = _total(response, size) > len(data) if partial else read > len(data)
+    return Fetched(data, cut=cut)
 
 
 def _total(response: httpx2.Response, size: int | None) -> int:
