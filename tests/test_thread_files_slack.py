@@ -76,6 +76,23 @@ def test_the_bot_token_goes_to_slacks_file_host_and_never_to_a_foreign_one(rig: 
     assert reply.endswith(ANSWER)
 
 
+def test_a_redirect_from_slacks_file_host_is_not_followed_so_the_token_goes_nowhere_else(
+    rig: SlackRig,
+) -> None:
+    foreign = ForeignHost()
+    try:
+        moved = rig.api.file("moved.log", b"here\n")
+        rig.api.files.redirect(moved["url_private_download"], foreign.put("/login", b"sign in\n"))
+        root = rig.api.seed_thread("C1", [{"user": "U7", "text": "a log", "files": [moved]}])
+        ask_in(rig, root, "what does it say?")
+        assert foreign.store.requests == []
+    finally:
+        foreign.close()
+    (reply,) = rig.api.thread_texts("C1", root)
+    assert reply.startswith("_I could not read `moved.log`: the platform did not give it")
+    assert "sign in" not in first_request(rig)
+
+
 def test_a_binary_attachment_is_named_as_unread_and_the_question_answered(rig: SlackRig) -> None:
     dump = rig.api.file("core.dump", b"\x7fELF\x02\x01\x01\x00\x00\x00" * 100, "application/octet-stream")
     root = rig.api.seed_thread("C1", [{"user": "U7", "text": "it crashed", "files": [dump]}])

@@ -3,6 +3,7 @@
     store = FileStore(token_prefix="Bearer xoxb-")   # Slack: 403 without the bot token
     url = store.put(base, "/files-pri/T1-F1/download/app.log", b"...")
     store.fail(url, 404)      # or 403; store.hang(url): held until the store is closed
+    store.redirect(url, elsewhere)   # 302 to another URL (Slack's login page, say)
     status, headers, body = store.answer(path, request_headers)   # what the fake's server sends
     store.requests            # every request: path and headers (who sent a token where)
 
@@ -38,6 +39,7 @@ class FileStore:
         self.requests: list[FileRequest] = []
         self._faults: dict[str, int] = {}
         self._hangs: dict[str, threading.Event] = {}
+        self._redirects: dict[str, str] = {}
         self._lock = threading.Lock()
 
     def put(self, base: str, path: str, data: bytes) -> str:
@@ -49,6 +51,10 @@ class FileStore:
     def fail(self, url: str, status: int) -> None:
         with self._lock:
             self._faults[urlsplit(url).path] = status
+
+    def redirect(self, url: str, location: str) -> None:
+        with self._lock:
+            self._redirects[urlsplit(url).path] = location
 
     def hang(self, url: str) -> None:
         with self._lock:
@@ -65,10 +71,13 @@ class FileStore:
         with self._lock:
             self.requests.append(request)
             hang, fault, data = self._hangs.get(path), self._faults.get(path), self.files.get(path)
+            location = self._redirects.get(path)
         if hang is not None:
             hang.wait(HANG_SECONDS)
         if self.token_prefix is not None and not request.authorization.startswith(self.token_prefix):
             return 403, {"Content-Type": "text/plain"}, b"forbidden"
+        if location is not None:
+            return 302, {"Location": location, "Content-Type": "text/plain"}, b""
         if fault is not None:
             return fault, {"Content-Type": "text/plain"}, b"no"
         if data is None:
