@@ -35,6 +35,7 @@ class FileRequest:
 class FileStore:
     def __init__(self, token_prefix: str | None = None) -> None:
         self.token_prefix = token_prefix  # required in Authorization, else 403 (None: no check)
+        self.ranges = True  # False: `Range` ignored, every file sent whole (as some hosts do)
         self.files: dict[str, bytes] = {}
         self.requests: list[FileRequest] = []
         self._faults: dict[str, int] = {}
@@ -82,7 +83,8 @@ class FileStore:
             return fault, {"Content-Type": "text/plain"}, b"no"
         if data is None:
             return 404, {"Content-Type": "text/plain"}, b"not found"
-        return _ranged(data, next((v for k, v in headers.items() if k.lower() == "range"), ""))
+        wanted = next((v for k, v in headers.items() if k.lower() == "range"), "") if self.ranges else ""
+        return _ranged(data, wanted)
 
 
 def _ranged(data: bytes, wanted: str) -> tuple[int, dict[str, str], bytes]:

@@ -8,7 +8,7 @@ download at once, each within `thread_context_file_seconds`, each at most
 for files at most that long and holds at most MAX_FILES_READ times that many bytes.
 
 Text is what the bytes say, not what the platform calls them: no NUL byte in the first block,
-and valid UTF-8 (or latin-1 with next to no control characters). Only a media type (image,
+valid UTF-8 (else read as latin-1), and next to no control characters. Only a media type (image,
 video, audio) is trusted as binary without a download. Each file becomes an entry after its
 message (`attachment` set): its text, or a line saying why it was not read, which
 worker/conversation/context.py redacts, makes inert and fits to the budget like any message.
@@ -34,7 +34,10 @@ from worker.conversation.thread import (
 MAX_FILES_READ = 5
 FIRST_BLOCK_BYTES = 8192  # a NUL byte here and the file is binary
 MEDIA_TYPES = ("image/", "video/", "audio/")  # binary whatever their bytes: never downloaded
-MAX_CONTROL_SHARE = 0.01  # latin-1 text with more control characters than this is binary
+# text whose first block has more control characters than this share is binary (tabs, line
+# ends, form feeds and ESC, of a coloured CI log, are text)
+MAX_CONTROL_SHARE = 0.05
+TEXT_CONTROLS = "\t\n\r\f\x1b"
 FILE_CUT_NOTE = "[…this file is longer than {limit:,} bytes: only its end was read]"
 NOT_READ = "[this attached file was not read: {why}]"
 WHY = {
@@ -126,12 +129,12 @@ def as_text(fetched: Fetched) -> str | None:
             start += 1
         data = data[start:]
     try:
-        return data.decode("utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
         text = data.decode("latin-1")
-        head = text[:FIRST_BLOCK_BYTES]
-        controls = sum(1 for c in head if (ord(c) < 32 and c not in "\t\n\r\f") or 0x7F <= ord(c) < 0xA0)
-        return text if controls <= MAX_CONTROL_SHARE * len(head) else None
+    head = text[:FIRST_BLOCK_BYTES]
+    controls = sum(1 for c in head if (ord(c) < 32 and c not in TEXT_CONTROLS) or 0x7F <= ord(c) < 0xA0)
+    return text if controls <= MAX_CONTROL_SHARE * len(head) else None
 
 
 def _entry(message: ThreadMessage, file: ThreadFile, read: _Read, limit: int) -> ThreadMessage:

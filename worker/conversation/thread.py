@@ -24,7 +24,7 @@ MAX_MESSAGES_READ = 5_000  # a reader pages no further: the budget keeps far few
 
 # Why a file was not read (whole): the asker is told, one line each (worker/jobs/texts.py)
 FileProblem = Literal[
-    "binary",  # not text (a NUL byte, not UTF-8 nor plain latin-1 text, or an image/video/audio)
+    "binary",  # not text (a NUL byte, control characters, or an image/video/audio type)
     "deleted",  # the platform keeps only a trace of it
     "hidden",  # the workspace's plan hides it (Slack's `hidden_by_limit`)
     "external",  # a link to a file stored elsewhere (Google Drive, …): not the platform's
