@@ -67,11 +67,11 @@ def read_question_context(
     # the question's own words are the question: only its files' entries stay
     context = thread_context([m for m in with_files if not m.asking], settings, redact, notes)
     log.info(
-        "question %s: thread context of %d message(s), %d dropped, %d file(s) not read whole",
+        "question %s: thread context of %d message(s), %d dropped; files not read whole: %s",
         reference_id(question.id),
         context.kept,
         context.dropped,
-        len(context.files),
+        inert_line(", ".join(f"{note.name} ({note.problem or 'cut'})" for note in context.files) or "none"),
     )
     return context
 
