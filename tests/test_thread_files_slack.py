@@ -141,3 +141,19 @@ def test_a_log_over_the_byte_cap_is_read_from_its_end_and_the_asker_told(rig: Sl
     assert "longer than 4,096 bytes: only its end was read" in first
     (reply,) = rig.api.thread_texts("C1", root)
     assert reply.startswith("_I read only the end of `big.log`: it is longer than I can read at once._")
+
+
+def test_deleted_hidden_and_external_files_are_named_without_a_download(rig: SlackRig) -> None:
+    deleted = {**rig.api.file("old.log", b"x"), "mode": "tombstone"}
+    hidden = {**rig.api.file("older.log", b"x"), "mode": "hidden_by_limit"}
+    external = {**rig.api.file("doc.txt", b"x"), "mode": "external", "is_external": True}
+    root = rig.api.seed_thread("C1", [{"user": "U7", "text": "files", "files": [deleted, hidden, external]}])
+    ask_in(rig, root, "what is in them?")
+    assert rig.api.files.requests == []
+    (reply,) = rig.api.thread_texts("C1", root)
+    assert reply.splitlines()[:3] == [
+        "_I could not read `old.log`: it was deleted._",
+        "_I could not read `older.log`: the workspace's plan hides it._",
+        "_I did not read `doc.txt`: it is stored outside the chat platform._",
+    ]
+    assert reply.endswith(ANSWER)
