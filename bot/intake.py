@@ -88,6 +88,7 @@ class Ask:
     conversation: str | None  # thread-memory key of the thread the answer goes in; None: no thread
     in_thread: bool = False  # written inside an existing thread: its history and kept repos apply
     opens_thread: bool = False  # the answer starts this thread (its parent channel is remembered)
+    attached_files: int = 0  # files the event says the message carries (the worker reads them)
 
     @property
     def job_id(self) -> str:
@@ -242,7 +243,13 @@ class Intake:
             else []
         )
         question = Question(
-            id=job_id, asker=ask.asker, target=target, text=text, repos=scope.repos, history=history
+            id=job_id,
+            asker=ask.asker,
+            target=target,
+            text=text,
+            repos=scope.repos,
+            history=history,
+            attached_files=ask.attached_files,
         )
         if meta is not None:  # before the enqueue: a follow-up is known before the first answer
             _remember(redis, meta, ask, requested)

@@ -97,6 +97,11 @@ class CoreSettings(BaseSettings):
     # Characters of those messages (redacted) the model gets at most; also the budget of a log
     # given to `codebot ask --context FILE QUESTION` or on its stdin (its end kept). 0: none.
     thread_context_chars: int = Field(default=12_000, ge=0, le=200_000)
+    # Bytes of each text file attached to the thread or the question that are downloaded (a
+    # longer one: its end, the model and the asker told). 0: attached files are not read.
+    thread_context_file_bytes: int = Field(default=1_048_576, ge=0, le=16 * 1_048_576)
+    # Seconds one question waits for its attached files: they download at once, each within this.
+    thread_context_file_seconds: float = Field(default=10.0, gt=0, le=120)
     # Tool calls run per model turn; more in one turn get an error result the model can read
     # (1 also asks the endpoint for parallel_tool_calls=false).
     max_tool_calls_per_turn: int = Field(default=8, ge=1, le=128)

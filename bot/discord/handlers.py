@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import discord
 from redis import Redis
@@ -172,6 +172,7 @@ class MessageHandler:
             return  # a follow-up with nothing to ask (an image, a sticker): not a question
         reply = replied_to(message, guild_of(message))  # from the event's reference, never from text
         ask = place.ask(str(message.author.id), text, str(message.id), str(message.id), reply)
+        ask = replace(ask, attached_files=len(message.attachments))  # read by the worker
         outcome = await asyncio.to_thread(self.intake.submit, ask)
         await self._deliver(message, outcome)
 

@@ -8,6 +8,9 @@ post or a thread started without one). Only the question's own thread is read. N
 Channel and Read Message History permissions, and the Message Content intent for messages that
 do not mention the bot (docs/discord.md). The bot's own messages are left out (its answers are
 thread memory already); a deleted message is simply gone (Discord keeps no trace of it).
+The question's own message comes last, marked `asking`, with its attachments (bot/discord/files.py):
+in a thread, the first page starts at it; a question that opened its thread (or a DM's) is read
+alone (`GET /channels/{channel}/messages/{message}`).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import aiohttp
 from discord import DiscordException
 from discord.http import HTTPClient, Route
 
+from bot.discord.files import discord_files
 from bot.discord.rest import use_api_base
 from config.settings import Settings
 from worker.conversation.thread import MAX_MESSAGES_READ, ThreadMessage, ThreadUnreadable
@@ -40,7 +44,7 @@ def read_thread(settings: Settings, channel: str, thread: str, before: str | Non
         )
     except (DiscordException, aiohttp.ClientError, OSError, ValueError) as exc:
         raise ThreadUnreadable(str(exc)) from exc
-    return [_message(item) for item in raw]
+    return [_message(settings, item, before) for item in raw]
 
 
 async def _read(
@@ -49,8 +53,11 @@ async def _read(
     http = HTTPClient(asyncio.get_running_loop(), max_ratelimit_timeout=max_wait)
     try:
         me = await http.static_login(token)
+        if thread == before:  # the question opened its thread: its own message only
+            return await _own_message(http, channel, before)
         newest: list[dict[str, Any]] = []
-        cursor = before
+        # one past the question's id: the first page starts at the question itself
+        cursor = str(int(before) + 1) if before and before.isdigit() else before
         while len(newest) < wanted:
             page: list[dict[str, Any]] = list(
                 await http.logs_from(thread, min(PAGE_SIZE, wanted - len(newest)), before=cursor)  # type: ignore[arg-type]
@@ -67,6 +74,13 @@ async def _read(
         ]
     finally:
         await http.close()
+
+
+async def _own_message(http: HTTPClient, channel: str, message: str) -> list[dict[str, Any]]:
+    route = Route(
+        "GET", "/channels/{channel_id}/messages/{message_id}", channel_id=channel, message_id=message
+    )
+    return [await http.request(route)]
 
 
 async def _starter(http: HTTPClient, channel: str, thread: str) -> list[dict[str, Any]]:
@@ -88,8 +102,10 @@ async def _starter(http: HTTPClient, channel: str, thread: str) -> list[dict[str
         return []
 
 
-def _message(item: dict[str, Any]) -> ThreadMessage:
+def _message(settings: Settings, item: dict[str, Any], question: str | None) -> ThreadMessage:
     author = item.get("author") or {}
     member = item.get("member") or {}
     name = member.get("nick") or author.get("global_name") or author.get("username") or "someone"
-    return ThreadMessage(str(name), str(item.get("content") or ""))
+    files = discord_files(settings, item)
+    asking = str(item.get("id")) == question
+    return ThreadMessage(str(name), str(item.get("content") or ""), files=files, asking=asking)

@@ -63,6 +63,7 @@ class Incoming:
     mentioned: bool  # codebot is mentioned in it
     mentions_other: bool  # someone else is mentioned in it
     team: str | None = None  # the workspace: a streamed answer in a channel names its recipient's
+    files: int = 0  # files attached to the message (the worker reads them by its ts)
 
     @property
     def conversation(self) -> str:
@@ -86,6 +87,7 @@ class Incoming:
             conversation=self.conversation,
             in_thread=self.in_thread,
             opens_thread=not self.in_thread,
+            attached_files=self.files,
         )
 
 
@@ -113,6 +115,7 @@ def parse_message(event: dict[str, Any], bot_user_id: str | None, team: str | No
         mentioned=event.get("type") == "app_mention" or (bot_user_id in mentioned_ids),
         mentions_other=bool(mentioned_ids - {bot_user_id}),
         team=str(event.get("team") or team or "") or None,
+        files=sum(1 for item in event.get("files") or [] if isinstance(item, dict)),
     )
 
 

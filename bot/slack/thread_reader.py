@@ -3,11 +3,14 @@
 Called by the worker as the question's job starts (worker/jobs/question_context.py), never by
 the adapter's listener: the event is acked first, the slow read happens later. Only the
 channel and thread_ts of the question's event are read. Needs `channels:history` (public
-channels), `groups:history` (private), `im:history` and `mpim:history` (DMs): docs/slack.md.
+channels), `groups:history` (private), `im:history` and `mpim:history` (DMs), and `files:read`
+for the files attached to its messages (bot/slack/files.py): docs/slack.md.
 
 - Pages of `PAGE_SIZE` replies, oldest first, up to MAX_MESSAGES_READ in all.
-- The bot's own messages are left out (its answers are thread memory already); so are the
-  question itself and anything written after it, and any message of another thread.
+- The bot's own messages are left out (its answers are thread memory already); so is anything
+  written after the question, and any message of another thread. The question's own message
+  comes last, marked `asking` (its files are context). A question that opened its thread reads
+  the same way: `conversations.replies` with its own ts gives its message alone.
 - A deleted root that still has replies comes back as a `tombstone`: kept, as deleted.
 - Authors by display name (`users.info`, once per user per read; the user id when that fails).
 """
@@ -19,6 +22,7 @@ from typing import Any
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
 
+from bot.slack.files import slack_files
 from bot.slack.sink import make_client
 from config.settings import Settings
 from worker.conversation.thread import MAX_MESSAGES_READ, ThreadMessage, ThreadUnreadable
@@ -34,10 +38,10 @@ def read_thread(settings: Settings, channel: str, thread: str, before: str | Non
         names: dict[str, str] = {}
         own = {me.get("user_id"), me.get("bot_id")} - {None}
         return [
-            _message(client, item, names)
+            _message(settings, client, item, names, asking=item.get("ts") == before)
             for item in raw
             if item.get("thread_ts", item.get("ts")) == thread
-            and (before is None or _ts_key(str(item.get("ts", ""))) < _ts_key(before))
+            and (before is None or _ts_key(str(item.get("ts", ""))) <= _ts_key(before))
             and not own & {item.get("user"), item.get("bot_id")}
         ]
     except (SlackApiError, SlackClientError, OSError, RuntimeError, ValueError) as exc:
@@ -56,9 +60,13 @@ def _replies(client: WebClient, channel: str, thread: str) -> list[dict[str, Any
     return messages[:MAX_MESSAGES_READ]
 
 
-def _message(client: WebClient, item: dict[str, Any], names: dict[str, str]) -> ThreadMessage:
+def _message(
+    settings: Settings, client: WebClient, item: dict[str, Any], names: dict[str, str], *, asking: bool
+) -> ThreadMessage:
     deleted = item.get("subtype") == "tombstone"
-    return ThreadMessage(_author(client, item, names), str(item.get("text") or ""), deleted)
+    text = str(item.get("text") or "")
+    files = slack_files(settings, item)
+    return ThreadMessage(_author(client, item, names), text, deleted, files=files, asking=asking)
 
 
 def _author(client: WebClient, item: dict[str, Any], names: dict[str, str]) -> str:

@@ -29,6 +29,10 @@ are kept in `modals` (a title or text-input label over 45 characters, a custom_i
 Gateway: HELLO (op 10); IDENTIFY (op 2) → READY (bot user, application, one unavailable
 guild) and GUILD_CREATE (a text channel); heartbeats (op 1) → ACK (op 11). Tests inject
 dispatches (MESSAGE_CREATE, INTERACTION_CREATE, …), sent with increasing sequence numbers.
+
+Attachments: `attachment(name, data)` is an attachment object whose signed `url` this server
+serves under /attachments/ (no token needed, as Discord's CDN); `files.fail(url, 404)`,
+`files.hang(url)`, `files.requests` (tests/support/file_host.py).
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ from urllib.parse import unquote
 from aiohttp import WSMsgType, web
 
 from tests.support import discord_payloads as p
+from tests.support.file_host import FileStore
 
 API_PREFIX = "/api/v10"
 HELLO, IDENTIFY, HEARTBEAT, RESUME, HEARTBEAT_ACK, DISPATCH = 10, 2, 1, 6, 11, 0
@@ -102,6 +107,7 @@ class FakeDiscord:
         self._sequence = 0
         self._pending: set[asyncio.Future[None]] = set()
         self._lock = threading.Lock()
+        self.files = FileStore()  # attachments, served like Discord's CDN
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, name="fake-discord", daemon=True)
         self._runner: web.AppRunner | None = None
@@ -126,6 +132,8 @@ class FakeDiscord:
         return self
 
     def close(self) -> None:
+        self.files.close()
+
         async def stop() -> None:
             for ws in list(self._sockets):
                 await ws.close()
@@ -140,6 +148,7 @@ class FakeDiscord:
     async def _serve(self) -> None:
         app = web.Application()
         app.router.add_get("/gateway", self._gateway)
+        app.router.add_get("/attachments/{tail:.*}", self._attachment)
         app.router.add_route("*", API_PREFIX + "/{tail:.*}", self._rest)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
@@ -304,6 +313,29 @@ class FakeDiscord:
             self._interaction_channels[data["token"]] = channel
         self.dispatch("INTERACTION_CREATE", data)
         return data
+
+    def attachment(self, name: str, data: bytes, content_type: str = "text/plain") -> dict[str, Any]:
+        """A file someone attached, as a message's `attachments` item, served here."""
+        attachment_id = p.snowflake()
+        url = self.files.put(
+            f"http://127.0.0.1:{self.port}", f"/attachments/{self.channel_id}/{attachment_id}/{name}", data
+        )
+        signed = f"{url}?ex=6a000000&is=69f00000&hm={attachment_id[-8:]}"
+        return {
+            "id": attachment_id,
+            "filename": name,
+            "content_type": content_type,
+            "size": len(data),
+            "url": signed,
+            "proxy_url": signed,
+        }
+
+    async def _attachment(self, request: web.Request) -> web.Response:
+        answer = self.files.answer
+        status, headers, body = await asyncio.get_running_loop().run_in_executor(
+            None, answer, str(request.rel_url), dict(request.headers.items())
+        )
+        return web.Response(status=status, headers=headers, body=body)
 
     # --- gateway -------------------------------------------------------------------------------
     async def _dispatch(self, event: str, data: dict[str, Any]) -> None:

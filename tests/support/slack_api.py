@@ -20,6 +20,9 @@ handles it as usual: Slack was slow, not down), as when a worker is killed mid-p
 Slash commands' `response_url` points here too (`response_url(n)`), recorded as "response_url".
 With `socket_url` set (a `SlackSocket`'s URL), `apps.connections.open` with an app-level token
 (`Bearer xapp-…`) answers `{"ok": true, "url": socket_url}`; otherwise it gets `invalid_auth`.
+Files (`file(name, data)`: a Slack file object) are served at their `url_private_download`
+under this server's base (`/files-pri/…`), 403 without `Bearer xoxb-…`; `files.fail(url,
+404)`, `files.hang(url)`, `files.requests` (tests/support/file_host.py).
 """
 
 from __future__ import annotations
@@ -38,9 +41,11 @@ from urllib.parse import parse_qsl, urlencode
 
 from slack_sdk.signature import SignatureVerifier
 
+from tests.support.file_host import FileStore, send
 from tests.support.slack_surfaces import Posted, Surfaces
 
 Outage = Literal["http500", "ratelimited", "429"]
+FILES_PATH = "/files-pri/"
 BOT_USER_ID = "UBOT"
 BOT_ID = "BBOT"
 TEAM_ID = "T0001"
@@ -66,6 +71,9 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
     def do_POST(self) -> None:
+        if self.path.startswith(FILES_PATH):
+            send(self, *self.server.api.files.answer(self.path, dict(self.headers.items())))
+            return
         raw = self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode("utf-8")
         if "json" in (self.headers.get("Content-Type") or ""):
             body = json.loads(raw or "{}")
@@ -108,6 +116,8 @@ class SlackAPI:
         self.threads: dict[tuple[str, str], list[dict[str, Any]]] = {}  # (channel, root ts): seed_thread
         self.users: dict[str, str] = {}  # user id -> display name, for users.info
         self.surfaces = Surfaces(self.messages, self._ts)  # streaming, Assistant, blocks, modals
+        self.files = FileStore(token_prefix="Bearer xoxb-")  # what url_private_download serves
+        self._file_ids = itertools.count(1)
         self._server = _Server(("127.0.0.1", 0), _Handler)
         self._server.api = self
         self._thread = threading.Thread(
@@ -128,6 +138,7 @@ class SlackAPI:
         return f"{self.base}/response/{n}"
 
     def close(self) -> None:
+        self.files.close()
         self._server.shutdown()
         self._server.server_close()
 
@@ -317,6 +328,32 @@ class SlackAPI:
             kept.append({"type": "message", "ts": ts, "thread_ts": root, **item})
         self.threads[(channel, root)] = kept
         return root
+
+    def file(self, name: str, data: bytes, mimetype: str = "text/plain", **extra: Any) -> dict[str, Any]:
+        """A file someone uploaded, as Slack describes it in a message's `files`, served here."""
+        file_id = f"F{next(self._file_ids):08d}"
+        url = self.files.put(self.base, f"{FILES_PATH}{TEAM_ID}-{file_id}/download/{name}", data)
+        kind = name.rpartition(".")[2]
+        return {
+            "id": file_id,
+            "name": name,
+            "title": name,
+            "mimetype": mimetype,
+            "filetype": kind,
+            "size": len(data),
+            "mode": "hosted",
+            "is_external": False,
+            "url_private": url.replace("/download/", "/"),
+            "url_private_download": url,
+            **extra,
+        }
+
+    def add_message(self, channel: str, item: dict[str, Any]) -> None:
+        """A user's message (with `ts`, and `thread_ts` when in a thread) as conversations.replies
+        gives it: in its thread, or as a message of its own."""
+        root = str(item.get("thread_ts") or item["ts"])
+        with self._lock:
+            self.threads.setdefault((channel, root), []).append({"type": "message", **item})
 
     def _replies(self, body: dict[str, Any]) -> dict[str, Any]:
         """conversations.replies as Slack answers it: the root first, then replies oldest

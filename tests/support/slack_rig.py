@@ -88,10 +88,22 @@ class SlackRig:
         """Deliver one Events API event, signed; returns the HTTP status."""
         return signed_post(self.events_url, event_body(event), SECRET, extra_headers=headers)[0]
 
-    def mention(self, text: str, channel: str = "C1", user: str = "U1", thread_ts: str | None = None) -> str:
-        """@codebot TEXT in a channel; returns the message ts."""
+    def mention(
+        self,
+        text: str,
+        channel: str = "C1",
+        user: str = "U1",
+        thread_ts: str | None = None,
+        files: list[dict[str, Any]] | None = None,
+    ) -> str:
+        """@codebot TEXT in a channel (with `files` attached: also in conversations.replies, as
+        Slack keeps it); returns the message ts."""
         ts = self.next_ts()
-        assert self.send(mention(channel, ts, text, user=user, thread_ts=thread_ts)) == 200
+        event = mention(channel, ts, text, user=user, thread_ts=thread_ts)
+        if files:
+            event.update(files=files, upload=True)
+            self.api.add_message(channel, {k: v for k, v in event.items() if k not in ("channel", "type")})
+        assert self.send(event) == 200
         return ts
 
     def command(self, text: str, user: str = "U1", channel: str = "C1") -> tuple[int, str]:

@@ -51,5 +51,5 @@ def chain_context(
 ) -> ThreadContext:
     """The chain's messages as the block the model gets before the question: its first message
     and the newest within the budget, like a thread's."""
-    context = thread_context(messages, settings, redact, CHAIN_HEADER, CHAIN_DROPPED_NOTE)
+    context = thread_context(messages, settings, redact, header=CHAIN_HEADER, dropped_note=CHAIN_DROPPED_NOTE)
     return dataclasses.replace(context, chain=True)

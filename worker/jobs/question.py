@@ -56,6 +56,9 @@ class Question(BaseModel):
     # `codebot ask --context FILE` / stdin: the pasted log, redacted and within the budget
     # (worker/conversation/); chat questions read their thread as their job starts instead
     pasted: str = ""
+    # files the platform's event says the question's message carries: the worker reads them
+    # (by the message's ids, never by a URL from the event) as the job starts
+    attached_files: int = 0
     created_at: float = Field(default_factory=time.time)
 
 

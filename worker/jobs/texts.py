@@ -128,3 +128,21 @@ CHAIN_TRIMMED_NOTE = (
     "_This reply chain is long: I read its first message and the newest {kept}; "
     "{dropped} earlier message(s) were left out._"
 )
+# The line an answer starts with for each file of its thread (or its message) not read whole
+# (worker/jobs/question_context.py); {name} is the file's name, redacted
+FILE_CUT_NOTE = "_I read only the end of `{name}`: it is longer than I can read at once._"
+FILE_NOT_READ_NOTES = {
+    "binary": "_I did not read `{name}`: it is not a text file._",
+    "deleted": "_I could not read `{name}`: it was deleted._",
+    "hidden": "_I could not read `{name}`: the workspace's plan hides it._",
+    "external": "_I did not read `{name}`: it is stored outside the chat platform._",
+    "host": "_I did not read `{name}`: it is not on the chat platform's own file host._",
+    "timeout": "_I could not read `{name}`: its download timed out._",
+    "not_found": "_I could not read `{name}`: the platform no longer has it (404)._",
+    "forbidden": "_I could not read `{name}`: the platform refused to give it (403)._",
+    "refused": "_I could not read `{name}`: the platform did not give it (is the app allowed to read files?)._",
+    "too_large": "_I did not read `{name}`: it is too large to download._",
+    "failed": "_I could not read `{name}`: its download failed._",
+    "too_many": "_I did not read `{name}`: I read at most {count} files per question._",
+}
+FILE_NOTES_MORE = "_…and {count} more file(s) I could not read whole._"
