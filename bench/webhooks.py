@@ -239,12 +239,14 @@ def measure_burst(work: Path, bare: Path, data_dirs: list[Path], port: int, burs
     settled = time.perf_counter() - started
     wait_for(lambda: not refresh_work_left(redis), "the last queued refresh")
     refreshes = push_refreshes_run(redis) - jobs_before
-    syncs = len(sync_history(redis, "big")) - syncs_before
+    history = sync_history(redis, "big")  # newest first
+    recorded = history[: len(history) - syncs_before]
+    syncs, moved = len(recorded), sum(1 for entry in recorded if entry.get("changed"))
     print(
         f"burst: {burst} pushes posted in {posted:.2f} s, both machines at the last one after {settled:.2f} s"
     )
     print(
-        f"burst: syncs recorded in Redis (refreshes, and machine B's catch-ups that found a newer commit): {syncs}"
+        f"burst: syncs recorded in Redis (refreshes, and machine B's catch-ups that found a newer commit): {syncs}, of which {moved} moved a snapshot"
     )
     verdict = "PASS" if refreshes <= BURST_GOAL else "FAIL"
     print(f"{verdict} a burst of {burst} pushes cost {refreshes} refreshes (goal ≤ {BURST_GOAL})")
