@@ -28,7 +28,9 @@ _BUILT_IN = re.compile(r"trace: built-in: git (\S+)")
 
 def setup(tmp_path: Path, entry: dict[str, Any], **settings: Any) -> tuple[GitRemote, Mirrors, Redis]:
     remote = GitRemote.create(tmp_path / "forge")
-    whitelist = write_whitelist(tmp_path, [{"name": "app", "url": str(remote.bare), "branch": "main", **entry}])
+    whitelist = write_whitelist(
+        tmp_path, [{"name": "app", "url": str(remote.bare), "branch": "main", **entry}]
+    )
     options = {"data_dir": tmp_path / "data", "repos_file": whitelist.path, **settings}
     mirrors = Mirrors(load_settings(env_file=None, **options), whitelist)
     return remote, mirrors, connect(mirrors.settings)
@@ -59,7 +61,7 @@ def start_of_period(name: str, minutes: int) -> float:
 def test_a_poll_with_no_new_commit_asks_ls_remote_and_fetches_nothing(
     polled: tuple[GitRemote, Mirrors, Redis], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    remote, mirrors, redis = polled
+    _, mirrors, redis = polled
     served = mirrors.current("app")
     monkeypatch.setenv("GIT_TRACE", str(tmp_path / "trace"))
     assert run_due_refreshes(redis, mirrors) == []
