@@ -7,7 +7,9 @@ GIT_TRACE (every git command a poll starts, with its arguments, in order).
 
 from __future__ import annotations
 
+import logging
 import re
+import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -125,5 +127,24 @@ def test_with_a_forge_secret_set_a_repo_without_refresh_minutes_is_still_polled_
         assert claim_due_refreshes(redis, mirrors, now + 30 * 60) == []
         (result,) = run_due_refreshes(redis, mirrors, now + 60 * 60)  # no mirror yet: the poll clones
         assert result.ok and mirrors.current("app") is not None
+    finally:
+        stop_embedded_server(mirrors.settings)
+
+
+def test_a_failed_ls_remote_names_the_remote_without_its_credential(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with socket.socket() as probe:  # a port nothing listens on: the remote is down
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = f"http://codebot:s3cr3t-token-9f2e@127.0.0.1:{port}/acme/app.git"
+    _, mirrors, redis = setup(tmp_path, {"url": url, "refresh_minutes": 5})
+    try:
+        assert not mirrors.sync("app").ok  # the mirror exists, the remote never answered
+        with caplog.at_level(logging.WARNING):
+            (result,) = run_due_refreshes(redis, mirrors)
+        assert "git ls-remote failed" in caplog.text  # said, then the fetch tried anyway
+        assert not result.ok and "127.0.0.1" in (result.error or "")
+        assert "s3cr3t-token-9f2e" not in caplog.text + (result.error or "")
     finally:
         stop_embedded_server(mirrors.settings)
