@@ -229,6 +229,10 @@ class Settings(ChatSettings):
     webhooks_request_seconds: float = Field(default=10.0, gt=0)
     # An idle keep-alive connection is closed after this long.
     webhooks_idle_seconds: float = Field(default=5.0, gt=0)
+    # With webhooks set up (a forge's secret above, or a repo's `webhook_secret`), each repo is
+    # still polled as a fallback, this rarely: every N minutes (a repo's longer `refresh_minutes`
+    # wins), `git ls-remote` first and a fetch only when its tip moved; 0: `refresh_minutes` alone.
+    webhooks_poll_minutes: int = Field(default=60, ge=0)
 
     @field_validator("data_dir", "repos_file", mode="before")
     @classmethod

@@ -45,6 +45,9 @@ HELP = {
     "codebot_deliveries_total": "Attempts to deliver a stored final message, by platform and result "
     "(delivered, retry: refused and due again, undeliverable: given up).",
     "codebot_feedback_total": "Votes on answers (a changed vote counts again), by platform and vote (up, down).",
+    "codebot_polls_total": "Scheduled polls of a repo, by result (unchanged: git ls-remote found the "
+    "commit served, nothing fetched; moved: fetched; first_sync: no mirror yet, fetched; "
+    "ls_remote_failed: fetched instead).",
     "codebot_queue_depth": "Questions waiting in the queue.",
     "codebot_workers": "RQ workers alive.",
     "codebot_tool_threads_stuck": "Tool calls given up at their deadline whose thread has not returned "
@@ -57,6 +60,7 @@ COUNTER_LABELS = {
     "codebot_failures_total": ["reason"],
     "codebot_deliveries_total": ["platform", "result"],
     "codebot_feedback_total": ["platform", "vote"],
+    "codebot_polls_total": ["result"],
 }
 
 

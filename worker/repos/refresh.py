@@ -17,11 +17,14 @@ follows it:
   upgraded from a release that recorded no commits, or whose snapshots were of an older
   format) is synced to its branch's head by the same two paths, and what it found recorded:
   an upgrade heals itself without an operator command (docs/operations.md, "Upgrading");
-- on a schedule: a repo with `refresh_minutes = N` is fetched once per N-minute period, by
+- on a schedule: a repo with `refresh_minutes = N` is polled once per N-minute period, by
   whichever machine first claims the period in Redis (a claim with a token of its own, so a
   retried claim is never lost to its own first try: worker/ops/claims.py); the others catch
   up to what it found. Each repo's periods are offset by a hash of its name, so repos with the same
-  period do not all fetch at the same second.
+  period do not all poll at the same second. With webhooks set up (a forge's secret, or the
+  repo's `webhook_secret`) a push refreshes the repo at once, and polling is only the fallback:
+  every repo is polled every `webhooks_poll_minutes` (or its longer `refresh_minutes`). A poll
+  runs `git ls-remote` first and fetches only when the tip moved (worker/repos/poll.py).
 """
 
 from __future__ import annotations
@@ -38,9 +41,12 @@ from typing import Any
 from redis import Redis
 from redis.exceptions import RedisError
 
+from config.repos import RepoSpec
+from config.settings import Settings
 from worker.ops.claims import claim, new_token
 from worker.ops.json_list import json_objects
 from worker.repos.mirrors import Mirrors, SyncResult
+from worker.repos.poll import poll
 
 log = logging.getLogger("codebot.refresh")
 
@@ -188,9 +194,10 @@ def claim_due_refreshes(redis: Redis, mirrors: Mirrors, now: float | None = None
     token = new_token(socket.gethostname())  # the host shows who holds a period
     claimed: list[str] = []
     for spec in mirrors.whitelist.repos:
-        if not spec.refresh_minutes:
+        minutes = poll_minutes(spec, mirrors.settings)
+        if not minutes:
             continue
-        period = spec.refresh_minutes * 60
+        period = minutes * 60
         index = int((now + period_offset_seconds(spec.name, period)) // period)
         key = f"{SCHEDULE_KEY_PREFIX}{spec.name}:{index}"
         if claim(redis, key, token, 2 * period):
@@ -198,11 +205,33 @@ def claim_due_refreshes(redis: Redis, mirrors: Mirrors, now: float | None = None
     return claimed
 
 
+def webhooks_set_up(spec: RepoSpec, settings: Settings) -> bool:
+    """Can a push to `spec` reach us by webhook: a secret of its own, or any forge's?"""
+    forge_secrets = (
+        settings.webhooks_github_secret,
+        settings.webhooks_gitlab_secret,
+        settings.webhooks_gitea_secret,
+        settings.webhooks_bitbucket_secret,
+    )
+    return spec.webhook_secret_variable is not None or any(forge_secrets)
+
+
+def poll_minutes(spec: RepoSpec, settings: Settings) -> int | None:
+    """How often the schedule polls `spec`, in minutes; None: never. Its `refresh_minutes`, and
+    with webhooks set up at least `webhooks_poll_minutes`: pushes arrive by webhook, so polling
+    is the rare fallback for a delivery lost, and covers a repo with no `refresh_minutes` too."""
+    fallback = settings.webhooks_poll_minutes if webhooks_set_up(spec, settings) else 0
+    return max(spec.refresh_minutes or 0, fallback) or None
+
+
 def run_due_refreshes(redis: Redis, mirrors: Mirrors, now: float | None = None) -> list[SyncResult]:
-    """Fetch the scheduled repos this machine claimed, and record what it found for everyone."""
+    """Poll the scheduled repos this machine claimed; fetch those whose tip moved (worker/repos/
+    poll.py), and record what it found for everyone. Returns the fetches it ran."""
     results = []
     for name in claim_due_refreshes(redis, mirrors, now):
-        result = mirrors.sync(name)
+        result = poll(mirrors, redis, name)
+        if result is None:
+            continue  # the tip is the commit served here: nothing fetched, nothing to record
         _record(redis, mirrors, result)
         log.info("scheduled refresh of %s: %s", name, result.sha if result.ok else result.error)
         results.append(result)
