@@ -234,7 +234,7 @@ def test_a_platform_that_never_marks_the_question_taken_up_does_not_keep_the_ans
 def test_a_question_stopped_mid_answer_leaves_no_lane_thread_behind(
     rig: Rig, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def stopped(_agent: Agent, _question: Question) -> None:
+    def stopped(_agent: Agent, _question: Question, **_texts: object) -> None:
         raise StopJobRequested  # `rq` stop-job, raised in the question's thread while the model works
 
     monkeypatch.setattr(Agent, "run", stopped)

@@ -52,4 +52,13 @@ def test_text_is_told_from_binary_by_its_bytes_not_its_name() -> None:
     assert as_text(Fetched("naïve windows log\r\n".encode("cp1252"))) == "naïve windows log\r\n"
     assert as_text(Fetched(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR")) is None
     assert as_text(Fetched(bytes(range(1, 32)) * 20)) is None  # control bytes, no NUL: still binary
-    assert as_text(Fetched("…é".encode()[1:], cut=True)) == "é"  # an end cut inside a character
+    assert as_text(Fetched("…é\nnext\n".encode()[1:], cut=True)) == "next\n"  # cut inside a character
+
+
+def test_the_end_of_a_file_starts_at_a_whole_line_so_a_secret_cut_in_two_shows_no_part() -> None:
+    token_tail = "Zq9XZq9XZq9XZq9XZq9X\nINFO retried\n"  # the end of a token line whose start was cut
+    assert as_text(Fetched(token_tail.encode(), cut=True)) == "INFO retried\n"
+    key_tail = "b3BlbnNzaC1rZXktdjEAAAAA\nAAAAC1rZXktdjEAAAAABG5v\n-----END OPENSSH PRIVATE KEY-----\nINFO up\n"
+    assert as_text(Fetched(key_tail.encode(), cut=True)) == "INFO up\n"
+    whole = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+    assert as_text(Fetched(("x\n" + whole).encode(), cut=True)) == whole  # a block read whole stays

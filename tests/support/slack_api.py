@@ -61,6 +61,7 @@ class Call:
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = 128  # a real server's backlog: the worker asks several calls at once
     api: SlackAPI
 
 

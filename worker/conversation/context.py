@@ -36,6 +36,7 @@ UNREADABLE_NOTE = (
 QUESTION_HEADER = "The question:"
 MAX_NAME_CHARS = 100
 MIN_USEFUL_CHARS = 200  # a message cut shorter than this is worth less than its place
+REST_SHARE = 1 / 3  # of the characters: the newest messages' claim against a long root group
 # Slack markup: <@U1>, <#C1|name>, <!here>, <!subteam^S1|devs>, <https://x|text>
 _SLACK_MARKUP = re.compile(r"<([^<>|\s]+)(?:\|([^<>]*))?>")
 _MENTION_OR_REPO = re.compile(r"<@!?[A-Za-z0-9]+>|(?<!\S)repo:\S+", re.IGNORECASE)
@@ -86,13 +87,21 @@ def same_words(text: str) -> str:
 def fit_messages(
     messages: Sequence[ThreadMessage], max_messages: int, max_chars: int
 ) -> tuple[list[ThreadMessage], int]:
-    """The root and the newest messages within the budget (texts cut from their start when one
-    alone is too long), in thread order; and how many were dropped."""
+    """The root (with its files' entries: a log attached to the message that started the thread
+    is often what the question is about) and the newest messages within the budget (texts cut
+    from their start when too long), in thread order; and how many were dropped. The root's
+    group yields to the newest messages up to REST_SHARE of the characters."""
     if not messages or max_messages <= 0 or max_chars <= 0:
         return [], len(messages)
-    root, rest = messages[0], list(messages[1:])
-    kept_root = _cut(root, max_chars)
-    room = max_chars - len(kept_root.text)
+    head, rest = root_group(messages)
+    wanted_by_rest = sum(len(m.text) for m in rest[-max(max_messages - 1, 0) :]) if max_messages > 1 else 0
+    room = max_chars - min(wanted_by_rest, int(max_chars * REST_SHARE))
+    kept_head: list[ThreadMessage] = []
+    for message in head:  # the root's words first, then its files in order
+        cut = _cut(message, max(room, 0))
+        kept_head.append(cut)
+        room -= len(cut.text)
+    room = max_chars - sum(len(m.text) for m in kept_head)  # what the head left, for the newest
     newest: list[ThreadMessage] = []
     for message in reversed(rest):
         if len(newest) + 1 >= max_messages or room < MIN_USEFUL_CHARS:
@@ -101,7 +110,15 @@ def fit_messages(
         newest.append(cut)
         room -= len(cut.text)
     newest.reverse()
-    return [kept_root, *newest], len(rest) - len(newest)
+    return [*kept_head, *newest], len(rest) - len(newest)
+
+
+def root_group(messages: Sequence[ThreadMessage]) -> tuple[list[ThreadMessage], list[ThreadMessage]]:
+    """The root with the entries of its attached files, and the messages after them."""
+    end = 1
+    while end < len(messages) and messages[end].attachment:
+        end += 1
+    return list(messages[:end]), list(messages[end:])
 
 
 def _cut(message: ThreadMessage, chars: int) -> ThreadMessage:
@@ -124,11 +141,17 @@ def thread_context(
     """The thread's messages (and their files' entries) as the block the model gets before the
     question; `files`: what the asker is told of the files not read whole (a reply chain's
     block with its own `header` and `dropped_note`)."""
-    cleaned = [_clean(message, redact) for message in messages]
-    kept, dropped = fit_messages(cleaned, settings.thread_context_messages, settings.thread_context_chars)
+    # Only what the message count could keep is redacted (redaction is the costly step, and a
+    # thread of 500 messages keeps 50): the count does not depend on what redaction changes.
+    head, rest = root_group(messages)
+    window = max(settings.thread_context_messages - 1, 0)
+    candidates = [*head, *(rest[-window:] if window else [])]
+    cleaned = [_clean(message, redact) for message in candidates]
+    kept, _ = fit_messages(cleaned, settings.thread_context_messages, settings.thread_context_chars)
     if not kept:
         return ThreadContext(files=tuple(files))
-    dropped -= sum(1 for m in cleaned[1:] if m.attachment) - sum(1 for m in kept[1:] if m.attachment)
+    # messages dropped, counted as the asker counts them (a file's entry is not a message)
+    dropped = sum(1 for m in messages[1:] if not m.attachment) - sum(1 for m in kept[1:] if not m.attachment)
     lines = [header]
     for index, message in enumerate(kept):
         if index == 1 and dropped:

@@ -13,6 +13,9 @@ whether a URL's host may be asked at all and with which credentials. Here:
 
 from __future__ import annotations
 
+import os
+import ssl
+import threading
 import time
 from collections import deque
 from urllib.parse import urlsplit
@@ -23,6 +26,18 @@ from worker.conversation.thread import Fetched, FileUnreadable
 
 STREAM_FACTOR = 8  # a host ignoring Range is read at most this many times the cap
 CHUNK_BYTES = 64 * 1024
+_tls_lock = threading.Lock()
+_tls: tuple[int, ssl.SSLContext] | None = None  # (the process it was made in, the context)
+
+
+def tls_context() -> ssl.SSLContext:
+    """The process's one TLS context (loading the CA store costs ~50 ms: once, not per file);
+    made anew in a forked child, which shares no OpenSSL state with its parent."""
+    global _tls
+    with _tls_lock:
+        if _tls is None or _tls[0] != os.getpid():
+            _tls = (os.getpid(), ssl.create_default_context())
+        return _tls[1]
 
 
 def download(
@@ -34,7 +49,9 @@ def download(
     deadline = time.monotonic() + timeout
     try:
         with (
-            httpx2.Client(follow_redirects=False, timeout=httpx2.Timeout(timeout)) as http,
+            httpx2.Client(
+                follow_redirects=False, timeout=httpx2.Timeout(timeout), verify=tls_context()
+            ) as http,
             http.stream("GET", url, headers=wanted) as response,
         ):
             _check(response.status_code)

@@ -32,6 +32,9 @@ from worker.conversation.thread import (
 )
 
 MAX_FILES_READ = 5
+# A character is at most 4 bytes of UTF-8: a file's end longer than this many bytes per
+# character of the budget could never be kept, so it is never downloaded (nor decoded, redacted)
+MAX_BYTES_PER_CHAR = 4
 FIRST_BLOCK_BYTES = 8192  # a NUL byte here and the file is binary
 MEDIA_TYPES = ("image/", "video/", "audio/")  # binary whatever their bytes: never downloaded
 # text whose first block has more control characters than this share is binary (tabs, line
@@ -69,10 +72,11 @@ def read_files(
     """`messages` with an entry after each attached file's message, and the asker's notes."""
     if settings.thread_context_file_bytes <= 0 or not any(m.files for m in messages):
         return list(messages), []
+    limit = bytes_worth_reading(settings)
     chosen = _chosen(messages, settings.thread_context_messages)
     fetching = [(m, f) for m, f in chosen[:MAX_FILES_READ] if f.fetch is not None and f.problem is None]
     with ThreadPoolExecutor(max(len(fetching), 1), thread_name_prefix="thread-file") as pool:
-        done = list(pool.map(lambda pair: _read(pair[1], settings), fetching))
+        done = list(pool.map(lambda pair: _read(pair[1], settings, limit), fetching))
     results = {id(file): read for (_, file), read in zip(fetching, done, strict=True)}
     reads: dict[int, _Read] = {}
     for index, (_message, file) in enumerate(chosen):
@@ -88,7 +92,7 @@ def read_files(
             read = reads.get(id(file))
             if read is None:  # its message is beyond what the budget keeps
                 continue
-            out.append(_entry(message, file, read, settings.thread_context_file_bytes))
+            out.append(_entry(message, file, read, limit))
             if read.problem is not None or read.cut:
                 notes.append(FileNote(file_name(file.name, redact), read.problem))
     return out, notes
@@ -104,12 +108,18 @@ def _chosen(messages: Sequence[ThreadMessage], max_messages: int) -> list[tuple[
     return [(m, f) for m in (*asking, *root, *newest) for f in m.files]
 
 
-def _read(file: ThreadFile, settings: Settings) -> _Read:
+def bytes_worth_reading(settings: Settings) -> int:
+    """The most of a file's end worth downloading: the byte cap, or what the character budget
+    could hold, whichever is less."""
+    return min(settings.thread_context_file_bytes, MAX_BYTES_PER_CHAR * settings.thread_context_chars)
+
+
+def _read(file: ThreadFile, settings: Settings, limit: int) -> _Read:
     if file.mimetype.lower().startswith(MEDIA_TYPES):
         return _Read(None, "binary")
     assert file.fetch is not None
     try:
-        fetched = file.fetch(settings.thread_context_file_bytes, settings.thread_context_file_seconds)
+        fetched = file.fetch(limit, settings.thread_context_file_seconds)
     except FileUnreadable as exc:
         return _Read(None, exc.problem)
     except Exception:  # a reader's bug: this file is not read, the question goes on
@@ -132,9 +142,21 @@ def as_text(fetched: Fetched) -> str | None:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         text = data.decode("latin-1")
+    if fetched.cut:
+        text = _from_a_whole_line(text)
     head = text[:FIRST_BLOCK_BYTES]
     controls = sum(1 for c in head if (ord(c) < 32 and c not in TEXT_CONTROLS) or 0x7F <= ord(c) < 0xA0)
     return text if controls <= MAX_CONTROL_SHARE * len(head) else None
+
+
+def _from_a_whole_line(text: str) -> str:
+    """The end of a file as downloaded, from its first whole line, and past a key block whose
+    start was cut off: a secret cut in two is matched by no rule, so its tail is never shown."""
+    text = text.partition("\n")[2]
+    begin, end = text.find("-----BEGIN"), text.find("-----END")
+    if end != -1 and (begin == -1 or end < begin):
+        text = text[end:].partition("\n")[2]
+    return text
 
 
 def _entry(message: ThreadMessage, file: ThreadFile, read: _Read, limit: int) -> ThreadMessage:

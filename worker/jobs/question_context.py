@@ -85,6 +85,8 @@ def _not_remembered(
     """The messages without the questions thread memory holds already (they come with their
     answers as history turns); such a question's files stay, under its author."""
     asked = {same_words(turn.question) for turn in question.history}
+    if not asked:  # nothing remembered: no message needs redacting to be compared
+        return messages
     kept = []
     for message in messages:
         if message.asking or same_words(redact(message.text)) not in asked:
