@@ -157,3 +157,18 @@ def test_deleted_hidden_and_external_files_are_named_without_a_download(rig: Sla
         "_I did not read `doc.txt`: it is stored outside the chat platform._",
     ]
     assert reply.endswith(ANSWER)
+
+
+def test_a_log_attached_to_the_root_of_a_long_thread_stays_with_the_root(rig: SlackRig) -> None:
+    """The budget keeps the root and the newest messages: the root's log went with the oldest."""
+    big = b"2026-12-07 09:59:59 INFO request served\n" * 5_000 + LOG  # ~200 KB, its end the trace
+    log = rig.api.file("checkout.log", big)
+    replies = [{"user": f"U{n % 5}", "text": f"seen again on node {n}"} for n in range(120)]
+    root = rig.api.seed_thread("C1", [{"user": "U7", "text": "checkout broke", "files": [log]}, *replies])
+    ask_in(rig, root, "why does this fail?")
+    first = first_request(rig)
+    assert 'attached file "checkout.log"' in first and "PaymentDeclined: card_expired" in first
+    assert "seen again on node 119" in first  # the newest still there beside it
+    downloads = [r for r in rig.api.files.requests if "checkout.log" in r.path]
+    ranges = [{k.lower(): v for k, v in r.headers.items()}.get("range") for r in downloads]
+    assert ranges == ["bytes=-48000"]  # its end, no more than 12,000 characters could ever hold
