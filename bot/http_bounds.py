@@ -23,6 +23,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+import uvicorn
 from uvicorn.config import HTTP_PROTOCOLS
 from uvicorn.importer import import_from_string
 
@@ -172,3 +173,23 @@ class RequestBoundsMiddleware:
                 self.bounds.response_done(peer)
 
         await self.app(scope, receiving, sending)
+
+
+def bounded_server(
+    app: Any, bounds: ConnectionBounds, *, idle_seconds: float, proxy_headers: bool = True
+) -> uvicorn.Server:
+    """uvicorn serving `app` within `bounds`: the one configuration both servers share (no
+    lifespan, no access log, no Server header; the backlog as large as the connections allowed)."""
+    config = uvicorn.Config(
+        RequestBoundsMiddleware(app, bounds),
+        http=bounded_protocol(bounds),
+        lifespan="off",
+        timeout_keep_alive=max(1, round(idle_seconds)),
+        timeout_graceful_shutdown=max(1, round(bounds.request_seconds)),
+        backlog=bounds.max_connections,
+        access_log=False,
+        log_level="warning",
+        server_header=False,
+        proxy_headers=proxy_headers,
+    )
+    return uvicorn.Server(config)

@@ -51,10 +51,9 @@ from concurrent.futures import ThreadPoolExecutor
 from http import HTTPStatus
 from typing import Any
 
-import uvicorn
 from slack_bolt import App, BoltRequest, BoltResponse
 
-from bot.http_bounds import ConnectionBounds, RequestBoundsMiddleware, bounded_protocol
+from bot.http_bounds import ConnectionBounds, bounded_server
 from config.settings import Settings
 
 log = logging.getLogger("codebot.slack")
@@ -251,18 +250,7 @@ class SlackHTTPServer:
         start_all_threads(self.events.pool, settings.slack_http_dispatch_threads)
         # the time and connection bounds (bot/http_bounds.py), on uvicorn's public hooks
         bounds = ConnectionBounds(settings.slack_http_request_seconds, settings.slack_http_max_connections)
-        config = uvicorn.Config(
-            RequestBoundsMiddleware(self.events, bounds),
-            http=bounded_protocol(bounds),
-            lifespan="off",
-            timeout_keep_alive=max(1, round(settings.slack_http_idle_seconds)),
-            timeout_graceful_shutdown=max(1, round(settings.slack_http_request_seconds)),
-            backlog=settings.slack_http_max_connections,
-            access_log=False,
-            log_level="warning",
-            server_header=False,
-        )
-        self.server = uvicorn.Server(config)
+        self.server = bounded_server(self.events, bounds, idle_seconds=settings.slack_http_idle_seconds)
         self._stopped = threading.Event()
 
     @property

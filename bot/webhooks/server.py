@@ -20,9 +20,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import uvicorn
-
-from bot.http_bounds import ConnectionBounds, RequestBoundsMiddleware, bounded_protocol
+from bot.http_bounds import ConnectionBounds, bounded_server
 from bot.webhooks import texts
 from bot.webhooks.receiver import Receiver, Verdict
 from config.errors import ConfigError
@@ -118,19 +116,9 @@ class WebhooksServer:
             ) from None
         self.app = WebhooksApp(receiver, settings.webhooks_max_body_bytes)
         bounds = ConnectionBounds(settings.webhooks_request_seconds, settings.webhooks_max_connections)
-        config = uvicorn.Config(
-            RequestBoundsMiddleware(self.app, bounds),
-            http=bounded_protocol(bounds),
-            lifespan="off",
-            timeout_keep_alive=max(1, round(settings.webhooks_idle_seconds)),
-            timeout_graceful_shutdown=max(1, round(settings.webhooks_request_seconds)),
-            backlog=settings.webhooks_max_connections,
-            access_log=False,
-            log_level="warning",
-            server_header=False,
-            proxy_headers=False,
+        self.server = bounded_server(
+            self.app, bounds, idle_seconds=settings.webhooks_idle_seconds, proxy_headers=False
         )
-        self.server = uvicorn.Server(config)
         self._stopped = threading.Event()
 
     @property
