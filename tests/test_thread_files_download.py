@@ -58,7 +58,9 @@ def test_text_is_told_from_binary_by_its_bytes_not_its_name() -> None:
 def test_the_end_of_a_file_starts_at_a_whole_line_so_a_secret_cut_in_two_shows_no_part() -> None:
     token_tail = "Zq9XZq9XZq9XZq9XZq9X\nINFO retried\n"  # the end of a token line whose start was cut
     assert as_text(Fetched(token_tail.encode(), cut=True)) == "INFO retried\n"
-    key_tail = "b3BlbnNzaC1rZXktdjEAAAAA\nAAAAC1rZXktdjEAAAAABG5v\n-----END OPENSSH PRIVATE KEY-----\nINFO up\n"
+    key_tail = (
+        "b3BlbnNzaC1rZXktdjEAAAAA\nAAAAC1rZXktdjEAAAAABG5v\n-----END OPENSSH PRIVATE KEY-----\nINFO up\n"
+    )
     assert as_text(Fetched(key_tail.encode(), cut=True)) == "INFO up\n"
     whole = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
     assert as_text(Fetched(("x\n" + whole).encode(), cut=True)) == whole  # a block read whole stays
