@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 
 from config.settings import load_settings
-from tests.support import discord_payloads as p
 from tests.support.cli import run_codebot
 from tests.support.discord_rig import DiscordRig
 from tests.support.e2e import DEFAULT_FILES, Rig, build_rig
@@ -122,22 +121,11 @@ def test_on_slack_a_trace_naming_an_older_commit_is_read_at_that_commit_and_the_
     assert rig.api.reactions("C1", ts) == ["white_check_mark"]
 
 
-def thread_from(drig: DiscordRig, starter: str) -> dict[str, Any]:
-    """A thread someone started from their message `starter` in the guild channel."""
-    fake = drig.fake
-    root = fake.message_create(starter, author=fake.admin)
-    fake.channels[root["id"]] = p.thread(
-        root["id"], fake.channel_id, fake.guild_id, fake.admin["id"], "x", 1440
-    )
-    fake.dispatch("THREAD_CREATE", {**fake.channels[root["id"]], "newly_created": True})
-    return root
-
-
 def test_on_discord_a_trace_a_thread_was_started_from_reaches_the_model_with_its_frames_lines_and_is_cited(
     drig: DiscordRig,
 ) -> None:
     fake, rig = drig.fake, drig.rig
-    root = thread_from(drig, f"prod is failing:\n```{python_trace()}```")
+    root = drig.thread_from(f"prod is failing:\n```{python_trace()}```")
     asked = drig.mention("why does this fail?", channel=root["id"])
     rig.model.enqueue(text("It retries, then gives up [payments:payments/retry.py#L5-L12]."))
     drig.queued()

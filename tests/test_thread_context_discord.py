@@ -4,9 +4,6 @@ the model; the bot's own answers and questions it already answered stay thread m
 
 from __future__ import annotations
 
-from typing import Any
-
-from tests.support import discord_payloads as p
 from tests.support.discord_rig import DiscordRig
 
 TRACE = (
@@ -14,20 +11,9 @@ TRACE = (
 )
 
 
-def thread_from(drig: DiscordRig, starter: str) -> dict[str, Any]:
-    """A thread someone started from their message `starter` in the guild channel."""
-    fake = drig.fake
-    root = fake.message_create(starter, author=fake.admin)
-    fake.channels[root["id"]] = p.thread(
-        root["id"], fake.channel_id, fake.guild_id, fake.admin["id"], "x", 1440
-    )
-    fake.dispatch("THREAD_CREATE", {**fake.channels[root["id"]], "newly_created": True})
-    return root
-
-
 def test_a_stack_trace_a_thread_was_started_from_reaches_the_models_first_request(drig: DiscordRig) -> None:
     fake = drig.fake
-    root = thread_from(drig, f"checkout fails:\n```{TRACE}```")
+    root = drig.thread_from(f"checkout fails:\n```{TRACE}```")
     fake.message_create("only on prod", channel=root["id"])
     drig.script_answer("The retry gives up [payments:payments/retry.py#L3].")
     drig.mention("what raises this?", channel=root["id"])
@@ -41,7 +27,7 @@ def test_a_stack_trace_a_thread_was_started_from_reaches_the_models_first_reques
 
 def test_a_deleted_message_of_the_thread_is_not_sent(drig: DiscordRig) -> None:
     fake = drig.fake
-    root = thread_from(drig, "the build is red")
+    root = drig.thread_from("the build is red")
     gone = fake.message_create("my password is hunter2, oops", channel=root["id"])
     fake.delete_message(gone["id"])
     drig.script_answer("It is red [payments:payments/retry.py#L3].")
@@ -54,7 +40,7 @@ def test_a_deleted_message_of_the_thread_is_not_sent(drig: DiscordRig) -> None:
 
 def test_a_thread_the_bot_cannot_read_still_gets_its_answer_with_a_line_saying_so(drig: DiscordRig) -> None:
     fake = drig.fake
-    root = thread_from(drig, "a trace")
+    root = drig.thread_from("a trace")
     fake.refuse(5, "GET", f"/channels/{root['id']}/messages$")  # no Read Message History
     drig.script_answer("Five attempts [payments:payments/retry.py#L3].")
     drig.mention("how many attempts?", channel=root["id"])

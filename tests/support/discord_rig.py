@@ -18,6 +18,7 @@ from typing import Any
 
 from bot.discord.app import CodebotDiscord, build_client
 from config.settings import Settings
+from tests.support import discord_payloads as payloads
 from tests.support.e2e import Rig, build_rig
 from tests.support.fake_discord import FakeDiscord
 from tests.support.model_server import text, tool_calls
@@ -70,6 +71,16 @@ class DiscordRig:
         """A user's message mentioning the bot, as the gateway delivers it."""
         content = f"<@{self.fake.bot_id}> {question}"
         return self.fake.message_create(content, mentions=[self.fake.bot_user], **kwargs)
+
+    def thread_from(self, starter: str) -> dict[str, Any]:
+        """A thread someone started from their message `starter` in the guild channel."""
+        fake = self.fake
+        root = fake.message_create(starter, author=fake.admin)
+        fake.channels[root["id"]] = payloads.thread(
+            root["id"], fake.channel_id, fake.guild_id, fake.admin["id"], "x", 1440
+        )
+        fake.dispatch("THREAD_CREATE", {**fake.channels[root["id"]], "newly_created": True})
+        return root
 
     def queued(self, count: int = 1) -> None:
         self.fake.wait_for(lambda: queue_depth(self.rig.redis) >= count)
