@@ -94,7 +94,7 @@ def fit_messages(
     if not messages or max_messages <= 0 or max_chars <= 0:
         return [], len(messages)
     head, rest = root_group(messages)
-    wanted_by_rest = sum(len(m.text) for m in rest[-max(max_messages - 1, 0) :]) if max_messages > 1 else 0
+    wanted_by_rest = sum(len(m.text) for m in newest_kept(rest, max_messages))
     room = max_chars - min(wanted_by_rest, int(max_chars * REST_SHARE))
     kept_head: list[ThreadMessage] = []
     for message in head:  # the root's words first, then its files in order
@@ -111,6 +111,12 @@ def fit_messages(
         room -= len(cut.text)
     newest.reverse()
     return [*kept_head, *newest], len(rest) - len(newest)
+
+
+def newest_kept(rest: Sequence[ThreadMessage], max_messages: int) -> list[ThreadMessage]:
+    """The newest messages after the root that `max_messages` (the root counted) could keep."""
+    count = max_messages - 1
+    return list(rest[-count:]) if count > 0 else []
 
 
 def root_group(messages: Sequence[ThreadMessage]) -> tuple[list[ThreadMessage], list[ThreadMessage]]:
@@ -144,8 +150,7 @@ def thread_context(
     # Only what the message count could keep is redacted (redaction is the costly step, and a
     # thread of 500 messages keeps 50): the count does not depend on what redaction changes.
     head, rest = root_group(messages)
-    window = max(settings.thread_context_messages - 1, 0)
-    candidates = [*head, *(rest[-window:] if window else [])]
+    candidates = [*head, *newest_kept(rest, settings.thread_context_messages)]
     cleaned = [_clean(message, redact) for message in candidates]
     kept, _ = fit_messages(cleaned, settings.thread_context_messages, settings.thread_context_chars)
     if not kept:
