@@ -136,3 +136,35 @@ def test_a_chain_the_bot_cannot_read_still_gets_its_answer_with_a_line_saying_so
     (answer,) = fake.posted(asked["id"])  # the answer's thread has the question's id
     assert answer["content"].startswith("_I could not read the messages you replied to")
     assert "Five attempts" in answer["content"]
+
+
+LOG = b"10:00:02 DEBUG token ghp_" + b"e5F6" * 9 + b"\nPaymentDeclined: card_expired\n"
+
+
+def test_a_log_attached_to_a_message_of_the_chain_reaches_the_model_redacted(drig: DiscordRig) -> None:
+    fake = drig.fake
+    trace = said(drig, "checkout fails, log attached", attachments=[fake.attachment("ci.log", LOG)])
+    first, answer = ask_in_reply(drig, "why does this fail?", said(drig, "only on prod", to=trace))
+    assert 'attached file "ci.log":' in first and "PaymentDeclined: card_expired" in first
+    assert first.index("log attached") < first.index("card_expired") < first.index("why does this fail?")
+    assert "e5F6e5F6" not in str(drig.rig.model.requests)
+    assert "Five attempts" in answer
+
+
+def test_a_file_attached_to_the_reply_that_asks_reaches_the_model_beside_its_chain(drig: DiscordRig) -> None:
+    fake = drig.fake
+    trace = said(drig, f"checkout fails:\n```{TRACE}```", author=fake.admin)
+    drig.script_answer("Five attempts, then it gives up [payments:payments/retry.py#L3].")
+    asked = drig.mention(
+        "why does this fail?",
+        attachments=[fake.attachment("ci.log", LOG)],
+        **p.reply_fields(trace, fake.guild_id),
+    )
+    drig.queued()
+    drig.work()
+    first = str(drig.rig.model.requests[0]["messages"][-1]["content"])
+    assert "The chain of chat messages this question replied to" in first and "card_expired" in first
+    assert 'attached file "ci.log":' in first
+    assert fake.find("GET", f"/channels/{fake.channel_id}/messages/{asked['id']}$")
+    (answer,) = fake.posted(asked["id"])
+    assert "Five attempts" in answer["content"]

@@ -11,6 +11,8 @@ replied to, and so on: its reply chain (worker/conversation/chain.py).
   with `GET /channels/{channel}/messages/{id}`, in the question's channel only. A reply's
   `referenced_message` (Discord includes the replied-to message, one level) is used as that
   message, so a request reads two levels. A reference out of the channel ends the chain.
+- Each message's attachments come with it (bot/discord/files.py), read by the worker like a
+  thread's files.
 - A deleted message (`referenced_message: null`, or 404) ends the chain, shown as deleted; the
   bot's own messages are left out (the chain goes on through them); at most `chain_levels`.
 - Needs View Channel and Read Message History, and the Message Content intent for the text of
@@ -28,6 +30,7 @@ import discord
 from discord import DiscordException, NotFound
 from discord.http import HTTPClient, Route
 
+from bot.discord.files import discord_files
 from bot.discord.rest import use_api_base
 from bot.discord.thread_reader import WORDS
 from config.settings import Settings
@@ -61,7 +64,9 @@ def read_reply_chain(settings: Settings, channel: str, message: str) -> list[Thr
         newest_first = asyncio.run(_walk(token, wait, channel, message, chain_levels(settings)))
     except (DiscordException, aiohttp.ClientError, OSError, ValueError) as exc:
         raise ThreadUnreadable(str(exc)) from exc
-    return list(reversed(newest_first))
+    return [
+        _chain_message(settings, item) if item is not None else DELETED for item in reversed(newest_first)
+    ]
 
 
 @dataclass(frozen=True)
@@ -73,23 +78,26 @@ class _Link:
     deleted: bool  # the reply showed it as deleted (`referenced_message: null`)
 
 
-async def _walk(token: str, max_wait: float, channel: str, message: str, levels: int) -> list[ThreadMessage]:
-    """The chain from `message` back, newest first, at most `levels` messages looked at."""
+async def _walk(
+    token: str, max_wait: float, channel: str, message: str, levels: int
+) -> list[dict[str, Any] | None]:
+    """The chain's messages from `message` back, newest first, at most `levels` looked at; None
+    where the chain ends at a deleted message."""
     http = HTTPClient(asyncio.get_running_loop(), max_ratelimit_timeout=max_wait)
     try:
         me = str((await http.static_login(token)).get("id"))
-        chain: list[ThreadMessage] = []
+        chain: list[dict[str, Any] | None] = []
         link: _Link | None = _Link(message, None, False)
         for _ in range(levels):
             if link is None:
                 break
             item = None if link.deleted else (link.shown or await _get(http, channel, link.message))
             if item is None:  # deleted: Discord keeps nothing more of the chain
-                chain.append(DELETED)
+                chain.append(None)
                 break
             author = item.get("author") or {}
             if item.get("type", 0) in WORDS and str(author.get("id")) != me:
-                chain.append(_chain_message(item))
+                chain.append(item)
             link = _link(item, channel)
         return chain
     finally:
@@ -125,8 +133,8 @@ def _link(item: dict[str, Any], channel: str) -> _Link | None:
     return _Link(target, shown if same else None, False)
 
 
-def _chain_message(item: dict[str, Any]) -> ThreadMessage:
+def _chain_message(settings: Settings, item: dict[str, Any]) -> ThreadMessage:
     author = item.get("author") or {}
     member = item.get("member") or {}
     name = member.get("nick") or author.get("global_name") or author.get("username") or "someone"
-    return ThreadMessage(str(name), str(item.get("content") or ""))
+    return ThreadMessage(str(name), str(item.get("content") or ""), files=discord_files(settings, item))

@@ -16,7 +16,7 @@ from typing import Protocol
 
 from config.settings import Settings
 from worker.conversation.context import ThreadContext, thread_context
-from worker.conversation.thread import ThreadMessage
+from worker.conversation.thread import FileNote, ThreadMessage
 
 MAX_CHAIN_LEVELS = 200  # a reader follows no further: the budget keeps far fewer anyway
 CHAIN_HEADER = (
@@ -47,9 +47,15 @@ def chain_levels(settings: Settings) -> int:
 
 
 def chain_context(
-    messages: Sequence[ThreadMessage], settings: Settings, redact: Callable[[str], str]
+    messages: Sequence[ThreadMessage],
+    settings: Settings,
+    redact: Callable[[str], str],
+    files: Sequence[FileNote] = (),
 ) -> ThreadContext:
-    """The chain's messages as the block the model gets before the question: its first message
-    and the newest within the budget, like a thread's."""
-    context = thread_context(messages, settings, redact, header=CHAIN_HEADER, dropped_note=CHAIN_DROPPED_NOTE)
+    """The chain's messages (and their files' entries) as the block the model gets before the
+    question: its first message and the newest within the budget, like a thread's; `files`: what
+    the asker is told of the files not read whole."""
+    context = thread_context(
+        messages, settings, redact, files, header=CHAIN_HEADER, dropped_note=CHAIN_DROPPED_NOTE
+    )
     return dataclasses.replace(context, chain=True)
