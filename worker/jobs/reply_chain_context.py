@@ -57,10 +57,16 @@ def _own_message(runtime: Runtime, question: Question, redact: Callable[[str], s
     when it has none or cannot be read (logged: the chain is still the question's context)."""
     target, settings = question.target, runtime.settings
     reader = runtime.threads.get(target.platform)
-    if reader is None or question.attached_files <= 0 or settings.thread_context_file_bytes <= 0:
+    message = target.message
+    if (
+        reader is None
+        or not message
+        or question.attached_files <= 0
+        or settings.thread_context_file_bytes <= 0
+    ):
         return []
     try:
-        return [m for m in reader(settings, target.channel, target.message, target.message) if m.asking]
+        return [m for m in reader(settings, target.channel, message, message) if m.asking]
     except Exception as exc:  # a reader's bug included: the question goes on without its files
         log.warning(
             "question %s: the question's message could not be read: %s",
