@@ -283,3 +283,17 @@ def test_thread_links_are_built_from_the_platforms_ids_and_stay_inside_their_sit
     hostile = {"platform": "slack", "team": "T1", "channel": "../../evil?x=<b>", "thread": ""}
     assert thread_url(hostile) == "https://app.slack.com/client/T1/..%2F..%2Fevil%3Fx%3D%3Cb%3E"
     assert thread_url({"platform": "console", "channel": "console"}) is None
+
+
+def test_every_vote_the_console_shows_is_named_in_words_beside_its_emoji(console: tuple[str, Filled]) -> None:
+    base, filled = console
+    admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    pages = ("/questions", "/quality", f"/questions/{filled.answered.id}")
+    shown = [request(base + page, admin)[2] for page in pages]
+    # without an emoji font a bare 👍 is an empty box: every one is followed by its meaning
+    for page, body in zip(pages, shown, strict=True):
+        text = re.sub(r"<[^>]+>", " ", body)
+        bare = re.findall(r"[👍👎](?!\s+(?:helpful|not helpful|not-helpful|Why answers))", text)
+        assert not bare, (page, bare)
+    assert "👍 helpful" in shown[0] and "👎 not helpful" in shown[1]
+    assert "👍 helpful" in re.sub(r"<[^>]+>", " ", shown[2])

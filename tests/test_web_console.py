@@ -135,7 +135,7 @@ def test_quality_plots_render_with_a_point_for_today_and_hostile_reasons_stay_te
         t.get_attribute("textContent") for t in driver.find_elements(By.CSS_SELECTOR, "#plot-rates title")
     ]
     assert any(tip.startswith("answer rate") and tip.endswith(": 66.67%") for tip in tips), tips
-    assert any(tip.startswith("👍 rate") and tip.endswith(": 50%") for tip in tips), tips
+    assert any(tip.startswith("👍 helpful rate") and tip.endswith(": 50%") for tip in tips), tips
     reasons = driver.find_element(By.ID, "reasons").text
     assert '</td><script>alert("reason")</script> wrong file' in reasons
     assert driver.find_elements(By.TAG_NAME, "script") == []

@@ -151,11 +151,11 @@ class Console:
         per_day = data.daily_quality(self.redis, days)
         rates = line_plot(
             "rates",
-            "👍 rate and answer rate",
+            "👍 helpful rate and answer rate",
             days,
             [
                 Series(
-                    "👍 rate",
+                    "👍 helpful rate",
                     [d.up / (d.up + d.down) * 100 if d.up + d.down else None for d in per_day],
                     "s1",
                 ),
