@@ -5,6 +5,10 @@ from __future__ import annotations
 from worker.repos.snapshot import Snapshot
 
 TOP_LEVEL_ENTRIES_SHOWN = 40
+# Up to this many repos in scope, the prompt describes each (name, description, commit, layout);
+# beyond it, the prompt only says how many there are and the model finds them with list_repos'
+# query, so the prompt's size does not grow with the whitelist (~330 characters a repo).
+REPOS_LISTED_MAX = 10
 
 SYSTEM_PROMPT = """\
 You are codebot, answering a software team's questions about their code in a chat thread.
@@ -21,8 +25,7 @@ Repositories in scope:
 How to work:
 - Start with `search` (ripgrep regex; use alternation like `retry|backoff`, and ignore_case for
   words) or `list_files`/`repo_overview`, then `read_file` the relevant lines before answering.
-- Each repo's top-level layout (above) shows where code lives: search or list there rather
-  than exploring from the root.
+- {layout_advice}
 - For "where is X defined / used" in Python, JavaScript/TypeScript or Go code, call
   `find_definition` / `find_references`: one call gives the location and lines you can cite.
 - For questions about history (who changed this, when, why; what changed since a release),
@@ -59,12 +62,25 @@ def describe_repo(snapshot: Snapshot) -> str:
     return "\n".join(lines)
 
 
+LISTED_LAYOUT_ADVICE = """Each repo's top-level layout (above) shows where code lives: search or list there rather
+  than exploring from the root."""
+CATALOG = """{count} repositories: too many to list here. Find the ones a question is about with
+`list_repos` and its `query` (words of a repo's name, description, languages, top-level folders
+or README; best matches first), then pass their names to the other tools."""
+CATALOG_LAYOUT_ADVICE = """`repo_overview` shows a repo's top-level layout, where code lives: search or list there
+  rather than exploring from the root."""
+
+
 def build_system_prompt(snapshots: dict[str, Snapshot]) -> str:
-    if snapshots:
+    layout_advice = LISTED_LAYOUT_ADVICE
+    if len(snapshots) > REPOS_LISTED_MAX:
+        repos, layout_advice = CATALOG.format(count=f"{len(snapshots):,}"), CATALOG_LAYOUT_ADVICE
+        example = f"[{min(snapshots)}:README.md#L1-L5]"
+    elif snapshots:
         repos = "\n".join(describe_repo(s) for s in snapshots.values())
         first = next(iter(snapshots))
         example = f"[{first}:README.md#L1-L5]"
     else:
         repos = "(none: tell the user no repository is available here)"
         example = "[repo:path/to/file.py#L10-L20]"
-    return SYSTEM_PROMPT.format(repos=repos, example=example)
+    return SYSTEM_PROMPT.format(repos=repos, example=example, layout_advice=layout_advice)

@@ -15,6 +15,7 @@ from worker.tools.context import ToolContext, ToolError
 from worker.tools.files import NOT_REGULAR_HINT
 from worker.tools.paths import human_size, resolve_path
 from worker.tools.redact import finish
+from worker.tools.repo_catalog import heading, no_match, select
 from worker.tools.registry import ToolResult
 
 _LANGUAGES_SHOWN = 8
@@ -29,17 +30,23 @@ def _date(seconds: float) -> str:
     return time.strftime("%Y-%m-%d", time.gmtime(seconds)) if seconds else "unknown date"
 
 
-def list_repos(ctx: ToolContext) -> ToolResult:
-    """List the repos you can read for this question: name, description, branch, commit, languages.
+def list_repos(ctx: ToolContext, query: str = "", page: int = 1) -> ToolResult:
+    """List the repos you can read: name, description, branch, commit, languages; a page at a time.
 
-    Call it first when you do not know which repo holds the answer. Pass a repo's name to the
-    other tools.
+    Call it when you do not know which repo holds the answer; pass a repo's name to the other tools.
+
+    Args:
+        query: words to find repos by (name, description, language, top-level folder, README words); best matches first
+        page: which page, from 1 (the reply says how many there are)
     """
     if not ctx.snapshots:
         return finish(ctx, "No repo is in scope for this question.", {"repos": []})
-    lines = [f"{len(ctx.snapshots)} repo(s) in scope:"]
+    found = select(ctx.snapshots, query, page, lambda name: _readme_words(ctx, name))
+    if not found.names:
+        return finish(ctx, no_match(found.in_scope, query), {"repos": [], **found.paging()})
+    lines = [heading(found, query)]
     repos: list[dict[str, Any]] = []
-    for name in sorted(ctx.snapshots):
+    for name in found.names:
         snapshot = ctx.snapshots[name]
         languages = snapshot.meta.main_languages()
         description = snapshot.repo.description or "(no description)"
@@ -56,7 +63,14 @@ def list_repos(ctx: ToolContext) -> ToolResult:
                 "languages": languages,
             }
         )
-    return finish(ctx, "\n".join(lines), {"repos": repos})
+    return finish(ctx, "\n".join(lines), {"repos": repos, **found.paging()})
+
+
+def _readme_words(ctx: ToolContext, repo: str) -> str:
+    """The README's opening as repo_overview shows it, for list_repos' query ('' when none)."""
+    readme, limit = ctx.snapshots[repo].meta.readme, ctx.settings.overview_readme_chars
+    opening = _readme_opening(ctx, repo, readme, limit) if readme and limit else None
+    return opening[0] if isinstance(opening, tuple) else ""
 
 
 def _readme_opening(
