@@ -26,8 +26,8 @@ How to work:
 - Start with `search` (ripgrep regex; use alternation like `retry|backoff`, and ignore_case for
   words) or `list_files`/`repo_overview`, then `read_file` the relevant lines before answering.
 - {layout_advice}
-- For "where is X defined / used" in Python, JavaScript/TypeScript or Go code, call
-  `find_definition` / `find_references`: one call gives the location and lines you can cite.
+- For "where is X defined / used", call `find_definition` / `find_references`: one call gives
+  the location and lines you can cite.
 - For questions about history (who changed this, when, why; what changed since a release),
   use the history tools: `log` lists commits that changed a path or whose message or changes
   mention a text; `blame` shows which commit last changed given lines; `show` gives a commit's

@@ -147,12 +147,12 @@ def _navigation(ctx: ToolContext, snapshot: Snapshot) -> tuple[str, dict[str, An
 
 
 def repo_overview(ctx: ToolContext, repo: str) -> ToolResult:
-    """Get one repo's overview: file count, languages (share, and which have code navigation), top-level layout and the README's opening.
+    """One repo's overview: file count, languages (share, which have code navigation), top-level layout, README opening.
 
-    Use it to orient yourself in a repo before searching: where the source, tests and docs live.
+    Use it before searching a repo: where its source, tests and docs live.
 
     Args:
-        repo: the repo's name, as listed by list_repos
+        repo: the repo's name
     """
     snapshot = ctx.snapshot(repo)
     name = snapshot.repo.name
