@@ -71,16 +71,21 @@ CATALOG_LAYOUT_ADVICE = """`repo_overview` shows a repo's top-level layout, wher
   rather than exploring from the root."""
 
 
-def build_system_prompt(snapshots: dict[str, Snapshot]) -> str:
-    layout_advice = LISTED_LAYOUT_ADVICE
+def repos_part(snapshots: dict[str, Snapshot]) -> str:
+    """What the prompt says of the repos in scope: each described, or, beyond REPOS_LISTED_MAX,
+    how many there are and how to find them."""
     if len(snapshots) > REPOS_LISTED_MAX:
-        repos, layout_advice = CATALOG.format(count=f"{len(snapshots):,}"), CATALOG_LAYOUT_ADVICE
-        example = f"[{min(snapshots)}:README.md#L1-L5]"
+        return CATALOG.format(count=f"{len(snapshots):,}")
+    if snapshots:
+        return "\n".join(describe_repo(s) for s in snapshots.values())
+    return "(none: tell the user no repository is available here)"
+
+
+def build_system_prompt(snapshots: dict[str, Snapshot]) -> str:
+    if len(snapshots) > REPOS_LISTED_MAX:
+        example, layout_advice = f"[{min(snapshots)}:README.md#L1-L5]", CATALOG_LAYOUT_ADVICE
     elif snapshots:
-        repos = "\n".join(describe_repo(s) for s in snapshots.values())
-        first = next(iter(snapshots))
-        example = f"[{first}:README.md#L1-L5]"
+        example, layout_advice = f"[{next(iter(snapshots))}:README.md#L1-L5]", LISTED_LAYOUT_ADVICE
     else:
-        repos = "(none: tell the user no repository is available here)"
-        example = "[repo:path/to/file.py#L10-L20]"
-    return SYSTEM_PROMPT.format(repos=repos, example=example, layout_advice=layout_advice)
+        example, layout_advice = "[repo:path/to/file.py#L10-L20]", LISTED_LAYOUT_ADVICE
+    return SYSTEM_PROMPT.format(repos=repos_part(snapshots), example=example, layout_advice=layout_advice)
