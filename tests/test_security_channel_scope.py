@@ -171,7 +171,6 @@ def test_the_tool_layer_refuses_a_repo_out_of_scope_even_when_the_model_asks_for
     assert "- app:" in system and "- internal:" not in system and INTERNAL.description not in system
 
 
-
 def test_a_catalog_query_in_a_channel_never_finds_a_repo_allowed_elsewhere(rig: HostileSlackRig) -> None:
     # Words of internal's name and layout (NOTES.md, src/): in its own channel they find it.
     query = tool_calls(("list_repos", {"query": "internal notes"}))
@@ -191,6 +190,7 @@ def test_a_catalog_query_in_a_channel_never_finds_a_repo_allowed_elsewhere(rig: 
     assert "- internal:" not in refused and len(refused.splitlines()) == 2
     assert not rig.finder(json.dumps(rig.model.requests[asked_in_c1:], ensure_ascii=False))
     assert rig.api.thread_texts("C1", ts) == ["Found nothing."]
+
 
 # --- Discord ----------------------------------------------------------------------------------------
 

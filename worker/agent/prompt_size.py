@@ -35,7 +35,9 @@ TYPICAL_TOP_LEVEL = (
 
 
 def snapshot_of(name: str, description: str, meta: SnapshotMeta) -> Snapshot:
-    spec = RepoSpec(name=name, url=f"/srv/git/{name}", display_url=f"/srv/git/{name}", description=description)
+    spec = RepoSpec(
+        name=name, url=f"/srv/git/{name}", display_url=f"/srv/git/{name}", description=description
+    )
     return Snapshot(spec, "0" * 40, "main", Path("/srv/snapshots") / name, 0.0, 0.0, meta)
 
 

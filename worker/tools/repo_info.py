@@ -15,8 +15,8 @@ from worker.tools.context import ToolContext, ToolError
 from worker.tools.files import NOT_REGULAR_HINT
 from worker.tools.paths import human_size, resolve_path
 from worker.tools.redact import finish
-from worker.tools.repo_catalog import heading, no_match, select
 from worker.tools.registry import ToolResult
+from worker.tools.repo_catalog import heading, no_match, select
 
 _LANGUAGES_SHOWN = 8
 _NOT_INDEXED_SHOWN = 5
@@ -66,11 +66,27 @@ def list_repos(ctx: ToolContext, query: str = "", page: int = 1) -> ToolResult:
     return finish(ctx, "\n".join(lines), {"repos": repos, **found.paging()})
 
 
+# (snapshot root, commit, README path, characters) -> its redacted opening. A snapshot never changes, and
+# a query reads every README in scope: redacting 300 of them again was ~1 s of a call.
+_README_WORDS: dict[tuple[str, str, str, int], str] = {}
+_README_WORDS_KEPT = 4096
+
+
 def _readme_words(ctx: ToolContext, repo: str) -> str:
-    """The README's opening as repo_overview shows it, for list_repos' query ('' when none)."""
-    readme, limit = ctx.snapshots[repo].meta.readme, ctx.settings.overview_readme_chars
-    opening = _readme_opening(ctx, repo, readme, limit) if readme and limit else None
-    return opening[0] if isinstance(opening, tuple) else ""
+    """The README's opening as repo_overview shows it (redacted), for list_repos' query ('' when none)."""
+    snapshot = ctx.snapshots[repo]
+    readme, limit = snapshot.meta.readme, ctx.settings.overview_readme_chars
+    if not readme or not limit:
+        return ""
+    key = (str(snapshot.root), snapshot.sha, readme, limit)
+    words = _README_WORDS.get(key)
+    if words is None:
+        opening = _readme_opening(ctx, repo, readme, limit)
+        words = opening[0] if isinstance(opening, tuple) else ""
+        if len(_README_WORDS) >= _README_WORDS_KEPT:
+            _README_WORDS.clear()
+        _README_WORDS[key] = words
+    return words
 
 
 def _readme_opening(
