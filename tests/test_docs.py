@@ -12,6 +12,7 @@ from pathlib import Path
 
 from codebot.cli import _parser
 from config.docgen import PAGE, rows, updated_page
+from worker.agent import prompt_size
 from worker.jobs import outcomes
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -127,3 +128,10 @@ def test_the_outcomes_table_names_every_outcome_kind_and_its_exit_code() -> None
     for kind, mark, code in rows:
         assert (mark == "✅") == (kind == "answered")
         assert code == str(outcomes.EXIT_CODES[kind]) if kind in outcomes.EXIT_CODES else code == "—"
+
+
+def test_the_first_requests_size_in_the_models_page_is_what_the_code_sends() -> None:
+    page = prompt_size.DOC.read_text(encoding="utf-8")
+    assert prompt_size.documented(page) == prompt_size.section(), (
+        "docs/models.md is stale: run `python -m worker.agent.prompt_size`"
+    )

@@ -100,7 +100,7 @@ def test_a_small_window_withholds_the_history_tools_first_and_always_lists_the_c
         rig.model.enqueue(READ_BIG, text("Lines of x [payments:big.txt#L1]."))
         assert ask(rig)[0] == "answer"
         assert {"log", "blame", "show", "diff", "find_definition"} <= set(tool_names(rig.model.requests[0]))
-    for rig in build_rig(tmp_path / "small", files=BIG, model_context_tokens=4096):
+    for rig in build_rig(tmp_path / "small", files=BIG, model_context_tokens=3584):
         rig.model.enqueue(READ_BIG, text("Lines of x [payments:big.txt#L1]."))
         assert ask(rig)[0] == "answer"  # the question about code is still answered, with a citation
         listed = tool_names(rig.model.requests[0])

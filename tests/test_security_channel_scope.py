@@ -171,6 +171,27 @@ def test_the_tool_layer_refuses_a_repo_out_of_scope_even_when_the_model_asks_for
     assert "- app:" in system and "- internal:" not in system and INTERNAL.description not in system
 
 
+def test_a_catalog_query_in_a_channel_never_finds_a_repo_allowed_elsewhere(rig: HostileSlackRig) -> None:
+    # Words of internal's name and layout (NOTES.md, src/): in its own channel they find it.
+    query = tool_calls(("list_repos", {"query": "internal notes"}))
+    rig.model.enqueue(query, text("Found it."), query, text("Found nothing."))
+    rig.mention("which repo has the notes?", channel=SECRET_CHANNEL)
+    rig.settle()
+    rig.work()
+    (allowed,) = [m["content"] for m in rig.model.requests[-1]["messages"] if m["role"] == "tool"]
+    assert "in scope match 'internal notes'" in allowed and "- internal:" in allowed
+    asked_in_c1 = len(rig.model.requests)
+    ts = rig.mention("which repo has the notes?")
+    rig.settle()
+    rig.work()
+    (refused,) = [m["content"] for m in rig.model.requests[-1]["messages"] if m["role"] == "tool"]
+    # Only app, by its `internal_notes` link at the root: the one repo this channel may use.
+    assert refused.startswith("1 of 1 repo(s) in scope match 'internal notes', best first:\n- app: ")
+    assert "- internal:" not in refused and len(refused.splitlines()) == 2
+    assert not rig.finder(json.dumps(rig.model.requests[asked_in_c1:], ensure_ascii=False))
+    assert rig.api.thread_texts("C1", ts) == ["Found nothing."]
+
+
 # --- Discord ----------------------------------------------------------------------------------------
 
 

@@ -9,7 +9,7 @@ from worker.tools import build_registry
 from worker.tools.repo_info import list_repos, repo_overview
 
 CONTRACT = {
-    "list_repos": ([], []),
+    "list_repos": (["query", "page"], []),
     "search": (["pattern", "repo", "glob", "ignore_case"], ["pattern"]),
     "read_file": (["repo", "path", "start_line", "end_line"], ["repo", "path"]),
     "list_files": (["repo", "path", "glob"], ["repo"]),

@@ -5,6 +5,10 @@ from __future__ import annotations
 from worker.repos.snapshot import Snapshot
 
 TOP_LEVEL_ENTRIES_SHOWN = 40
+# Up to this many repos in scope, the prompt describes each (name, description, commit, layout);
+# beyond it, the prompt only says how many there are and the model finds them with list_repos'
+# query, so the prompt's size does not grow with the whitelist (~330 characters a repo).
+REPOS_LISTED_MAX = 10
 
 SYSTEM_PROMPT = """\
 You are codebot, answering a software team's questions about their code in a chat thread.
@@ -21,10 +25,9 @@ Repositories in scope:
 How to work:
 - Start with `search` (ripgrep regex; use alternation like `retry|backoff`, and ignore_case for
   words) or `list_files`/`repo_overview`, then `read_file` the relevant lines before answering.
-- Each repo's top-level layout (above) shows where code lives: search or list there rather
-  than exploring from the root.
-- For "where is X defined / used" in Python, JavaScript/TypeScript or Go code, call
-  `find_definition` / `find_references`: one call gives the location and lines you can cite.
+- {layout_advice}
+- For "where is X defined / used", call `find_definition` / `find_references`: one call gives
+  the location and lines you can cite.
 - For questions about history (who changed this, when, why; what changed since a release),
   use the history tools: `log` lists commits that changed a path or whose message or changes
   mention a text; `blame` shows which commit last changed given lines; `show` gives a commit's
@@ -59,12 +62,30 @@ def describe_repo(snapshot: Snapshot) -> str:
     return "\n".join(lines)
 
 
-def build_system_prompt(snapshots: dict[str, Snapshot]) -> str:
+LISTED_LAYOUT_ADVICE = """Each repo's top-level layout (above) shows where code lives: search or list there rather
+  than exploring from the root."""
+CATALOG = """{count} repositories: too many to list here. Find the ones a question is about with
+`list_repos` and its `query` (words of a repo's name, description, languages, top-level folders
+or README; best matches first), then pass their names to the other tools."""
+CATALOG_LAYOUT_ADVICE = """`repo_overview` shows a repo's top-level layout, where code lives: search or list there
+  rather than exploring from the root."""
+
+
+def repos_part(snapshots: dict[str, Snapshot]) -> str:
+    """What the prompt says of the repos in scope: each described, or, beyond REPOS_LISTED_MAX,
+    how many there are and how to find them."""
+    if len(snapshots) > REPOS_LISTED_MAX:
+        return CATALOG.format(count=f"{len(snapshots):,}")
     if snapshots:
-        repos = "\n".join(describe_repo(s) for s in snapshots.values())
-        first = next(iter(snapshots))
-        example = f"[{first}:README.md#L1-L5]"
+        return "\n".join(describe_repo(s) for s in snapshots.values())
+    return "(none: tell the user no repository is available here)"
+
+
+def build_system_prompt(snapshots: dict[str, Snapshot]) -> str:
+    if len(snapshots) > REPOS_LISTED_MAX:
+        example, layout_advice = f"[{min(snapshots)}:README.md#L1-L5]", CATALOG_LAYOUT_ADVICE
+    elif snapshots:
+        example, layout_advice = f"[{next(iter(snapshots))}:README.md#L1-L5]", LISTED_LAYOUT_ADVICE
     else:
-        repos = "(none: tell the user no repository is available here)"
-        example = "[repo:path/to/file.py#L10-L20]"
-    return SYSTEM_PROMPT.format(repos=repos, example=example)
+        example, layout_advice = "[repo:path/to/file.py#L10-L20]", LISTED_LAYOUT_ADVICE
+    return SYSTEM_PROMPT.format(repos=repos_part(snapshots), example=example, layout_advice=layout_advice)

@@ -145,18 +145,16 @@ def _describe_placeholder(
 def read_file(
     ctx: ToolContext, repo: str, path: str, start_line: int = 1, end_line: int | None = None
 ) -> ToolResult:
-    """Read lines of one file in a repo, numbered, to see code in full and to cite it.
+    """Read numbered lines of one file, to see code in full and to cite it.
 
-    Use it after search or list_files has shown a path. Long reads are capped (a few hundred
-    lines); the reply then says which start_line to pass to continue. Read the part you need,
-    e.g. 40 lines around a search hit, rather than whole large files. Cite what you read as
-    [repo:path#L12-L30].
+    Long reads are capped (a few hundred lines) and the reply says which start_line continues.
+    Read the part you need, e.g. 40 lines around a search hit, not whole large files.
 
     Args:
-        repo: the repo's name, as listed by list_repos
+        repo: the repo's name
         path: the file's path relative to the repo root, e.g. "src/app/models.py"
-        start_line: first line to show, counting from 1 (values below 1 are treated as 1)
-        end_line: last line to show (inclusive); omit to read on from start_line as far as the cap
+        start_line: first line to show, from 1
+        end_line: last line to show (inclusive); omit to read on as far as the cap
     """
     settings = ctx.settings
     snapshot = ctx.snapshot(repo)

@@ -42,15 +42,13 @@ def blame(
 ) -> ToolResult:
     """Show which commit last changed each line of a file, at the snapshot's commit.
 
-    Lines are grouped into ranges last changed by the same commit: its sha, date, author and
-    subject, then the lines themselves. For "who wrote / last changed this code, and why?":
-    then call show on the commit for its message and diff. Cite code as [repo:path#L12-L30]
-    and the commit as [repo@sha].
+    Line ranges, each with the commit that last changed them (sha, date, author, subject), then
+    the lines. For why: call show on the commit.
 
     Args:
-        repo: the repo's name, as listed by list_repos
+        repo: the repo's name
         path: the file's path relative to the repo root
-        start_line: first line, counting from 1
+        start_line: first line, from 1
         end_line: last line (inclusive); omit for as many as one call shows
     """
     settings = ctx.settings
@@ -190,13 +188,11 @@ def _message_lines(ctx: ToolContext, commit: Commit) -> list[str]:
 def show(ctx: ToolContext, repo: str, sha: str, path: str | None = None) -> ToolResult:
     """Show one commit: its full message, author, date, the files it changed, and its diff.
 
-    Use it after log or blame named a commit, to learn why a change was made and what it
-    changed. A large commit's diff is cut: pass path to see one file's changes. Cite the commit
-    as [repo@sha], and lines of a file as the commit left it as [repo@sha:path#L12-L20] (the
-    second line number column). Secret files are never shown, in any commit.
+    A large diff is cut: pass path for one file's changes. Cite lines as the commit left them
+    as [repo@sha:path#L12-L20] (the diff's second line-number column).
 
     Args:
-        repo: the repo's name, as listed by list_repos
+        repo: the repo's name
         sha: the commit: a sha (7 or more hex digits, as log shows it), a tag, or HEAD~N
         path: only this file's or folder's changes
     """
@@ -231,16 +227,14 @@ def show(ctx: ToolContext, repo: str, sha: str, path: str | None = None) -> Tool
 
 
 def diff(ctx: ToolContext, repo: str, from_: str, to: str = "HEAD", path: str | None = None) -> ToolResult:
-    """Show what changed between two versions of a repo: the files changed (stat) first, then the diff.
+    """Show what changed between two versions of a repo: the files changed (stat), then the diff.
 
-    For "what changed since v2.3?" or "between these two commits?": from and to are tags, the
-    branch name, or shas the mirror knows (log lists them); to defaults to the snapshot's
-    commit. A long diff is cut: pass path to see one file or folder. Cite lines as the newer
-    version has them as [repo@sha:path#L12-L20] with the sha this tool prints for to.
+    A long diff is cut: pass path for one file or folder. Cite lines of the newer version as
+    [repo@sha:path#L12-L20] with the sha printed for to.
 
     Args:
-        repo: the repo's name, as listed by list_repos
-        from_: the older version: a tag, branch or sha, optionally with ~N
+        repo: the repo's name
+        from_: the older version: a tag, branch or sha the mirror knows (log lists them), optionally with ~N
         to: the newer version (default HEAD: the snapshot's commit)
         path: only this file's or folder's changes
     """

@@ -60,21 +60,19 @@ def log(
 ) -> ToolResult:
     """List a repo's commits, newest first: sha, date, author and subject of each.
 
-    For "who changed X, when, why?" questions: with path, the commits that changed that file or
-    folder; with query, the commits whose message mentions it or whose changes added or removed
-    it ("when did this flag appear?"). Then call show on a commit for its message and diff, or
-    blame for who last changed given lines. Cite a commit as [repo@sha]. The history goes back
-    as far as the repo's mirror keeps it (history_depth).
+    With path, the commits that changed that file or folder; with query, those whose message
+    mentions it or whose changes added or removed it ("when did this flag appear?"). The history
+    goes back as far as the repo's mirror keeps it.
 
     Args:
-        repo: the repo's name, as listed by list_repos
-        path: a file or folder, relative to the repo root: only commits that changed it
-        query: text to look for in commit messages and in the lines commits added or removed
-        since: only commits after this: a date ("2024-05-01", "3 months ago") or a tag, branch or sha
-        until: only commits up to this: a date, or a tag, branch or sha (default: the snapshot's commit)
-        limit: how many commits to list at most (default 20)
-        regex: true: query is a POSIX extended regular expression (use [0-9], not \\d); default: plain text
-        match: where to look for query: "message", "diff" (the changed lines) or "both" (default)
+        repo: the repo's name
+        path: only commits that changed this file or folder (relative to the repo root)
+        query: text to find in commit messages and in the lines commits added or removed
+        since: only commits after this: a date ("2024-05-01", "3 months ago"), tag, branch or sha
+        until: only commits up to this: a date, tag, branch or sha (default: the snapshot's commit)
+        limit: at most this many commits
+        regex: true: query is a POSIX extended regex (use [0-9], not \\d); false: plain text
+        match: where to look for query: "message", "diff" (the changed lines) or "both"
     """
     settings = ctx.settings
     snapshot, git_dir, reader = mirror(ctx, repo)

@@ -157,14 +157,12 @@ def list_files(ctx: ToolContext, repo: str, path: str = "", glob: str | None = N
     """List a folder of a repo with file sizes, or find files by name pattern.
 
     Without glob: the folder's own entries (folders end with '/'). With glob: every file under
-    the folder whose path matches, at any depth, using .gitignore-style patterns: "*.py",
-    "test_*.py", "src/**/config*", "Dockerfile". Use it to find where things live; use search
-    to find text inside files.
+    the folder whose path matches, at any depth (.gitignore-style). For text inside files, use search.
 
     Args:
-        repo: the repo's name, as listed by list_repos
+        repo: the repo's name
         path: folder to list, relative to the repo root; omit for the root
-        glob: optional file name pattern to match recursively, e.g. "*.go" or "**/migrations/*.sql"
+        glob: file name pattern matched at any depth, e.g. "*.go", "test_*.py", "**/migrations/*.sql"
     """
     settings = ctx.settings
     snapshot = ctx.snapshot(repo)

@@ -138,18 +138,15 @@ def _cached(ctx: ToolContext, key: str) -> ToolResult | None:
 
 
 def find_definition(ctx: ToolContext, symbol: str, repo: str | None = None) -> ToolResult:
-    """Find where a function, class, method, type, interface or constant is defined, using a real parser's index.
+    """Find where a function, class, method, type or constant is defined, from a real parser's index.
 
-    Faster and more precise than search for "where is X defined": one call gives each
-    definition's file, line range, kind, container and first lines, which you may cite. Works for
-    Python, JavaScript/TypeScript, Go, Java, Kotlin, Scala, C#, C, C++, Rust, Ruby, PHP, Swift
-    and Shell. Give the bare name ("retry_job", "Queue") or qualify it with its class, type,
-    namespace or Go package ("Queue.enqueue", "retry.Do"). For other languages or free text,
-    use search. To see a whole definition, read_file the line range it gives.
+    One call gives each definition's file, line range, kind, container and first lines (citable).
+    Most languages (repo_overview says which); for others or free text, use search. Give the bare
+    name ("retry_job") or qualify it with its class, namespace or Go package ("Queue.enqueue", "retry.Do").
 
     Args:
         symbol: the identifier, e.g. "build_registry", "ToolContext" or "Mirrors.sync"
-        repo: a repo's name to look only there; omit to look in every repo in scope
+        repo: look only in this repo; omit for every repo in scope
     """
     container, name = _parse_symbol(symbol)
     snapshots = _snapshots(ctx, repo)
@@ -227,16 +224,13 @@ def _render_definitions(
 def find_references(ctx: ToolContext, symbol: str, repo: str | None = None) -> ToolResult:
     """Find where a function, class, method, type or constant is used (imports and calls included), from a real parser's index.
 
-    Unlike search, it skips comments, strings and look-alike words, and it leaves out the
-    definitions themselves. Works for Python, JavaScript/TypeScript, Go, Java, Kotlin, Scala,
-    C#, C, C++, Rust, Ruby, PHP, Swift and Shell, for names defined in the repo (Kotlin, Java
-    and Scala see each other's names, as do C and C++, and JavaScript and TypeScript). Matches
-    by name: "Queue.enqueue" finds every use of "enqueue". Shows up to 50 lines grouped by file
-    and says how many more exist; read_file around a line for context.
+    Unlike search, it skips comments, strings, look-alike words and the definitions themselves.
+    For names defined in the repo, matched by name ("Queue.enqueue" finds every use of "enqueue").
+    Shows up to 50 lines grouped by file and how many more exist.
 
     Args:
         symbol: the identifier, e.g. "build_registry" or "ToolContext"
-        repo: a repo's name to look only there; omit to look in every repo in scope
+        repo: look only in this repo; omit for every repo in scope
     """
     _container, name = _parse_symbol(symbol)
     snapshots = _snapshots(ctx, repo)

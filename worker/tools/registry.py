@@ -59,7 +59,9 @@ def _split_docstring(doc: str) -> tuple[str, dict[str, str]]:
             params[current] = match.group(2).strip()
         elif current and line.strip():
             params[current] += " " + line.strip()
-    return summary.strip(), params
+    # A paragraph's line breaks are the docstring's wrapping, not the model's: one line each.
+    paragraphs = (" ".join(line.strip() for line in p.splitlines()) for p in re.split(r"\n\s*\n", summary))
+    return "\n".join(p for p in paragraphs if p), params
 
 
 def _base_type(annotation: Any) -> tuple[type, bool]:

@@ -16,6 +16,7 @@ from worker.tools.files import NOT_REGULAR_HINT
 from worker.tools.paths import human_size, resolve_path
 from worker.tools.redact import finish
 from worker.tools.registry import ToolResult
+from worker.tools.repo_catalog import heading, no_match, select
 
 _LANGUAGES_SHOWN = 8
 _NOT_INDEXED_SHOWN = 5
@@ -29,17 +30,23 @@ def _date(seconds: float) -> str:
     return time.strftime("%Y-%m-%d", time.gmtime(seconds)) if seconds else "unknown date"
 
 
-def list_repos(ctx: ToolContext) -> ToolResult:
-    """List the repos you can read for this question: name, description, branch, commit, languages.
+def list_repos(ctx: ToolContext, query: str = "", page: int = 1) -> ToolResult:
+    """List the repos you can read: name, description, branch, commit, languages; a page at a time.
 
-    Call it first when you do not know which repo holds the answer. Pass a repo's name to the
-    other tools.
+    Call it when you do not know which repo holds the answer; pass a repo's name to the other tools.
+
+    Args:
+        query: words to find repos by (name, description, language, top-level folder, README words); best matches first
+        page: which page, from 1 (the reply says how many there are)
     """
     if not ctx.snapshots:
         return finish(ctx, "No repo is in scope for this question.", {"repos": []})
-    lines = [f"{len(ctx.snapshots)} repo(s) in scope:"]
+    found = select(ctx.snapshots, query, page, lambda name: _readme_words(ctx, name))
+    if not found.names:
+        return finish(ctx, no_match(found.in_scope, query), {"repos": [], **found.paging()})
+    lines = [heading(found, query)]
     repos: list[dict[str, Any]] = []
-    for name in sorted(ctx.snapshots):
+    for name in found.names:
         snapshot = ctx.snapshots[name]
         languages = snapshot.meta.main_languages()
         description = snapshot.repo.description or "(no description)"
@@ -56,7 +63,30 @@ def list_repos(ctx: ToolContext) -> ToolResult:
                 "languages": languages,
             }
         )
-    return finish(ctx, "\n".join(lines), {"repos": repos})
+    return finish(ctx, "\n".join(lines), {"repos": repos, **found.paging()})
+
+
+# (snapshot root, commit, README path, characters) -> its redacted opening. A snapshot never changes, and
+# a query reads every README in scope: redacting 300 of them again was ~1 s of a call.
+_README_WORDS: dict[tuple[str, str, str, int], str] = {}
+_README_WORDS_KEPT = 4096
+
+
+def _readme_words(ctx: ToolContext, repo: str) -> str:
+    """The README's opening as repo_overview shows it (redacted), for list_repos' query ('' when none)."""
+    snapshot = ctx.snapshots[repo]
+    readme, limit = snapshot.meta.readme, ctx.settings.overview_readme_chars
+    if not readme or not limit:
+        return ""
+    key = (str(snapshot.root), snapshot.sha, readme, limit)
+    words = _README_WORDS.get(key)
+    if words is None:
+        opening = _readme_opening(ctx, repo, readme, limit)
+        words = opening[0] if isinstance(opening, tuple) else ""
+        if len(_README_WORDS) >= _README_WORDS_KEPT:
+            _README_WORDS.clear()
+        _README_WORDS[key] = words
+    return words
 
 
 def _readme_opening(
@@ -133,12 +163,12 @@ def _navigation(ctx: ToolContext, snapshot: Snapshot) -> tuple[str, dict[str, An
 
 
 def repo_overview(ctx: ToolContext, repo: str) -> ToolResult:
-    """Get one repo's overview: file count, languages (share, and which have code navigation), top-level layout and the README's opening.
+    """One repo's overview: file count, languages (share, which have code navigation), top-level layout, README opening.
 
-    Use it to orient yourself in a repo before searching: where the source, tests and docs live.
+    Use it before searching a repo: where its source, tests and docs live.
 
     Args:
-        repo: the repo's name, as listed by list_repos
+        repo: the repo's name
     """
     snapshot = ctx.snapshot(repo)
     name = snapshot.repo.name

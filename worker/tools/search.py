@@ -217,19 +217,17 @@ def search(
     glob: str | None = None,
     ignore_case: bool = False,
 ) -> ToolResult:
-    """Search the code of the repos for a regex (ripgrep); returns matching lines with paths and line numbers.
+    """Search the repos' code for a regex (ripgrep): matching lines with paths and line numbers.
 
-    The best first step to find where something is defined or used: a function, class,
-    config key, error message. Patterns are regexes: `def retry_job`, `class \\w+Queue`,
-    `timeout|deadline`, `import (redis|rq)`; escape ( ) [ ] . * + ? with a backslash to match
-    them literally. One line at a time (no multi-line matches). Files ignored by .gitignore and
-    secret files are skipped. Shows up to 50 matches and says how many more exist; then
-    narrow with repo, glob or a more specific pattern. Read around a hit with read_file.
+    The best first step to find where a function, class, config key or message is. Escape
+    ( ) [ ] . * + ? to match them literally; one line at a time (no multi-line matches);
+    .gitignored and secret files are skipped. Shows up to 50 matches and how many more exist:
+    then narrow with repo, glob or a more specific pattern.
 
     Args:
-        pattern: the regex to look for, e.g. "def (enqueue|schedule)" or "MAX_RETRIES\\s*="
-        repo: a repo's name to search only that repo; omit to search every repo in scope
-        glob: optional file filter, e.g. "*.py", "src/**", "!tests/**" (a leading ! excludes)
+        pattern: the regex, e.g. "def (enqueue|schedule)" or "MAX_RETRIES\\s*="
+        repo: search only this repo; omit for every repo in scope
+        glob: file filter, e.g. "*.py", "src/**", "!tests/**" (a leading ! excludes)
         ignore_case: true to match upper and lower case alike
     """
     glob = _checked_arguments(ctx, pattern, glob)
