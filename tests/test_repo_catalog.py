@@ -77,3 +77,15 @@ def test_list_repos_pages_45_repos_20_a_page_and_the_pages_add_up(corpus: Corpus
     assert rows == sorted(ctx.snapshots) and len(set(rows)) == 45
     beyond = build_registry().call(ctx, "list_repos", {"page": 4})
     assert not beyond.ok and "there is no page 4: 45 repo(s) make 3 page(s) of 20" in beyond.text
+
+
+def test_a_wrong_repo_name_among_300_is_answered_with_the_count_and_the_catalog_not_every_name(
+    corpus: Corpus,
+) -> None:
+    ctx = with_fleet(corpus, 300, "app")
+    wrong = build_registry().call(ctx, "read_file", {"repo": "svc-0001", "path": "README.md"})
+    assert wrong.text.startswith("Error: repo 'svc-0001' is not available. Did you mean 'svc-001'?")
+    assert "301 repos; find one with list_repos(query=...)" in wrong.text
+    assert "svc-150" not in wrong.text and len(wrong.text) < 300
+    few = build_registry().call(context(corpus, "app", "sibling"), "read_file", {"repo": "ap", "path": "x"})
+    assert "Repos in scope: app, sibling" in few.text

@@ -49,7 +49,7 @@ from worker.agent.tool_pool import ToolStuck
 from worker.agent.tool_round import ToolRound, start_order
 from worker.agent.turn_messages import assistant_message, evidence_summary
 from worker.pointers import read_pointers
-from worker.tools.context import ToolContext
+from worker.tools.context import ToolContext, repos_in_scope
 from worker.tools.registry import ToolOutcome, ToolRegistry
 
 __all__ = ["Agent", "AgentResult", "ModelFailure", "describe_call", "evidence_summary", "retry_wait_seconds"]
@@ -199,7 +199,7 @@ class Agent:
             return self._after_failure(exc, result)
 
     def _read_code_first(self) -> str:
-        return READ_CODE_FIRST.format(repos=", ".join(sorted(self.ctx.snapshots)) or "(none)")
+        return READ_CODE_FIRST.format(repos=repos_in_scope(self.ctx.snapshots))
 
     def _final_text(self, result: AgentResult, turn: ModelTurn) -> AgentResult:
         result.text = turn.content

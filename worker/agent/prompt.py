@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from worker.repos.snapshot import Snapshot
+from worker.tools.context import REPOS_NAMED_MAX
 
 TOP_LEVEL_ENTRIES_SHOWN = 40
 # Up to this many repos in scope, the prompt describes each (name, description, commit, layout);
 # beyond it, the prompt only says how many there are and the model finds them with list_repos'
 # query, so the prompt's size does not grow with the whitelist (~330 characters a repo).
-REPOS_LISTED_MAX = 10
+REPOS_LISTED_MAX = REPOS_NAMED_MAX
 
 SYSTEM_PROMPT = """\
 You are codebot, answering a software team's questions about their code in a chat thread.

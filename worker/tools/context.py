@@ -10,12 +10,16 @@ from __future__ import annotations
 import difflib
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from config.settings import Settings
 from worker.repos.snapshot import Snapshot
+
+# Up to this many repos in scope, the model is told their names (in the prompt, in an unknown
+# repo's error, when asked to read code first); beyond it, their count and list_repos' query.
+REPOS_NAMED_MAX = 10
 
 
 class ToolError(Exception):
@@ -103,4 +107,13 @@ def unknown_repo_message(name: str, available: list[str]) -> str:
         return f"repo {name!r} is not available, and no repo is in scope for this question"
     near = difflib.get_close_matches(name, available, n=1)
     hint = f" Did you mean {near[0]!r}?" if near else ""
-    return f"repo {name!r} is not available.{hint} Repos in scope: {', '.join(sorted(available))}"
+    return f"repo {name!r} is not available.{hint} Repos in scope: {repos_in_scope(available)}"
+
+
+def repos_in_scope(available: Collection[str]) -> str:
+    """The repos in scope as a model is told them: named, or beyond REPOS_NAMED_MAX counted and
+    found through list_repos (a text the size of the whitelist, on every turn it is repeated, is
+    what the catalog exists to spare)."""
+    if len(available) > REPOS_NAMED_MAX:
+        return f"{len(available)} repos; find one with list_repos(query=...)"
+    return ", ".join(sorted(available)) or "(none)"
