@@ -35,7 +35,9 @@ from worker.history.store import count_rows, open_engine, upgrade
 
 PEAK_QUESTIONS_PER_SECOND = 11.0  # docs/operations.md, "Many machines": the sizing's peak
 GOAL = 20.0  # times the peak
-TRACE = [f"read_file repo=payments path=payments/module_{n}.py start=1 end=200 -> 200 lines" for n in range(12)]
+TRACE = [
+    f"read_file repo=payments path=payments/module_{n}.py start=1 end=200 -> 200 lines" for n in range(12)
+]
 
 
 def question_facts(n: int) -> dict[str, object]:

@@ -48,7 +48,11 @@ def test_a_finished_question_reaches_the_database_with_its_trace_but_never_its_a
     question, _ = rig.ask("how many attempts?")
     record_all(rig.redis, history_db)
     [row] = rows_since(history_db.engine, schema.questions, 0)
-    assert (row["question_id"], row["status"], row["question"]) == (question.id, "answered", "how many attempts?")
+    assert (row["question_id"], row["status"], row["question"]) == (
+        question.id,
+        "answered",
+        "how many attempts?",
+    )
     [call] = rows_since(history_db.engine, schema.tool_calls, 0)
     assert call["line"].startswith("read_file") and call["event_id"] == row["event_id"]
     assert "five times" not in row["facts"]

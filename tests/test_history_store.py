@@ -53,7 +53,14 @@ def test_retention_deletes_the_old_rows_of_every_table_and_keeps_the_rest(histor
     now = time.time()
     write_events(history_db.engine, one_of_each(now - 91 * 86400, n=1) + one_of_each(now - 89 * 86400, n=2))
     deleted = prune(history_db.engine, retention_days=90, now=now)
-    assert deleted == {"questions": 1, "tool_calls": 2, "votes": 1, "reasons": 1, "syncs": 1, "model_events": 1}
+    assert deleted == {
+        "questions": 1,
+        "tool_calls": 2,
+        "votes": 1,
+        "reasons": 1,
+        "syncs": 1,
+        "model_events": 1,
+    }
     assert counts(history_db) == deleted  # what is left is the newer copy of each
     [vote] = rows_since(history_db.engine, schema.votes, 0)
     assert vote["question_id"] == "job2"
@@ -62,7 +69,9 @@ def test_retention_deletes_the_old_rows_of_every_table_and_keeps_the_rest(histor
 def test_the_jsonl_export_gives_back_every_row_and_hostile_text_as_it_was(history_db: HistoryDb) -> None:
     write_events(history_db.engine, [e for n in range(3) for e in one_of_each(1000.0 + n, n)])
     out = io.StringIO()
-    written = write_rows(rows_since(history_db.engine, schema.questions, 1001.0), schema.questions, "jsonl", out)
+    written = write_rows(
+        rows_since(history_db.engine, schema.questions, 1001.0), schema.questions, "jsonl", out
+    )
     lines = out.getvalue().splitlines()
     assert written == len(lines) == 2  # --since 1001: the two newer questions, oldest first
     rows = [json.loads(line) for line in lines]

@@ -35,7 +35,7 @@ def event_fields(kind: Kind, facts: dict[str, Any], at: float | None = None) -> 
     return {
         "id": uuid.uuid4().hex,
         "kind": kind,
-        "at": f"{time.time() if at is None else at:.3f}",
+        "at": f"{time.time() if at is None else at:.6f}",
         "facts": json.dumps(facts, default=str),
     }
 
