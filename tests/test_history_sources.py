@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import Table
 
@@ -29,7 +30,7 @@ from worker.repos.refresh import record_refresh
 SECRET = "AKIAQWERTYUIOPASDFGHJ"
 
 
-def recorded(rig: Rig, table: Table) -> list[dict[str, object]]:
+def recorded(rig: Rig, table: Table) -> list[dict[str, Any]]:
     engine = open_engine(history_url(rig.settings))
     upgrade(engine)
     Recorder(rig.redis, engine, "test").run(threading.Event(), drain=True)

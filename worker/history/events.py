@@ -47,11 +47,11 @@ def append_event(
     sends (and whose failure it meets). Alone, a Redis failure is logged and the fact is lost."""
     fields = event_fields(kind, facts)
     if into is not None:
-        into.xadd(STREAM_KEY, fields, maxlen=STREAM_MAX_ENTRIES, approximate=True)  # type: ignore[arg-type]
+        into.xadd(STREAM_KEY, fields, maxlen=STREAM_MAX_ENTRIES, approximate=True)
         return
     if redis is None:
         return
     try:
-        redis.xadd(STREAM_KEY, fields, maxlen=STREAM_MAX_ENTRIES, approximate=True)  # type: ignore[arg-type]
+        redis.xadd(STREAM_KEY, fields, maxlen=STREAM_MAX_ENTRIES, approximate=True)
     except RedisError:
         log.warning("could not append a %s event to the history's stream", kind)
