@@ -8,12 +8,11 @@ event's own key, so a batch written twice is stored once.
 
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 from typing import Any
 
-from alembic import command
-from alembic.config import Config
 from sqlalchemy import Connection, Engine, Table, create_engine, delete, event, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
@@ -59,7 +58,13 @@ def _sqlite_pragmas(connection: DBAPIConnection, _record: ConnectionPoolEntry) -
 
 
 def upgrade(engine: Engine) -> None:
-    """Bring the schema to the newest revision (Alembic; a no-op when it is there already)."""
+    """Bring the schema to the newest revision (Alembic; a no-op when it is there already).
+    Alembic is imported here, not at the top: the console imports this module, and Alembic
+    logs its plugins at INFO as it is imported."""
+    logging.getLogger("alembic").setLevel(logging.WARNING)  # its INFO lines are per start, not news
+    from alembic import command
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
     with engine.begin() as connection:
