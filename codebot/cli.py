@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeAlias
 
+from codebot.cli_history import add_history, cmd_history
 from config.errors import ConfigError
 from worker.jobs.exit_codes import EXIT_FAILED, EXIT_USAGE, ask_exit_codes_help
 from worker.ops.inert import inert, json_without_controls
@@ -78,6 +79,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_repos_and_tools(sub)
     _add_servers(sub)
     _add_operations(sub)
+    add_history(sub)
     return parser
 
 
@@ -403,6 +405,7 @@ COMMANDS: dict[str, Callable[[Settings, argparse.Namespace, Console], int]] = {
     "status": _cmd_status,
     "feedback": _cmd_feedback,
     "redis": _cmd_redis,
+    "history": cmd_history,
 }
 
 

@@ -173,6 +173,14 @@ class CoreSettings(BaseSettings):
     # votes are counted but the export has no questions to offer.
     feedback_keep_question_text: bool = True
 
+    # --- history (the operators' database, `codebot history`, docs/history.md) -----------------
+    # Where the history is kept: unset, SQLite at `<CODEBOT_DATA_DIR>/history.sqlite3`; for
+    # several machines a PostgreSQL URL, `postgresql://user:password@host/db`.
+    history_url: SecretStr | None = None
+    # How long every table of the history keeps a row (questions, tool calls, votes, reasons,
+    # syncs, model events alike, so a vote never outlives its question).
+    history_retention_days: float = Field(default=90.0, gt=0)
+
 
 class ChatSettings(CoreSettings):
     """The chat platforms: Slack and Discord, their limits, Slack streaming."""

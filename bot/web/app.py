@@ -23,6 +23,8 @@ from urllib.parse import parse_qs
 from jinja2 import Environment, FileSystemLoader
 from redis import Redis
 from redis.exceptions import RedisError
+from sqlalchemy import Engine
+from sqlalchemy.exc import SQLAlchemyError
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
@@ -31,7 +33,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from bot.web import data, ops_data, texts
+from bot.web import data, history_data, ops_data, texts
 from bot.web.auth import COOKIE, Gate, Viewer, allowed_hosts
 from bot.web.plots import Series, line_plot, percentile
 from bot.web.sessions import LoginThrottle, Sessions
@@ -71,10 +73,16 @@ def peer_of(request: Request) -> str:
 
 class Console:
     def __init__(
-        self, runtime: Runtime, redis: Redis, gate: Gate, clock: Callable[[], float] = time.time
+        self,
+        runtime: Runtime,
+        redis: Redis,
+        gate: Gate,
+        clock: Callable[[], float] = time.time,
+        history: Engine | None = None,
     ) -> None:
         self.runtime = runtime
         self.redis = redis
+        self.history = history  # the history database; None: the Questions page reads Redis
         self.gate = gate
         self.clock = clock
         self.sessions = Sessions(redis, runtime.settings)
@@ -132,11 +140,26 @@ class Console:
     def questions(self, request: Request, viewer: Viewer) -> Response:
         params = request.query_params
         filters = data.Filters(params.get("outcome", ""), params.get("repo", ""), params.get("channel", ""))
+        if self.history is not None:
+            wanted = history_data.Range.of(params)
+            try:
+                view = history_data.history_questions_page(
+                    self.history, self.redis, filters, wanted, viewer.sees_questions, self.clock()
+                )
+            except SQLAlchemyError as exc:
+                problem = texts.history_trouble(type(exc).__name__)
+                return self.render("error.html", 503, viewer=viewer, problem=problem)
+            return self.render(
+                "questions.html", viewer=viewer, page="questions", view=view, filters=filters, wanted=wanted
+            )
         page = data.questions_page(self.redis, filters, viewer.sees_questions)
         return self.render("questions.html", viewer=viewer, page="questions", view=page, filters=filters)
 
     def question(self, request: Request, viewer: Viewer) -> Response:
-        record = data.find_question(self.redis, request.path_params["question_id"])
+        question_id = request.path_params["question_id"]
+        record = data.find_question(self.redis, question_id)
+        if record is None and self.history is not None:  # older than Redis's capped list
+            record = history_data.history_question(self.history, question_id)
         if record is None:
             return self.render("error.html", 404, viewer=viewer, problem=texts.NO_SUCH_QUESTION)
         row = data.question_row(self.redis, record, viewer.sees_questions)
@@ -277,10 +300,11 @@ def build_app(
     gate: Gate | None = None,
     listen_host: str = "127.0.0.1",
     clock: Callable[[], float] = time.time,
+    history: Engine | None = None,
 ) -> Starlette:
     """The console's app. Every request's Host must be one of `allowed_hosts` (else 400, before
     anything else is read: a DNS-rebinding page never reaches the login or a Bearer check)."""
-    console = Console(runtime, redis, gate or Gate(runtime.settings), clock)
+    console = Console(runtime, redis, gate or Gate(runtime.settings), clock, history)
     routes = [
         Route("/", lambda request: RedirectResponse("/questions", 303)),
         Route("/health", lambda request: PlainTextResponse("ok")),

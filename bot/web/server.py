@@ -11,6 +11,7 @@ from starlette.applications import Starlette
 from bot.web import texts
 from bot.web.app import build_app
 from bot.web.auth import Gate
+from bot.web.history_data import open_history
 from config.errors import ConfigError
 from config.settings import Settings
 
@@ -38,7 +39,9 @@ def make_server(settings: Settings, gate: Gate, host: str) -> uvicorn.Server:
     from worker.ops.redis_connection import connect
 
     redis = connect(settings, check_writes=False)
-    return uvicorn.Server(uvicorn_config(build_app(build_runtime(settings), redis, gate, listen_host=host)))
+    history = open_history(settings)  # None: no history database here, the Questions page reads Redis
+    app = build_app(build_runtime(settings), redis, gate, listen_host=host, history=history)
+    return uvicorn.Server(uvicorn_config(app))
 
 
 def serve(settings: Settings, host: str, port: int) -> int:

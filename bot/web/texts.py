@@ -50,6 +50,10 @@ def redis_trouble(kind: str) -> str:
     return f"Redis: {kind}"
 
 
+def history_trouble(kind: str) -> str:
+    return f"The history database: {kind}"
+
+
 # --- a question's trace, as a viewer who may not see the question's words sees it -------------
 TRACE_OK = "ok"
 TRACE_ERROR = "error"

@@ -29,6 +29,7 @@ from redis.exceptions import RedisError
 
 from config.settings import Settings
 from worker.agent.concurrency import concurrency_text
+from worker.history.events import append_event
 from worker.ops.json_list import json_objects
 
 log = logging.getLogger("codebot.model")
@@ -385,6 +386,7 @@ def record_model_error(redis: Redis | None, entry: dict[str, Any]) -> None:
         pipe = redis.pipeline()
         pipe.lpush(MODEL_ERRORS_KEY, json.dumps({"at": round(time.time(), 3), **entry}))
         pipe.ltrim(MODEL_ERRORS_KEY, 0, MODEL_ERRORS_KEPT - 1)
+        append_event(redis, "model", {"kind": "error", **entry}, into=pipe)
         pipe.execute()
     except RedisError:
         log.debug("could not record a model error in Redis", exc_info=True)

@@ -27,6 +27,7 @@ from redis import Redis
 from redis.client import Pipeline
 
 from config.settings import Settings
+from worker.history.events import append_event
 from worker.jobs.question import Question, reference_id
 from worker.jobs.sink import Answer
 from worker.ops.metrics import count
@@ -130,6 +131,8 @@ def record_vote(
     recorded: Recorded = _text(result)  # type: ignore[assignment]
     if recorded in ("new", "changed"):
         count(redis, "codebot_feedback_total", platform=platform, vote=vote)
+        vote_facts = {"question_id": question_id, "user": user, "vote": vote, "platform": platform}
+        append_event(redis, "vote", vote_facts)
         redis.zremrangebyscore(RECENT_KEY, "-inf", now - _keep_seconds(settings))
     return recorded
 
@@ -143,6 +146,7 @@ def record_reason(redis: Redis, settings: Settings, question_id: str, user: str,
     entry = json.loads(_text(raw))
     entry["reason"] = get_redactor().redact(reason.strip())[:REASON_MAX_CHARS]
     redis.hset(key, user, json.dumps(entry))
+    append_event(redis, "reason", {"question_id": question_id, "user": user, "reason": entry["reason"]})
     redis.expire(key, _keep_seconds(settings))
     return True
 

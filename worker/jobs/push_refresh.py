@@ -107,7 +107,7 @@ def run_push_refresh(name: str, sha: str, forge: str) -> dict[str, Any]:
         return {"name": name, "ok": False}
     started = time.monotonic()
     result = runtime.mirrors.sync(name)
-    record_refresh(redis, runtime.mirrors, result, socket.gethostname())
+    record_refresh(redis, runtime.mirrors, result, socket.gethostname(), "push")
     log.info(
         "push refresh of %s (%s push of %s): %s in %.1fs",
         name,

@@ -24,6 +24,7 @@ from redis.client import Pipeline
 from redis.exceptions import RedisError
 
 from config.settings import Settings
+from worker.history.events import append_event
 from worker.jobs.question import Question
 from worker.ops.json_list import json_objects
 
@@ -69,6 +70,7 @@ def record_question(
         pipe.lpush(QUESTIONS_KEY, json.dumps(facts, default=str))
         pipe.ltrim(QUESTIONS_KEY, 0, QUESTIONS_KEPT - 1)
         pipe.expire(QUESTIONS_KEY, QUESTIONS_KEPT_SECONDS)
+        append_event(redis, "question", facts, into=pipe)  # the same facts, for the history's database
         if into is None:
             pipe.execute()
     except RedisError:

@@ -43,6 +43,7 @@ from redis.exceptions import RedisError
 
 from config.repos import RepoSpec
 from config.settings import Settings
+from worker.history.events import append_event
 from worker.ops.claims import claim, new_token
 from worker.ops.json_list import json_objects
 from worker.repos.mirrors import Mirrors, SyncResult
@@ -63,8 +64,11 @@ def wanted_sha(redis: Redis, name: str) -> str | None:
     return raw.decode() if isinstance(raw, bytes) else raw
 
 
-def record_refresh(redis: Redis, mirrors: Mirrors, result: SyncResult, host: str) -> None:
-    """Record in Redis what a sync on `host` found: the commit every machine should now serve."""
+def record_refresh(
+    redis: Redis, mirrors: Mirrors, result: SyncResult, host: str, origin: str = "refresh"
+) -> None:
+    """Record in Redis what a sync on `host` found: the commit every machine should now serve.
+    `origin`: what ran it (refresh, push, scheduled, catch-up), for the history."""
     snapshot = mirrors.current(result.name)
     fields: dict[str, str] = {
         "ok": "1" if result.ok else "0",
@@ -85,7 +89,19 @@ def record_refresh(redis: Redis, mirrors: Mirrors, result: SyncResult, host: str
     # the last SYNC_HISTORY_KEPT syncs of the repo, newest first, for the console (bot/web/)
     pipe.lpush(SYNC_HISTORY_KEY_PREFIX + result.name, json.dumps(entry))
     pipe.ltrim(SYNC_HISTORY_KEY_PREFIX + result.name, 0, SYNC_HISTORY_KEPT - 1)
+    append_event(redis, "sync", {"repo": result.name, "origin": origin, **entry}, into=pipe)
     pipe.execute()
+
+
+def record_sync_event(redis: Redis, mirrors: Mirrors, result: SyncResult, origin: str) -> None:
+    """Only the history's record of a sync (one that changes nothing every machine should serve,
+    e.g. a failed catch-up); a Redis failure loses it."""
+    snapshot = mirrors.current(result.name)
+    facts = {"repo": result.name, "origin": origin, "host": socket.gethostname(), "ok": result.ok}
+    facts.update(sha=result.sha or "", changed=result.changed, error=result.error or "")
+    if snapshot is not None:
+        facts["size_bytes"] = snapshot.meta.size_bytes
+    append_event(redis, "sync", facts)
 
 
 def sync_history(redis: Redis, name: str) -> list[dict[str, Any]]:
@@ -156,8 +172,10 @@ def catch_up(
                 result.sha,
                 result.error,
             )
-        elif result.sha and result.sha != behind[name]:
-            _record(redis, mirrors, result)
+        if result.ok and result.sha and result.sha != behind[name]:
+            _record(redis, mirrors, result, "catch-up")
+        else:
+            record_sync_event(redis, mirrors, result, "catch-up")
     return results
 
 
@@ -232,14 +250,14 @@ def run_due_refreshes(redis: Redis, mirrors: Mirrors, now: float | None = None) 
         result = poll(mirrors, redis, name)
         if result is None:
             continue  # the tip is the commit served here: nothing fetched, nothing to record
-        _record(redis, mirrors, result)
+        _record(redis, mirrors, result, "scheduled")
         log.info("scheduled refresh of %s: %s", name, result.sha if result.ok else result.error)
         results.append(result)
     return results
 
 
-def _record(redis: Redis, mirrors: Mirrors, result: SyncResult) -> None:
+def _record(redis: Redis, mirrors: Mirrors, result: SyncResult, origin: str) -> None:
     try:
-        record_refresh(redis, mirrors, result, socket.gethostname())
+        record_refresh(redis, mirrors, result, socket.gethostname(), origin)
     except RedisError as exc:
         log.warning("could not record the refresh of %s: %s", result.name, exc)

@@ -1,0 +1,1 @@
+"""Alembic's environment for the history database (worker/history/store.py runs it)."""
