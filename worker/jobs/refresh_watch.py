@@ -37,7 +37,11 @@ def refreshes_under_way(redis: Redis, names: Iterable[str]) -> dict[str, str]:
     found: dict[str, str] = {}
     # running first, so that a waiting refresh of the same repo (a later push) overrides it
     for job in Job.fetch_many([*running, *waiting], connection=redis):
-        if job is None or job.func_name != PUSH_REFRESH_FUNC or job.get_status(refresh=False) not in _UNDER_WAY:
+        if (
+            job is None
+            or job.func_name != PUSH_REFRESH_FUNC
+            or job.get_status(refresh=False) not in _UNDER_WAY
+        ):
             continue
         args = job.args
         if len(args) >= 2 and args[0] in wanted and isinstance(args[1], str) and is_sha(args[1]):
