@@ -74,7 +74,7 @@ def test_the_bot_token_goes_to_slacks_file_host_and_never_to_a_foreign_one(rig: 
     assert "served by slack" in first_request(rig) and "stolen" not in first_request(rig)
     (reply,) = rig.api.thread_texts("C1", root)
     assert reply.startswith("_I did not read `theirs.log`: it is not on the chat platform's own file host._")
-    assert reply.endswith(ANSWER)
+    assert body(reply).endswith(ANSWER)
 
 
 def test_a_redirect_from_slacks_file_host_is_not_followed_so_the_token_goes_nowhere_else(
@@ -119,7 +119,7 @@ def test_downloads_failing_by_404_403_and_timeout_each_get_a_line_and_the_questi
         "_I could not read `refused.log`: the platform refused to give it (403)._",
         "_I could not read `slow.log`: its download timed out._",
     ]
-    assert reply.endswith(ANSWER) and "Traceback" not in caplog.text
+    assert body(reply).endswith(ANSWER) and "Traceback" not in caplog.text
 
 
 def test_a_file_attached_to_the_top_level_mention_itself_reaches_the_model(rig: SlackRig) -> None:
@@ -157,7 +157,7 @@ def test_deleted_hidden_and_external_files_are_named_without_a_download(rig: Sla
         "_I could not read `older.log`: the workspace's plan hides it._",
         "_I did not read `doc.txt`: it is stored outside the chat platform._",
     ]
-    assert reply.endswith(ANSWER)
+    assert body(reply).endswith(ANSWER)
 
 
 def test_a_log_attached_to_the_root_of_a_long_thread_stays_with_the_root(rig: SlackRig) -> None:
