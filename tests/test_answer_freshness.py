@@ -49,6 +49,17 @@ def test_a_question_asked_while_a_push_refresh_waits_says_a_newer_commit_is_comi
     )
 
 
+def test_a_refresh_for_an_earlier_push_than_the_commit_read_is_not_said(rig: Rig, tmp_path: Path) -> None:
+    later = make_repo(tmp_path / "payments-src", {"CHANGELOG.md": "v2\n"})
+    assert rig.runtime.mirrors.sync("payments").ok  # already at the later commit
+    assert enqueue_push_refresh(rig.redis, "payments", rig.sha, "github")  # for the earlier push
+    rig.model.enqueue(tool_calls(READ_RETRY), text("Five times."))
+    _question, events = rig.ask("how many times does retry try?")
+    lines = str(rig.final(events)[1]["markdown"]).splitlines()
+    assert read_line(later).search(lines[-1])
+    assert not any("refresh" in line for line in lines)
+
+
 @pytest.mark.rig("slack")
 def test_a_slack_answer_ends_with_the_commit_it_read_and_its_age(rig: SlackRig) -> None:
     rig.model.enqueue(tool_calls(READ_RETRY), text("It retries 5 times [payments:payments/retry.py#L3]."))

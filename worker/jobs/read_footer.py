@@ -23,12 +23,14 @@ from worker.agent.citations import CheckedAnswer
 from worker.jobs import texts
 from worker.jobs.refresh_watch import refreshes_under_way
 from worker.repos.freshness import age_text
+from worker.repos.git_read import GitReadError, run_git
 from worker.repos.snapshot import Snapshot
 from worker.tools.context import ToolContext
 
 log = logging.getLogger("codebot.job")
 
 FOOTER_REPOS_SHOWN = 3
+ANCESTRY_SECONDS = 2.0  # for `git merge-base --is-ancestor` in a local mirror: milliseconds
 
 
 def repos_read(ctx: ToolContext) -> list[str]:
@@ -75,7 +77,25 @@ def with_read_footer(redis: Redis, ctx: ToolContext, checked: CheckedAnswer) -> 
     except RedisError as exc:
         log.warning("refreshes under way not known for the answer's footer: %s", exc)
         under_way = {}
-    return with_footer(ctx, checked, under_way)
+    newer = {name: sha for name, sha in under_way.items() if not _contains(ctx.snapshots[name], sha)}
+    return with_footer(ctx, checked, newer)
+
+
+def _contains(snapshot: Snapshot, pushed: str) -> bool:
+    """Is the pushed commit the one read or one of its ancestors (a refresh for an earlier push,
+    still running, whose fetch this snapshot came from)? False when the mirror cannot say, as
+    when the push is not fetched yet."""
+    if pushed == snapshot.sha:
+        return True
+    if snapshot.git_dir is None:
+        return False
+    try:
+        run_git(
+            snapshot.git_dir, ["merge-base", "--is-ancestor", pushed, snapshot.sha], ANCESTRY_SECONDS, 1000
+        )
+    except GitReadError:
+        return False  # exit 1: not an ancestor; or no such commit here yet
+    return True
 
 
 def with_footer(ctx: ToolContext, checked: CheckedAnswer, under_way: Mapping[str, str]) -> CheckedAnswer:
