@@ -8,13 +8,18 @@ import re
 from pathlib import Path
 
 import pytest
+from rq.registry import StartedJobRegistry
 
 from tests.support.discord_rig import DiscordRig
 from tests.support.e2e import Rig
 from tests.support.fixture_repos import make_repo
 from tests.support.model_server import text, tool_calls
-from tests.support.slack_rig import SlackRig
-from worker.jobs.push_refresh import enqueue_push_refresh
+from tests.support.slack_rig import SlackRig, wait_until
+from tests.support.worker_procs import SETTLE_SECONDS, start_worker, stop_worker
+from worker.jobs.push_refresh import PENDING_KEY_PREFIX, enqueue_push_refresh
+from worker.jobs.queue import ADMIN_QUEUE
+from worker.repos.locks import exclusive_lock
+from worker.repos.mirror_state import RepoPaths
 
 READ_RETRY = ("read_file", {"repo": "payments", "path": "payments/retry.py", "start_line": 1, "end_line": 13})
 AGE = r"\((committed and fetched|committed \d+ (s|min) ago, fetched) \d+ (s|min) ago\)"
@@ -47,6 +52,30 @@ def test_a_question_asked_while_a_push_refresh_waits_says_a_newer_commit_is_comi
         f"_A refresh to a newer commit is under way for `payments` (to `{pushed[:7]}`): "
         "asking again shortly reads it._"
     )
+
+
+@pytest.mark.slow
+def test_a_question_asked_while_a_push_refresh_runs_says_a_newer_commit_is_coming(
+    rig: Rig, tmp_path: Path
+) -> None:
+    pushed = make_repo(tmp_path / "payments-src", {"CHANGELOG.md": "v2\n"})
+    paths = RepoPaths(rig.runtime.mirrors.root / "payments")
+    worker = None
+    try:
+        with exclusive_lock(paths.refresh_lock, 5.0):  # another sync of the repo: the push's refresh waits
+            assert enqueue_push_refresh(rig.redis, "payments", pushed, "github")
+            worker = start_worker(rig.settings, "--concurrency", "1")  # its one seat: the refresh
+            started = StartedJobRegistry(ADMIN_QUEUE, connection=rig.redis)
+            wait_until(lambda: started.count == 1, SETTLE_SECONDS)
+            assert rig.redis.get(PENDING_KEY_PREFIX + "payments") is None  # running, no longer waiting
+            rig.model.enqueue(tool_calls(READ_RETRY), text("Five times."))
+            _question, events = rig.ask("how many times does retry try?")
+    finally:
+        if worker is not None:
+            stop_worker(worker)
+    lines = str(rig.final(events)[1]["markdown"]).splitlines()
+    assert read_line(rig.sha).search(lines[-2])
+    assert f"under way for `payments` (to `{pushed[:7]}`)" in lines[-1]
 
 
 def test_a_refresh_for_an_earlier_push_than_the_commit_read_is_not_said(rig: Rig, tmp_path: Path) -> None:

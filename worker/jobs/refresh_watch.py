@@ -33,7 +33,8 @@ def refreshes_under_way(redis: Redis, names: Iterable[str]) -> dict[str, str]:
     for name in wanted:
         pipe.get(PENDING_KEY_PREFIX + name)
     waiting = [raw.decode() for raw in pipe.execute() if raw]
-    running = StartedJobRegistry(ADMIN_QUEUE, connection=redis).get_job_ids()
+    # read only: cleaning the registry up is the workers' and the reaper's business
+    running = StartedJobRegistry(ADMIN_QUEUE, connection=redis).get_job_ids(cleanup=False)
     found: dict[str, str] = {}
     # running first, so that a waiting refresh of the same repo (a later push) overrides it
     for job in Job.fetch_many([*running, *waiting], connection=redis):
