@@ -90,6 +90,19 @@ def test_ask_runs_the_agent_and_returns_an_answer_with_commit_pinned_links(
     assert served.model.requests[0]["messages"][-1]["content"] == "How does retry back off?"
 
 
+def test_ask_over_mcp_names_the_commit_it_read_and_how_old_it_is(served: Served, client: Client) -> None:
+    served.model.enqueue(
+        tool_calls(("read_file", {"repo": "payments", "path": "payments/retry.py", "start_line": 6})),
+        text("It doubles the wait [payments:payments/retry.py#L6-L12]."),
+    )
+
+    answer, error = client.tool("ask", {"question": "How does retry back off?", "repo": "payments"})
+
+    last = answer.splitlines()[-1]
+    assert not error and last.startswith(f"_Read `payments` at `{served.sha[:7]}` (committed ")
+    assert last.endswith(" ago)._")
+
+
 def test_ask_over_mcp_never_returns_prose_that_read_no_code_as_an_answer(
     served: Served, client: Client
 ) -> None:

@@ -18,6 +18,7 @@ import pytest
 from rq import Queue
 from rq.job import Job
 
+from tests.support.answers import body
 from tests.support.discord_rig import DiscordRig, discord_rig
 from tests.support.fake_discord import FakeDiscord
 from tests.support.hostile_slack import (
@@ -117,7 +118,7 @@ def test_a_thread_answered_in_the_allowed_channel_lends_nothing_to_a_forged_repl
     rig.model.enqueue(tool_calls(("list_repos", {})), text("Nothing more."))
     rig.work()
     (reply,) = rig.api.thread_texts("C1", secret_root)
-    assert reply == "Nothing more."
+    assert body(reply) == "Nothing more."
     c1_calls = [c for c in rig.api.calls if c.body.get("channel") == "C1"]
     assert not [leak for c in c1_calls for leak in rig.finder(json.dumps(c.body, ensure_ascii=False))]
     assert INTERNAL.canary not in json.dumps(rig.model.requests[-1])
@@ -166,7 +167,7 @@ def test_the_tool_layer_refuses_a_repo_out_of_scope_even_when_the_model_asks_for
         assert result.startswith("Error: ") or "No matches" in result or "1 repo(s) in scope:" in result
     assert not rig.leaks_to_model()
     assert not rig.leaks_in_slack()
-    assert rig.api.thread_texts("C1", ts) == ["Found nothing."]
+    assert list(map(body, rig.api.thread_texts("C1", ts))) == ["Found nothing."]
     system = rig.model.requests[0]["messages"][0]["content"]
     assert "- app:" in system and "- internal:" not in system and INTERNAL.description not in system
 

@@ -10,6 +10,7 @@ from slack_sdk import WebClient
 
 from bot.slack.format import SLACK_TEXT_LIMIT_CHARS
 from bot.slack.sink import SlackSink
+from tests.support.answers import body
 from tests.support.model_server import last_user_text, text, tool_calls
 from tests.support.slack_api import message
 from tests.support.slack_rig import SlackRig
@@ -50,7 +51,7 @@ def test_a_follow_up_in_the_thread_carries_the_earlier_question_and_answer(rig: 
     assert any("how many times does retry try?" in str(m.get("content")) for m in sent)
     assert any("retries 5 times" in str(m.get("content")) for m in sent if m["role"] == "assistant")
     assert last_user_text(rig.model.requests[-1]).endswith("and how long does it wait?")
-    assert rig.api.thread_texts("C1", root)[-1] == "It sleeps 0.5 s, doubling each time."
+    assert body(rig.api.thread_texts("C1", root)[-1]) == "It sleeps 0.5 s, doubling each time."
 
 
 def test_someone_else_replying_in_the_thread_without_a_mention_is_left_alone(rig: SlackRig) -> None:
@@ -72,7 +73,7 @@ def test_the_asker_posting_a_file_without_words_in_the_thread_gets_no_help_reply
     shot = rig.next_ts()
     rig.send(message("C1", shot, "", thread_ts=root, subtype="file_share", files=[{"id": "F1"}]))
     rig.settle()
-    assert rig.api.thread_texts("C1", root) == ["Five."]
+    assert list(map(body, rig.api.thread_texts("C1", root))) == ["Five."]
     assert rig.question_jobs() == []
 
 

@@ -7,6 +7,7 @@ import logging
 
 import pytest
 
+from tests.support.answers import body
 from tests.support.model_server import text, tool_calls
 from tests.support.slack_rig import SlackRig
 
@@ -44,7 +45,7 @@ def test_a_stack_trace_in_the_thread_root_reaches_the_models_first_request(rig: 
     assert "PaymentDeclined: card_expired" in first and "--- Dana Ops:" in first and "--- Lee:" in first
     assert first.index("Dana Ops") < first.index("Lee") < first.index("what raises this?")
     (reply,) = rig.api.thread_texts("C1", root)
-    assert reply == "It is the retry's last attempt."
+    assert body(reply) == "It is the retry's last attempt."
 
 
 def test_a_token_pasted_in_the_thread_never_reaches_the_model_the_log_or_the_stored_record(
@@ -109,7 +110,7 @@ def test_a_thread_that_cannot_be_read_still_gets_its_question_answered_with_a_li
     ask_in(rig, root, "what broke?")
     (reply,) = rig.api.thread_texts("C1", root)
     assert reply.startswith("_I could not read the earlier messages of this thread")
-    assert reply.endswith("It is the retry's last attempt.")
+    assert body(reply).endswith("It is the retry's last attempt.")
     assert "could not be read" in rig.model.requests[0]["messages"][-1]["content"]
     assert "Traceback" not in caplog.text and "missing_scope" in caplog.text
 

@@ -9,6 +9,7 @@ import logging
 
 import pytest
 
+from tests.support.answers import body
 from tests.support.file_host import ForeignHost
 from tests.support.model_server import text, tool_calls
 from tests.support.slack_rig import SlackRig
@@ -53,7 +54,7 @@ def test_a_log_attached_in_the_thread_reaches_the_model_redacted_and_no_log_or_r
     assert "c3D4c3D4" not in str(rig.model.requests) and "c3D4c3D4" not in caplog.text
     stored = [rig.redis.dump(key) or b"" for key in rig.redis.keys("*")]
     assert stored and not any(b"c3D4c3D4" in value for value in stored)
-    assert rig.api.thread_texts("C1", root) == [ANSWER]
+    assert list(map(body, rig.api.thread_texts("C1", root))) == [ANSWER]
 
 
 def test_the_bot_token_goes_to_slacks_file_host_and_never_to_a_foreign_one(rig: SlackRig) -> None:
@@ -73,7 +74,7 @@ def test_the_bot_token_goes_to_slacks_file_host_and_never_to_a_foreign_one(rig: 
     assert "served by slack" in first_request(rig) and "stolen" not in first_request(rig)
     (reply,) = rig.api.thread_texts("C1", root)
     assert reply.startswith("_I did not read `theirs.log`: it is not on the chat platform's own file host._")
-    assert reply.endswith(ANSWER)
+    assert body(reply).endswith(ANSWER)
 
 
 def test_a_redirect_from_slacks_file_host_is_not_followed_so_the_token_goes_nowhere_else(
@@ -99,7 +100,7 @@ def test_a_binary_attachment_is_named_as_unread_and_the_question_answered(rig: S
     ask_in(rig, root, "why did it crash?")
     assert '"core.dump":\n[this attached file was not read: it is not a text file]' in first_request(rig)
     (reply,) = rig.api.thread_texts("C1", root)
-    assert reply == f"_I did not read `core.dump`: it is not a text file._\n\n{ANSWER}"
+    assert body(reply) == f"_I did not read `core.dump`: it is not a text file._\n\n{ANSWER}"
 
 
 @pytest.mark.rig("slack", thread_context_file_seconds=1.0)
@@ -118,7 +119,7 @@ def test_downloads_failing_by_404_403_and_timeout_each_get_a_line_and_the_questi
         "_I could not read `refused.log`: the platform refused to give it (403)._",
         "_I could not read `slow.log`: its download timed out._",
     ]
-    assert reply.endswith(ANSWER) and "Traceback" not in caplog.text
+    assert body(reply).endswith(ANSWER) and "Traceback" not in caplog.text
 
 
 def test_a_file_attached_to_the_top_level_mention_itself_reaches_the_model(rig: SlackRig) -> None:
@@ -127,7 +128,7 @@ def test_a_file_attached_to_the_top_level_mention_itself_reaches_the_model(rig: 
     assert 'attached file "ci.log":' in first and "PaymentDeclined: card_expired" in first
     assert first.index("card_expired") < first.index("why does this fail?")
     assert [call.body["ts"] for call in rig.api.calls_to("conversations.replies")] == [ts]
-    assert rig.api.thread_texts("C1", ts) == [ANSWER]
+    assert list(map(body, rig.api.thread_texts("C1", ts))) == [ANSWER]
 
 
 @pytest.mark.rig("slack", thread_context_file_bytes=4096)
@@ -156,7 +157,7 @@ def test_deleted_hidden_and_external_files_are_named_without_a_download(rig: Sla
         "_I could not read `older.log`: the workspace's plan hides it._",
         "_I did not read `doc.txt`: it is stored outside the chat platform._",
     ]
-    assert reply.endswith(ANSWER)
+    assert body(reply).endswith(ANSWER)
 
 
 def test_a_log_attached_to_the_root_of_a_long_thread_stays_with_the_root(rig: SlackRig) -> None:

@@ -51,7 +51,7 @@ def _split_sources_section(markdown: str) -> tuple[str, list[str]]:
     if at < 0:
         return markdown, []
     tail = markdown[at + len(SOURCES_HEADING) + 3 :].split("\n")
-    notes = [line for line in tail if not line.startswith("- ")]
+    notes = [line for line in tail if line and not line.startswith("- ")]  # and the commits read
     return markdown[:at].rstrip(), notes
 
 

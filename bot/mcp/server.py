@@ -35,6 +35,7 @@ from worker.jobs.outcomes import cut_off_markdown, cut_off_text, not_an_answer_t
 from worker.jobs.question import Question, ReplyTarget, event_identity, reference_id
 from worker.jobs.question_context import read_question_context
 from worker.jobs.question_start import make_model_client
+from worker.jobs.read_footer import with_footer
 from worker.jobs.runtime import Runtime
 from worker.jobs.scope import redact_and_extract_repos
 from worker.repos.secrets.redaction import get_redactor
@@ -195,7 +196,7 @@ class CodebotTools:
                 return _text_result(not_an_answer_text(result, reference_id(question.id)), error=True)
             cut = result.outcome == "cut_off"
             shown = cut_off_text(result.text) if cut and not result.stopped else result.text
-            checked = check_answer(ctx, ctx.redact(shown))
+            checked = with_footer(ctx, check_answer(ctx, ctx.redact(shown)), {})  # what it read, how old
             commits = {name: snapshot.sha for name, snapshot in snapshots.items()}
         log.info(
             "mcp ask answered hops=%s tools=%s verified=%s unverified=%s",

@@ -35,9 +35,11 @@ from worker.jobs import runtime as runtime_module
 from worker.jobs.outbox_backlog import Undelivered, backlog
 from worker.jobs.question import ReplyTarget, reference_id
 from worker.jobs.queue import ADMIN_QUEUE, questions_queue, queue_depth
+from worker.jobs.refresh_watch import refreshes_under_way
 from worker.jobs.runtime import Runtime
 from worker.jobs.tool_threads import tool_threads, tool_threads_note
 from worker.ops.metrics import totals_by
+from worker.repos.freshness import age_text
 from worker.repos.mirrors import SyncResult
 from worker.repos.refresh import REPO_KEY_PREFIX, record_refresh
 
@@ -206,7 +208,8 @@ def short_duration(seconds_ago: float | None) -> str:
 
 
 def repos_listing(redis: Redis | None, runtime: Runtime, channel_key: str | None) -> str:
-    """Markdown: the repos this channel may ask about, with commit, age and description.
+    """Markdown: the repos this channel may ask about, with commit, age (worker/repos/freshness.py),
+    description, and a refresh under way to a newer commit (worker/jobs/refresh_watch.py).
 
     The list is configuration: with Redis unreachable (or None) it is still shown, each
     repo's commit as `?` (an adapter's machine has no mirrors to tell from)."""
@@ -218,6 +221,7 @@ def repos_listing(redis: Redis | None, runtime: Runtime, channel_key: str | None
         if redis is None:
             raise RedisError("no connection")
         facts = repo_facts(redis, runtime, names)
+        under_way = refreshes_under_way(redis, names)
     except RedisError:
         for spec in filter(None, map(runtime.whitelist.get, names)):
             description = f" — {spec.description}" if spec.description else ""
@@ -226,10 +230,11 @@ def repos_listing(redis: Redis | None, runtime: Runtime, channel_key: str | None
     now = time.time()
     for fact in facts:
         state = texts.REPO_NOT_SYNCED
-        if fact.sha:
-            committed = short_duration(now - fact.committed_at) if fact.committed_at else "?"
-            refreshed = short_duration(now - fact.refreshed_at) if fact.refreshed_at else "?"
-            state = texts.REPO_STATE.format(sha=fact.sha[:7], committed=committed, refreshed=refreshed)
+        if fact.sha:  # "fetched": the last refresh that found this commit, on any machine
+            age = age_text(fact.committed_at, fact.refreshed_at, now)
+            state = texts.REPO_STATE.format(sha=fact.sha[:7], age=age)
+            newer = under_way.get(fact.name)
+            state += texts.REPO_REFRESHING.format(sha=newer[:7]) if newer and newer != fact.sha else ""
         description = f" — {fact.description}" if fact.description else ""
         lines.append(texts.REPO_LINE.format(name=fact.name, description=description, state=state))
     return "\n".join(lines)

@@ -49,6 +49,7 @@ from worker.jobs.question_end import account_question
 from worker.jobs.question_log import record_question
 from worker.jobs.question_start import StartFacts, make_model_client, read_start
 from worker.jobs.queue import was_answered
+from worker.jobs.read_footer import with_read_footer
 from worker.jobs.runtime import Runtime
 from worker.jobs.sink import Answer, DeliveryFailed, ReplySink
 from worker.jobs.threaded_worker import StopJobRequested, free_seat
@@ -308,7 +309,7 @@ class QuestionRun:
                 self._record_model_failure(result.failure)
             kind = result.outcome
             reply = cut_off_text(result.text) if kind == "cut_off" and not result.stopped else result.text
-            checked = check_answer(ctx, ctx.redact(reply))
+            checked = with_read_footer(self.redis, ctx, check_answer(ctx, ctx.redact(reply)))
         snapshot_shas = {name: snap.sha for name, snap in snapshots.items()}
         note = context_note(context)
         if note:  # the asker hears what the model did not read; the answer is still theirs

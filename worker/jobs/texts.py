@@ -7,7 +7,9 @@ texts of the adapters are in bot/texts.py. Both are Markdown, converted by each 
 NO_REPOS_HERE = "No repository is available in this channel."
 REPOS_HEADER = "Repos you can ask about here:"
 REPO_LINE = "• `{name}`{description} — {state}"
-REPO_STATE = "commit `{sha}` ({committed} old, refreshed {refreshed} ago)"
+# {age}: worker/repos/freshness.py age_text ("committed 3 d ago, fetched 2 min ago")
+REPO_STATE = "commit `{sha}` ({age})"
+REPO_REFRESHING = "; a refresh to `{sha}` is under way"
 REPO_NOT_SYNCED = "not synced yet"
 REFRESH_REPORT = "Refresh finished on worker host `{host}` in {seconds} s:\n{lines}"
 REFRESH_LINE_OK = "• `{name}`: at commit `{sha}` ({change})"
@@ -146,3 +148,10 @@ FILE_NOT_READ_NOTES = {
     "too_many": "_I did not read `{name}`: I read at most {count} files per question._",
 }
 FILE_NOTES_MORE = "_…and {count} more file(s) I could not read whole._"
+
+# --- what an answer read (worker/jobs/read_footer.py): repo names, hex shas and numbers only -----
+READ_FOOTER = "_Read {commits}._"
+READ_COMMIT = "`{repo}` at `{sha}` ({age})"
+READ_MORE = "{count} more repo(s) (`/codebot repos` lists their commits)"
+READ_REFRESHING = "_A refresh to a newer commit is under way for {repos}: asking again shortly reads it._"
+READ_REFRESHING_REPO = "`{repo}` (to `{sha}`)"

@@ -6,6 +6,7 @@ import sqlite3
 import time
 from typing import Any
 
+from worker.repos.freshness import age_text
 from worker.repos.regular_files import NotRegularFile, open_regular
 from worker.repos.snapshot import LANGUAGES_BY_SUFFIX, Snapshot
 from worker.repos.symbol_grammars import LANGUAGE_OF_SUFFIX
@@ -30,8 +31,24 @@ def _date(seconds: float) -> str:
     return time.strftime("%Y-%m-%d", time.gmtime(seconds)) if seconds else "unknown date"
 
 
+def commit_age(snapshot: Snapshot, now: float | None = None) -> str:
+    """How old the commit is, as answers say it (worker/repos/freshness.py), and its date when
+    that is believed: `committed 3 d ago, fetched 2 min ago; commit date 2026-03-02`."""
+    age = age_text(snapshot.committed_at, snapshot.created_at, time.time() if now is None else now)
+    return f"{age}; commit date {_date(snapshot.committed_at)}" if age.startswith("committed") else age
+
+
+def commit_times(snapshot: Snapshot) -> dict[str, str | None]:
+    """The commit's date (what the repo says) and when codebot fetched it, ISO 8601 UTC."""
+    return {"committed_at": _iso(snapshot.committed_at), "fetched_at": _iso(snapshot.created_at)}
+
+
+def _iso(seconds: float) -> str | None:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds)) if seconds else None
+
+
 def list_repos(ctx: ToolContext, query: str = "", page: int = 1) -> ToolResult:
-    """List the repos you can read: name, description, branch, commit, languages; a page at a time.
+    """List the repos you can read: name, description, branch, commit and its age, languages; a page at a time.
 
     Call it when you do not know which repo holds the answer; pass a repo's name to the other tools.
 
@@ -52,7 +69,7 @@ def list_repos(ctx: ToolContext, query: str = "", page: int = 1) -> ToolResult:
         description = snapshot.repo.description or "(no description)"
         lines.append(
             f"- {name}: {description} — branch {snapshot.branch} @ {snapshot.short_sha} "
-            f"({_date(snapshot.committed_at)}); languages: {', '.join(languages) or 'unknown'}"
+            f"({commit_age(snapshot)}); languages: {', '.join(languages) or 'unknown'}"
         )
         repos.append(
             {
@@ -60,6 +77,7 @@ def list_repos(ctx: ToolContext, query: str = "", page: int = 1) -> ToolResult:
                 "description": snapshot.repo.description,
                 "branch": snapshot.branch,
                 "commit": snapshot.short_sha,
+                **commit_times(snapshot),
                 "languages": languages,
             }
         )
