@@ -36,7 +36,7 @@ from worker.agent.asked import AskedQuestion
 from worker.agent.endpoint_memory import TOOL_CHOICE_NONE, EndpointMemory
 from worker.agent.events import AgentEvents, NoEvents, ProgressEvents, SafeEvents
 from worker.agent.model import ModelClient, ModelTurn, ToolCall, retry_wait_seconds
-from worker.agent.model_errors import ModelFailure, failure
+from worker.agent.model_errors import DEADLINE_HELP, ModelFailure, failure
 from worker.agent.progress_lines import (
     call_subject,
     describe_call,
@@ -366,6 +366,7 @@ class Agent:
             detail = f"{result.hops} model turn(s), {result.tool_calls} tool call(s), none usable"
             if result.stop_reason == "deadline":
                 exc = failure("deadline", detail, seconds=self.settings.question_deadline_seconds)
+                exc.args = (f"{exc}: {self.model.time_advice() or DEADLINE_HELP}",)
             else:
                 exc = failure("no_tool_calls", detail)
             raise self._with_stats(exc, result)
