@@ -37,7 +37,10 @@ def test_slow_writing_advises_a_reply_bound_and_a_deadline_that_fit_the_measured
     situation = Situation(Speeds(95.0, 2.2), prompt_tokens=3874, reply_tokens=2048, deadline_seconds=150)
     advice = advise(situation)
     assert "one turn here needs ~17 min" in advice and "2.2 tokens/s" in advice
-    tokens, deadline = named(advice, "CODEBOT_MODEL_MAX_TOKENS="), named(advice, "CODEBOT_QUESTION_DEADLINE_SECONDS=")
+    tokens, deadline = (
+        named(advice, "CODEBOT_MODEL_MAX_TOKENS="),
+        named(advice, "CODEBOT_QUESTION_DEADLINE_SECONDS="),
+    )
     assert tokens is not None and deadline is not None and tokens < 2048
     assert question_fits(situation.speeds, 3874, tokens, deadline)
     assert deadline < 15 * 60  # not the 17 minutes a raise alone would have needed
@@ -75,7 +78,10 @@ def test_a_window_too_small_for_a_reply_advises_a_window_that_holds_the_prompt_a
 def test_a_prompt_no_deadline_could_read_is_said_instead_of_advising_a_raise() -> None:
     situation = Situation(Speeds(2.0, 20.0), prompt_tokens=3000, reply_tokens=300, deadline_seconds=150)
     advice = advise(situation)
-    assert "no setting makes a question fit here" in advice and "reading the prompt alone takes ~25 min" in advice
+    assert (
+        "no setting makes a question fit here" in advice
+        and "reading the prompt alone takes ~25 min" in advice
+    )
     assert "CODEBOT_" not in advice.split(":", 1)[1]
 
 
@@ -86,7 +92,9 @@ def test_following_the_advice_and_failing_again_at_the_same_speeds_advises_no_se
         Situation(Speeds(95.0, 2.2), 1900, 512, 150, window_tokens=2048),
     ):
         again = advise(followed(situation, advise(situation)))
-        assert "holds already" in again and "CODEBOT_" not in again.replace("CODEBOT_QUESTION_DEADLINE_SECONDS holds", "")
+        assert "holds already" in again and "CODEBOT_" not in again.replace(
+            "CODEBOT_QUESTION_DEADLINE_SECONDS holds", ""
+        )
 
 
 def test_no_advice_is_made_up_when_the_writing_speed_was_never_measured() -> None:

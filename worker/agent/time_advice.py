@@ -72,7 +72,9 @@ def advise(situation: Situation) -> str:
     reply = min(situation.reply_tokens or SHORT_REPLY_TOKENS, max(room, 0))
     short = min(SHORT_REPLY_TOKENS, reply) if reply >= MIN_REPLY_TOKENS else MIN_REPLY_TOKENS
     if situation.question_seconds(short) > LONGEST_DEADLINE_SECONDS:
-        slow_part = "reading the prompt" if situation.prompt_seconds() * 2 > situation.turn_seconds(short) else None
+        slow_part = (
+            "reading the prompt" if situation.prompt_seconds() * 2 > situation.turn_seconds(short) else None
+        )
         key = "no_fit_prompt" if slow_part else "no_fit_writing"
         return ADVICE[key].format(
             needs=needs,
@@ -111,7 +113,9 @@ def _larger_window(situation: Situation, needs: str, room: int) -> str:
         settings.append(f"CODEBOT_QUESTION_DEADLINE_SECONDS={deadline}")
     extra = ADVICE["and_set"].format(settings=" and ".join(settings)) if settings else ""
     window = _window_for(situation.prompt_tokens + reply)
-    return ADVICE["window"].format(needs=needs, window=situation.window_tokens, room=room, tokens=window, extra=extra)
+    return ADVICE["window"].format(
+        needs=needs, window=situation.window_tokens, room=room, tokens=window, extra=extra
+    )
 
 
 def _needs(situation: Situation) -> str:
