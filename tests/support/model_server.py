@@ -32,6 +32,9 @@ answers prose, ``made_up_repos()`` a model whose every call names a repo that do
 ``ollama_ps``, ``props``, ``lmstudio_models`` and ``model_fields`` serve the metadata routes
 (``POST /api/show``, ``GET /api/ps``, ``GET /props``, ``GET /api/v0/models``, extra fields in
 ``GET /v1/models``).
+``held_before_answering(gates, reply, reading=N)`` answers nothing until each gate is set in turn (a
+server still reading the prompt); asked for ``return_progress``, it streams llama.cpp's
+``prompt_progress`` chunks of N tokens meanwhile, a step more per gate.
 A refused request is recorded but does not consume the script. ``slots=N`` answers N chat
 requests at once, the others waiting their turn (recorded on arrival), as a llama.cpp server
 started with ``-np N`` does; by default every request is answered at once, in its own thread.
