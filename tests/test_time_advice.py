@@ -4,9 +4,19 @@ following the advice never leads to a second raise for the same result (worker/a
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
+import pytest
+
+from tests.support.e2e import build_rig
+from tests.support.model_server import tool_calls
+from worker.agent.endpoint_memory import EndpointMemory
+from worker.agent.events import NoEvents
+from worker.agent.loop import Agent, ModelFailure
+from worker.agent.model import make_openai_client
 from worker.agent.pacing import Speeds
 from worker.agent.time_advice import Situation, advise
+from worker.tools import make_context
 
 MARGIN_AND_TURNS = 1.25 * 2  # every attempt's margin, and a question's two turns (read, answer)
 
@@ -99,3 +109,45 @@ def test_following_the_advice_and_failing_again_at_the_same_speeds_advises_no_se
 
 def test_no_advice_is_made_up_when_the_writing_speed_was_never_measured() -> None:
     assert advise(Situation(Speeds(0.0, 0.0), 3000, 2048, 150)) == ""
+
+
+def test_a_question_out_of_time_on_a_slow_writer_names_values_that_fit_not_just_a_raise(
+    tmp_path: Path,
+) -> None:
+    # issue 35's first hour: the apology said "raise CODEBOT_QUESTION_DEADLINE_SECONDS" three times
+    clock = Clock()
+
+    class SlowTurn(NoEvents):
+        def thinking(self) -> None:
+            clock.now += 148.5  # the model's first turn took nearly all of the question's 150 s
+
+    for rig in build_rig(tmp_path, question_deadline_seconds=150):
+        EndpointMemory(rig.settings).remember_speed(2000.0, 2.2)  # measured on earlier questions
+        rig.model.enqueue(tool_calls(("search", {"pattern": "retry"})))
+        with rig.runtime.mirrors.lease([rig.repo]) as snapshots:
+            agent = Agent(
+                rig.settings,
+                make_openai_client(rig.settings),
+                rig.runtime.registry,
+                make_context(rig.settings, snapshots),
+                clock=clock,
+                events=SlowTurn(),
+            )
+            with pytest.raises(ModelFailure) as failed:
+                agent.run(rig.question("how does retry work?"))
+        said = str(failed.value)
+        assert failed.value.kind == "deadline" and "at 2.2 tokens/s" in said, said
+        tokens, deadline = (
+            named(said, "CODEBOT_MODEL_MAX_TOKENS="),
+            named(said, "CODEBOT_QUESTION_DEADLINE_SECONDS="),
+        )
+        assert tokens is not None and deadline is not None
+        assert MARGIN_AND_TURNS * (tokens / 2.2) <= deadline  # what it names holds a reply at that speed
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now

@@ -107,6 +107,7 @@ class AgentResult:
     # Why the run was stopped before the model wrote an answer (deadline | hop_limit |
     # model_failed): what it shows is what was found, never an answer, so never ✅.
     stopped: str = ""
+    advice: str = ""  # stopped by the deadline: setting values that fit the measured speeds (time_advice.py)
 
     @property
     def read_code(self) -> bool:
@@ -342,6 +343,8 @@ class Agent:
                 return self._final_text(result, turn)
         result.text = evidence_summary(self.ctx)
         result.stopped = result.stop_reason
+        if result.stopped == "deadline":
+            result.advice = self.model.time_advice()
         return self._finish(result, from_model=False)
 
     def _final_turn(

@@ -326,7 +326,12 @@ class QuestionRun:
         if result.stopped:
             settings = self.runtime.settings
             markdown = stopped_markdown(
-                markdown, result.stopped, self.ref, settings.question_deadline_seconds, settings.max_hops
+                markdown,
+                result.stopped,
+                self.ref,
+                settings.question_deadline_seconds,
+                settings.max_hops,
+                result.advice,
             )
         elif kind == "cut_off":
             markdown = cut_off_markdown(markdown, self.ref)
