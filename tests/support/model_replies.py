@@ -197,7 +197,12 @@ def progress_events(completion: dict[str, Any], total: int, steps: int) -> list[
                 **base,
                 "object": "chat.completion.chunk",
                 "choices": [choice],
-                "prompt_progress": {"total": total, "cache": 0, "processed": total * step // steps, "time_ms": step},
+                "prompt_progress": {
+                    "total": total,
+                    "cache": 0,
+                    "processed": total * step // steps,
+                    "time_ms": step,
+                },
             }
         )
         for step in range(steps + 1)
