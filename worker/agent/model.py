@@ -31,6 +31,9 @@ worker/agent/model_recovery.py, the reading of a reply in worker/agent/wire.py):
   error bodies of refused requests; nothing is sent only to test it. Which kind of server it is
   (worker/agent/server_kind.py) is told from GETs: a kind known to crash on a field never gets
   it, and llama.cpp's template verdict says whether the model would see the tools at all.
+- **Waiting.** While an attempt's reply is awaited, a line says what the model is doing
+  (`AgentEvents.waiting`: llama.cpp's prompt progress, else the seconds, then the tokens
+  written; worker/agent/waiting.py), so a slow local model does not leave the asker blank.
 - **Speed.** Every request carries a bounded `max_tokens`; attempts are sized from the speeds
   measured on earlier answers, and no request is sent while an abandoned one may still run on a
   server that does not cancel it and would make it wait: this question's own, or any worker's on

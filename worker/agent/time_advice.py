@@ -25,10 +25,10 @@ never asks for a second raise for the same result.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from worker.agent.model_errors import ADVICE
-from worker.agent.pacing import ATTEMPT_MARGIN, Speeds
+from worker.agent.pacing import ATTEMPT_MARGIN, UNKNOWN_CAP_TOKENS, Speeds
 
 QUESTION_TURNS = 2  # a turn that reads code, a turn that answers
 SHORT_REPLY_TOKENS = 300  # room for a tool call or a short answer
@@ -67,15 +67,15 @@ def advise(situation: Situation) -> str:
     was never measured (nothing to compute from)."""
     if situation.speeds.generation_tps <= 0:
         return ""
+    # no bound sent (the endpoint refused both names): a reply as long as an unbounded one
+    situation = replace(situation, reply_tokens=situation.reply_tokens or UNKNOWN_CAP_TOKENS)
     needs = _needs(situation)
     room = situation.reply_room()
-    reply = min(situation.reply_tokens or SHORT_REPLY_TOKENS, max(room, 0))
+    reply = min(situation.reply_tokens, max(room, 0))
     short = min(SHORT_REPLY_TOKENS, reply) if reply >= MIN_REPLY_TOKENS else MIN_REPLY_TOKENS
     if situation.question_seconds(short) > LONGEST_DEADLINE_SECONDS:
-        slow_part = (
-            "reading the prompt" if situation.prompt_seconds() * 2 > situation.turn_seconds(short) else None
-        )
-        key = "no_fit_prompt" if slow_part else "no_fit_writing"
+        reading = situation.prompt_seconds() * 2 > situation.turn_seconds(short)  # most of a turn
+        key = "no_fit_prompt" if reading else "no_fit_writing"
         return ADVICE[key].format(
             needs=needs,
             prompt_time=_duration(situation.prompt_seconds()),
