@@ -108,7 +108,10 @@ def test_with_a_tool_template_the_model_sees_the_tools_and_the_outcome_is_honest
         # 4 when the reply was still coming at the deadline: it says "cut off" (worker/jobs/exit_codes.py)
         assert asked.returncode in (1, 3, 4) and any(cause in said for cause in HONEST_FAILURES), asked.stdout
         if any(cause in said for cause in ("in time", "still sending", "ran out before")):
-            assert "raise CODEBOT_" in asked.stdout  # the setting to raise
+            # the setting to raise, or (speeds measured) values that fit them, or that none would
+            assert any(
+                advice in asked.stdout for advice in ("raise CODEBOT_", "set CODEBOT_", "no setting")
+            ), asked.stdout
     endpoint = configured_endpoint(status)
     assert endpoint["server_kind"] == "llama.cpp" and "tools" not in endpoint["ignored"]  # type: ignore[operator]
     assert endpoint["refused"] == [] and model_errors_with_a_status(status) == []

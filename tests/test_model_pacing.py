@@ -138,8 +138,10 @@ def test_a_reply_the_measured_speed_cannot_finish_in_time_is_not_asked_for(tmp_p
         seeded(rig, "llama-cpp-python", prompt_tps=20.0, generation_tps=2.0)  # ~3,000 prompt tokens: 150 s
         kind, fields = ask(rig)
         assert kind == "failed" and rig.model.requests == []
-        assert "did not answer in time; raise CODEBOT_QUESTION_DEADLINE_SECONDS (now 20 s)" in fields["text"]
-        assert "measured: reads 20 tokens/s, writes 2.0 tokens/s" in fields["text"]
+        # what one turn needs at the measured speeds, and values that fit them (worker/agent/time_advice.py)
+        assert "did not answer in time; one turn here needs" in fields["text"]
+        assert "at 20 tokens/s" in fields["text"] and "at 2.0 tokens/s" in fields["text"]
+        assert "CODEBOT_QUESTION_DEADLINE_SECONDS=" in fields["text"]
         assert rig.model.base_url.split("//")[1].split("/")[0] in fields["text"]  # the host
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.model_server import Reply, paced, text, tool_calls
+from tests.support.model_server import Reply, held_before_answering, paced, text, tool_calls
 from tests.support.slack_rig import SlackRig, wait_until
 
 pytestmark = pytest.mark.rig("slack", slack_streaming=True, slack_stream_interval_seconds=0.05)
@@ -244,3 +244,31 @@ def test_the_first_model_request_does_not_wait_for_slack_to_add_the_taken_up_rea
     assert rig.api.reactions("C1", ts) == ["white_check_mark"]
     (message,) = rig.api.thread_messages("C1", ts)
     assert "**Sources**" in message.text
+
+
+@pytest.mark.rig("slack", slack_streaming=True, slack_stream_interval_seconds=0.05, model_timeout_seconds=600)
+def test_a_model_slow_to_answer_shows_the_waiting_line_as_the_loading_status(rig: SlackRig) -> None:
+    released = threading.Event()
+    rig.model.enqueue(
+        held_before_answering(
+            (released,), tool_calls(("read_file", {"repo": "payments", "path": "payments/retry.py"}))
+        ),
+        paced(0.03, text(ANSWER)),
+    )
+    ts = rig.mention("how does retry work?")
+    rig.settle()
+
+    def statuses() -> list[str]:
+        return [
+            status for channel, thread, status in rig.api.surfaces.statuses if (channel, thread) == ("C1", ts)
+        ]
+
+    def release_once_shown() -> None:  # the model answers only once the status said it waits for it
+        wait_until(lambda: any(s.startswith("is waiting for the model (") for s in statuses()), timeout=120)
+        released.set()
+
+    threading.Thread(target=release_once_shown, daemon=True).start()
+    rig.work()
+    shown = statuses()
+    waiting = next(i for i, s in enumerate(shown) if re.fullmatch(r"is waiting for the model \(\d+ s\)…", s))
+    assert shown.index("is thinking…") < waiting < len(shown) - 1 and shown[-1] == "", shown

@@ -9,6 +9,9 @@ Discord's latency and rate limits never slow the model: the agent only records w
   `discord_step_line_after_seconds` is also named in the message ("reading `retry.py`…").
   Quicker tools (the usual: milliseconds) are not: an edit spent on them would hold back the
   answer's first text for the rest of the edit interval, which is what a user waits for.
+- While a model reply is awaited, the message shows the waiting line ("waiting for the model:
+  prompt 2,048 of 3,874 tokens read", "writing, 412 tokens", worker/agent/waiting.py), within
+  the same edit budget.
 - Once the model writes its answer, the message shows the text so far (the LiveText's stable
   part: redacted, citations checked, worker/agent/live_text.py) followed by `…`, cut to one
   message; links show no preview cards, as in the final answer.
@@ -96,6 +99,14 @@ class DiscordLiveView:
 
     def text_changed(self) -> None:
         self._poke()
+
+    def waiting(self, line: str) -> None:
+        """The model's reply is awaited: the message says how far it got, until text comes."""
+
+        def show() -> None:
+            self._step = line
+
+        self._poke(show)
 
     def tool_started(self, call_id: str, title: str) -> None:
         started = time.monotonic()

@@ -102,6 +102,15 @@ class SlackLiveView:
             self._dirty = True
             self._lock.notify()
 
+    def waiting(self, line: str) -> None:
+        """The model's reply is awaited: the loading status says how far it got (Slack shows the
+        status "codebot is waiting for the model: prompt 2,048 of 3,874 tokens read")."""
+        with self._lock:
+            self._status_wanted = f"is {line[:TITLE_MAX_CHARS]}…"
+            if self.fallback:
+                self._progress = line[:TITLE_MAX_CHARS]
+            self._lock.notify()
+
     def tool_started(self, call_id: str, title: str) -> None:
         title = safe_markdown(title)[:TITLE_MAX_CHARS] or "…"
         with self._lock:

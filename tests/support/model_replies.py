@@ -59,6 +59,8 @@ class Reply:
     cut: Literal["", "done", "close"] = ""
     prompt_tokens: int = 0  # usage.prompt_tokens as reported (0: this server's own count, tokens_of)
     held: threading.Event | None = None  # streamed: the rest waits for this after the first piece
+    gates: tuple[threading.Event, ...] = ()  # nothing is answered until each is set, in turn
+    reading: int = 0  # with gates, and asked for `return_progress`: the prompt progress streamed meanwhile
 
 
 def text(content: str, *, finish_reason: str = "stop") -> Reply:
@@ -175,6 +177,36 @@ def held_mid_stream(released: threading.Event, then: Reply) -> Reply:
     """``then``, streamed: its first piece (text or a tool call's first fragment) at once, the
     rest only once ``released`` is set (a reply the model is still writing)."""
     return replace(then, held=released)
+
+
+def held_before_answering(gates: tuple[threading.Event, ...], then: Reply, reading: int = 0) -> Reply:
+    """``then``, answered only once every gate is set, in turn: a server still reading the prompt.
+    A streamed request with ``"return_progress": true`` (llama.cpp's field) gets llama.cpp's
+    ``prompt_progress`` chunks meanwhile, of ``reading`` tokens: 0 read at once, then a step more
+    as each gate is set (all read after the last)."""
+    return replace(then, gates=then.gates + gates, reading=reading)
+
+
+def progress_events(completion: dict[str, Any], total: int, steps: int) -> list[str]:
+    """llama.cpp's prompt progress chunks: 0 of ``total`` read, then ``steps`` even steps to all."""
+    base = {k: completion[k] for k in ("id", "created", "model", "system_fingerprint")}
+    choice = {"index": 0, "delta": {"role": "assistant", "content": None}, "finish_reason": None}
+    return [
+        json.dumps(
+            {
+                **base,
+                "object": "chat.completion.chunk",
+                "choices": [choice],
+                "prompt_progress": {
+                    "total": total,
+                    "cache": 0,
+                    "processed": total * step // steps,
+                    "time_ms": step,
+                },
+            }
+        )
+        for step in range(steps + 1)
+    ]
 
 
 def under_counted(prompt_tokens: int, then: Reply) -> Reply:

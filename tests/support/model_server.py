@@ -32,6 +32,9 @@ answers prose, ``made_up_repos()`` a model whose every call names a repo that do
 ``ollama_ps``, ``props``, ``lmstudio_models`` and ``model_fields`` serve the metadata routes
 (``POST /api/show``, ``GET /api/ps``, ``GET /props``, ``GET /api/v0/models``, extra fields in
 ``GET /v1/models``).
+``held_before_answering(gates, reply, reading=N)`` answers nothing until each gate is set in turn (a
+server still reading the prompt); asked for ``return_progress``, it streams llama.cpp's
+``prompt_progress`` chunks of N tokens meanwhile, a step more per gate.
 A refused request is recorded but does not consume the script. ``slots=N`` answers N chat
 requests at once, the others waiting their turn (recorded on arrival), as a llama.cpp server
 started with ``-np N`` does; by default every request is answered at once, in its own thread.
@@ -63,12 +66,14 @@ from tests.support.model_replies import (
     cut_stream,
     error,
     hang_up,
+    held_before_answering,
     held_mid_stream,
     ignores_tools,
     last_user_text,
     made_up_repos,
     message_texts,
     paced,
+    progress_events,
     raw,
     refusal,
     slow,
@@ -89,6 +94,7 @@ __all__ = [
     "cut_stream",
     "error",
     "hang_up",
+    "held_before_answering",
     "held_mid_stream",
     "ignores_tools",
     "last_user_text",
@@ -255,8 +261,9 @@ class _RequestHandler(BaseHTTPRequestHandler):
         if not self._write_slowly(data, reply.trickle, chunked=False):
             self.close_connection = True
 
-    def _send_stream(self, events: list[str], reply: Reply | None) -> None:
-        """Server-sent events over chunked transfer encoding, as real servers stream."""
+    def _send_stream(self, events: list[str], reply: Reply | None, progress: bool = False) -> None:
+        """Server-sent events over chunked transfer encoding, as real servers stream; `progress`:
+        llama.cpp's prompt progress first, a step more as each of the reply's gates is set."""
         if reply is not None and reply.cut == "close":
             self._send_cut_stream(events)
             return
@@ -270,6 +277,14 @@ class _RequestHandler(BaseHTTPRequestHandler):
                 self.send_header(name, value)
             self.end_headers()
             self.wfile.flush()
+            if progress and reply is not None:
+                steps = progress_events(json.loads(events[0]), reply.reading, len(reply.gates))
+                for step, event in enumerate(steps):
+                    if step:
+                        reply.gates[step - 1].wait(120)
+                    data = f"data: {event}\n\n".encode()
+                    self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                    self.wfile.flush()
             for index, event in enumerate(events):
                 data = f"data: {event}\n\n".encode()
                 if reply is not None and reply.trickle:
@@ -402,8 +417,13 @@ class _RequestHandler(BaseHTTPRequestHandler):
         if reply.kind == "hang_up":
             self.close_connection = True
             return
+        progress = bool(reply.reading and reply.kind == "completion" and body.get("stream"))
+        progress = progress and body.get("return_progress") is True
+        if not progress:
+            for gate in reply.gates:  # nothing at all until then: a server still reading the prompt
+                gate.wait(120)
         if reply.kind == "completion" and body.get("stream"):
-            self._send_stream(model._stream_events(body, reply), reply)
+            self._send_stream(model._stream_events(body, reply), reply, progress)
         elif reply.kind == "completion":
             whole = json.dumps(model._completion(body, reply), ensure_ascii=False)
             self._send_body(200, reply, whole[: len(whole) // 2] if reply.cut else whole, "application/json")

@@ -10,7 +10,15 @@ in this order for each model turn:
     tool_finished(call_id, ok, failure)                   one per call, in the same order, as each
                                                           result is taken back
 
-then `thinking()` again for the next turn. What it promises a sink (e.g. a Slack or Discord
+then `thinking()` again for the next turn. Meanwhile, from another thread, while a model reply is
+awaited (worker/agent/waiting.py):
+
+    waiting(line)                               "waiting for the model: prompt 2,048 of 3,874
+                                                tokens read", "waiting for the model (12 s)",
+                                                "writing, 412 tokens": each line replaces the last
+
+never at the same time as `text` (the two are serialised), and never after the turn's
+`tool_started` or the next `thinking()`. What it promises a sink (e.g. a Slack or Discord
 stream built on it):
 
 - `text` deltas are the model's raw output: nothing is redacted, no citation is checked, and
@@ -47,6 +55,8 @@ class AgentEvents(Protocol):
 
     def text(self, delta: str) -> None: ...
 
+    def waiting(self, line: str) -> None: ...
+
     def tool_started(self, call_id: str, name: str, arguments: dict[str, Any], description: str) -> None: ...
 
     def tool_finished(self, call_id: str, ok: bool, failure: str = "") -> None: ...
@@ -61,6 +71,9 @@ class NoEvents:
     def text(self, delta: str) -> None:
         pass
 
+    def waiting(self, line: str) -> None:
+        pass
+
     def tool_started(self, call_id: str, name: str, arguments: dict[str, Any], description: str) -> None:
         pass
 
@@ -70,11 +83,16 @@ class NoEvents:
 
 class ProgressEvents(NoEvents):
     """Feeds a `progress(text)` callback: one line per tool call, its description, and one more
-    for a call that failed (unless it started with that line already)."""
+    for a call that failed (unless it started with that line already); the waiting line goes to
+    `waiting` (a sink that updates it in place), else it is a progress line too."""
 
-    def __init__(self, progress: Callable[[str], None]) -> None:
+    def __init__(self, progress: Callable[[str], None], waiting: Callable[[str], None] | None = None) -> None:
         self.progress = progress
         self.shown: dict[str, str] = {}
+        self._waiting = waiting or progress
+
+    def waiting(self, line: str) -> None:
+        self._waiting(line)
 
     def tool_started(self, call_id: str, name: str, arguments: dict[str, Any], description: str) -> None:
         self.shown[call_id] = description
@@ -102,6 +120,9 @@ class SafeEvents:
 
     def text(self, delta: str) -> None:
         self._call("text", delta)
+
+    def waiting(self, line: str) -> None:
+        self._call("waiting", line)
 
     def tool_started(self, call_id: str, name: str, arguments: dict[str, Any], description: str) -> None:
         self._call("tool_started", call_id, name, arguments, description)

@@ -36,7 +36,7 @@ from worker.agent.asked import AskedQuestion
 from worker.agent.endpoint_memory import TOOL_CHOICE_NONE, EndpointMemory
 from worker.agent.events import AgentEvents, NoEvents, ProgressEvents, SafeEvents
 from worker.agent.model import ModelClient, ModelTurn, ToolCall, retry_wait_seconds
-from worker.agent.model_errors import ModelFailure, failure
+from worker.agent.model_errors import DEADLINE_HELP, ModelFailure, failure
 from worker.agent.progress_lines import (
     call_subject,
     describe_call,
@@ -107,6 +107,7 @@ class AgentResult:
     # Why the run was stopped before the model wrote an answer (deadline | hop_limit |
     # model_failed): what it shows is what was found, never an answer, so never ✅.
     stopped: str = ""
+    advice: str = ""  # stopped by the deadline: setting values that fit the measured speeds (time_advice.py)
 
     @property
     def read_code(self) -> bool:
@@ -342,6 +343,8 @@ class Agent:
                 return self._final_text(result, turn)
         result.text = evidence_summary(self.ctx)
         result.stopped = result.stop_reason
+        if result.stopped == "deadline":
+            result.advice = self.model.time_advice()
         return self._finish(result, from_model=False)
 
     def _final_turn(
@@ -366,6 +369,7 @@ class Agent:
             detail = f"{result.hops} model turn(s), {result.tool_calls} tool call(s), none usable"
             if result.stop_reason == "deadline":
                 exc = failure("deadline", detail, seconds=self.settings.question_deadline_seconds)
+                exc.args = (f"{exc}: {self.model.time_advice() or DEADLINE_HELP}",)
             else:
                 exc = failure("no_tool_calls", detail)
             raise self._with_stats(exc, result)

@@ -31,6 +31,9 @@ worker/agent/model_recovery.py, the reading of a reply in worker/agent/wire.py):
   error bodies of refused requests; nothing is sent only to test it. Which kind of server it is
   (worker/agent/server_kind.py) is told from GETs: a kind known to crash on a field never gets
   it, and llama.cpp's template verdict says whether the model would see the tools at all.
+- **Waiting.** While an attempt's reply is awaited, a line says what the model is doing
+  (`AgentEvents.waiting`: llama.cpp's prompt progress, else the seconds, then the tokens
+  written; worker/agent/waiting.py), so a slow local model does not leave the asker blank.
 - **Speed.** Every request carries a bounded `max_tokens`; attempts are sized from the speeds
   measured on earlier answers, and no request is sent while an abandoned one may still run on a
   server that does not cancel it and would make it wait: this question's own, or any worker's on
@@ -58,6 +61,7 @@ from worker.agent.model_errors import ModelFailure, failure
 from worker.agent.model_fit import MIN_ATTEMPT_SECONDS, Shaped
 from worker.agent.model_recovery import Recoveries, Recovering, retry_wait_seconds
 from worker.agent.pacing import TimedStream, Timing, timings_of_body
+from worker.agent.waiting import WaitWatch
 from worker.agent.wire import (
     Attempt,
     CutStream,
@@ -197,7 +201,8 @@ class ModelClient(Recovering):
         flight = concurrency.sent(self.memory.id, timing)
         with Attempt(seconds) as attempt:
             try:
-                turn = self._post(bool(shaped.kwargs.get("stream")), content, options, timing)
+                with WaitWatch(self.events.waiting) as watch:
+                    turn = self._post(bool(shaped.kwargs.get("stream")), content, options, timing, watch)
             except EmptyStream:
                 self._begun(None, completed=False)
                 concurrency.failed(flight)
@@ -229,7 +234,7 @@ class ModelClient(Recovering):
             self.memory.remember_served_model(turn.model)
 
     def _post(
-        self, streamed: bool, content: bytes, options: openai.RequestOptions, timing: Timing
+        self, streamed: bool, content: bytes, options: openai.RequestOptions, timing: Timing, watch: WaitWatch
     ) -> ModelTurn:
         """The request sent and its reply read, streamed or in one body."""
         if streamed:
@@ -244,13 +249,13 @@ class ModelClient(Recovering):
                 # read to the end, so the connection is reused (wire.py)
                 stream_cls=DrainedStream,
             )
-            return read_stream(TimedStream(stream, timing), self.events.text)
+            return read_stream(TimedStream(stream, timing, watch), watch.guarded(self.events.text))
         raw = self.client.post("/chat/completions", cast_to=httpx2.Response, content=content, options=options)
         body = raw.read()
         timing.timings = timings_of_body(body)
         turn = turn_from_json(body)
         if turn.content:
-            self.events.text(turn.content)  # the whole text, as one delta
+            watch.guarded(self.events.text)(turn.content)  # the whole text, as one delta
         return turn
 
     def _account(self, turn: ModelTurn, sent_chars: int) -> None:

@@ -48,8 +48,8 @@ MESSAGES = {
     "context": "the model's context window ({tokens} tokens) is too small for the question and codebot's instructions: "
     + CONTEXT_HELP,
     "malformed": "the model endpoint sent a reply we could not use",
-    "deadline": "the question's time ({seconds:.0f} s) ran out before any code was read: "
-    "an operator can raise CODEBOT_QUESTION_DEADLINE_SECONDS or use a faster model",
+    # followed by what would fit (ADVICE), or else by DEADLINE_HELP
+    "deadline": "the question's time ({seconds:.0f} s) ran out before any code was read",
     # a tool call given up at the question's deadline (worker/agent/tool_pool.py)
     "tool_stuck": "{what} did not return within {seconds:g} s: the disk or mount the worker reads "
     "the code from may be stuck (an operator can check it; `codebot status` counts the stuck calls)",
@@ -60,6 +60,30 @@ MESSAGES = {
     "tools_unseen": "the model endpoint does not show the model its tools, so codebot did not ask it",
     "no_tool_calls": "the model never made a usable tool call, so no code was read: it may not support tool "
     "calling on this server (an admin can read why in `codebot status`)",
+}
+DEADLINE_HELP = "an operator can raise CODEBOT_QUESTION_DEADLINE_SECONDS or use a faster model"
+
+# What an apology for a slow endpoint advises, from the measured speeds (worker/agent/time_advice.py).
+_FASTER = "use a faster server (a GPU) or a faster model (docs/models.md)"
+ADVICE = {
+    "needs": "one turn here needs {turn_time} ({reading}writing up to {tokens:,} tokens at {speed:,.1f} "
+    "tokens/s), and a question at least {turns} turns",
+    "reading": "reading ~{tokens:,} prompt tokens at {speed:,.0f} tokens/s, then ",
+    "fits": "{needs}, which CODEBOT_QUESTION_DEADLINE_SECONDS holds already: the time went to more "
+    "turns than that, so a longer deadline is not the fix; a narrower question or a faster model is",
+    "max_tokens": "{needs}: set CODEBOT_MODEL_MAX_TOKENS={tokens} ({turn_time} a turn), which fits "
+    "the deadline set now",
+    "max_tokens_and_deadline": "{needs}: set CODEBOT_MODEL_MAX_TOKENS={tokens} ({turn_time} a turn) "
+    "and CODEBOT_QUESTION_DEADLINE_SECONDS={seconds}",
+    "deadline": "{needs}: set CODEBOT_QUESTION_DEADLINE_SECONDS={seconds}",
+    "window": "{needs}: the model's context window ({window:,} tokens) leaves {room:,} for a reply "
+    "after the prompt: start the model server with a window of {tokens:,} (llama.cpp: -c {tokens}; "
+    "Ollama: OLLAMA_CONTEXT_LENGTH={tokens}){extra}",
+    "and_set": ", and set {settings}",
+    "no_fit_prompt": "{needs}: no setting makes a question fit here, as reading the prompt alone "
+    "takes {prompt_time}: " + _FASTER,
+    "no_fit_writing": "{needs}: no setting makes a question fit here, as even a {tokens}-token "
+    "reply takes {turn_time} a turn: " + _FASTER,
 }
 
 

@@ -47,6 +47,7 @@ from worker.agent.pacing import (
     measured,
 )
 from worker.agent.server_kind import LOCAL_KINDS, UNKNOWN, kind_of
+from worker.agent.time_advice import Situation, advise
 from worker.agent.wire import ModelTurn, fields
 
 log = logging.getLogger("codebot.model")
@@ -99,6 +100,7 @@ class ServerFit:
     _attempt_timing: Timing | None
     _previous_prompt_tokens: int = 0  # the last answered turn's, within this question
     _own_busy_until: float = 0.0  # wall clock: until when this question's abandoned request may run
+    _advised_on: tuple[int, int] = (0, 0)  # the last request's prompt tokens and reply bound, for advice
 
     def _with_tokens(self, exc: ModelFailure) -> ModelFailure:
         raise NotImplementedError  # ModelClient's
@@ -143,6 +145,7 @@ class ServerFit:
             # a cut attempt wastes what it read, so the first one may use all the time left.
             share = left
         cap = shaped.reply_cap
+        self._advised_on = (int(shaped.sent_chars / self.chars_per_token), cap)
         if speeds.known and cap and on_this_network(self.host):
             # hosted reasoning models think before the first delta: their speeds read low, so only
             # a server of our own has its reply bounded by them
@@ -258,8 +261,13 @@ class ServerFit:
     def _with_time_hint(
         self, found: ModelFailure, attempt_seconds: float, prompt_tokens: int = 0
     ) -> ModelFailure:
-        """Which setting to raise, and how fast the server was measured."""
+        """What would fit the measured speeds (worker/agent/time_advice.py), else which setting
+        to raise and how fast the server was measured."""
         settings = self.settings
+        advice = self.time_advice()
+        if advice and not (attempt_seconds and abs(attempt_seconds - settings.model_timeout_seconds) < 0.5):
+            found.args = (f"{found}; {advice}",)
+            return found
         if attempt_seconds and abs(attempt_seconds - settings.model_timeout_seconds) < 0.5:
             setting = f"CODEBOT_MODEL_TIMEOUT_SECONDS (now {settings.model_timeout_seconds:.0f} s)"
         else:
@@ -271,6 +279,15 @@ class ServerFit:
             speed = f"it read ~{prompt_tokens:,} prompt tokens at under {prompt_tokens / attempt_seconds:,.0f} tokens/s"
         found.args = (f"{found}; raise {setting}" + (f" ({speed})" if speed else ""),)
         return found
+
+    def time_advice(self) -> str:
+        """Setting values that would fit the speeds measured here, for an apology; "" unmeasured."""
+        prompt_tokens, reply_cap = self._advised_on
+        window = self.settings.model_context_tokens or (self.memory.context() or (0, ""))[0]
+        situation = Situation(
+            self.speeds(), prompt_tokens, reply_cap, self.settings.question_deadline_seconds, window
+        )
+        return advise(situation)
 
     def _out_of_time(self, detail: str, deadline: float) -> ModelFailure:
         found = self._located(failure("timeout", detail))

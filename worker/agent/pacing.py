@@ -26,6 +26,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from worker.agent.waiting import WaitWatch, prompt_progress
+
 MIN_REPLY_TOKENS = 64  # a bound below this leaves no room for a tool call or a sentence
 ATTEMPT_MARGIN = 1.25  # an attempt gets this much more than the estimate (speeds vary under load)
 SECONDS_FOR_CONNECTING = 1.0
@@ -101,11 +103,13 @@ def timings_of_body(body: bytes) -> dict[str, Any] | None:
 
 class TimedStream:
     """A streamed reply, passed through unchanged, noting when the first delta came and any
-    `timings` the server put in a chunk (llama.cpp does, in the last one)."""
+    `timings` the server put in a chunk (llama.cpp does, in the last one); `watch` hears of the
+    prompt's progress (llama.cpp's, when asked for) and of every delta, for the waiting line."""
 
-    def __init__(self, stream: Any, timing: Timing) -> None:
+    def __init__(self, stream: Any, timing: Timing, watch: WaitWatch | None = None) -> None:
         self._stream = stream
         self._timing = timing
+        self._watch = watch
         self.response = stream.response
 
     def __iter__(self) -> Iterator[Any]:
@@ -116,6 +120,11 @@ class TimedStream:
                 self._timing.deltas += 1
                 if self._timing.first_delta is None:
                     self._timing.first_delta = time.monotonic()
+                if self._watch is not None:
+                    self._watch.token()
+            progress = prompt_progress(data)
+            if progress is not None and self._watch is not None:
+                self._watch.prompt_read(*progress)
             timings = data.get("timings")
             if isinstance(timings, dict):
                 self._timing.timings = timings

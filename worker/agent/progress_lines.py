@@ -19,6 +19,12 @@ FAILED = "{description} — failed: {why}"
 WHY_NO_REPO = "no repo `{name}`"
 WHY_NO_TOOL = "no tool `{name}`"
 WHY_ERROR = "the tool answered with an error"
+# While a model reply is awaited (worker/agent/waiting.py): the same line in the console and chat.
+WAITING_LINES = {
+    "reading": "waiting for the model: prompt {read:,} of {total:,} tokens read",
+    "waiting": "waiting for the model ({seconds:.0f} s)",
+    "writing": "writing, {tokens:,} token{s}",
+}
 
 
 def _name(value: object) -> str:

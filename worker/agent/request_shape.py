@@ -29,6 +29,7 @@ from worker.agent.endpoint_memory import (
 )
 from worker.agent.model_errors import failure, refusal_of
 from worker.agent.model_fit import ServerFit, Shaped
+from worker.agent.server_kind import LLAMA_CPP
 from worker.tools import CONTRACT_TOOLS
 
 log = logging.getLogger("codebot.model")
@@ -127,6 +128,10 @@ class RequestShaping(ServerFit):
             if not self.memory.refuses(STREAM_OPTIONS):
                 kwargs["stream_options"] = {"include_usage": True}
                 features.add(STREAM_OPTIONS)
+            if self.memory.facts.server_kind == LLAMA_CPP:
+                # its prompt progress, streamed, for the waiting line (worker/agent/waiting.py);
+                # llama.cpp's own field: no other server is sent one it may not know
+                kwargs["return_progress"] = True
         cap = self._reply_cap(window)
         if cap:
             features.add(self._max_tokens_field())

@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import getpass
 import threading
+import time
 import uuid
 from collections.abc import Callable
 
 from redis import Redis
 from rich.console import Console
+from rich.status import Status
 from rich.text import Text
 from rq import Queue, SimpleWorker, Worker
 
 from config.settings import Settings
+from worker.agent.progress_lines import WAITING_LINES
 from worker.conversation.context import storable_paste
 from worker.jobs import runtime as runtime_module
 from worker.jobs.command_channel import subscribe_to_commands, unsubscribe_from_commands
@@ -41,6 +44,7 @@ codebot needs a model endpoint (any OpenAI-compatible one). Set, in the environm
                (start vLLM with --enable-auto-tool-choice --tool-call-parser ...)
   llama.cpp:   OPENAI_BASE_URL=http://localhost:8080/v1  (start llama-server with --jinja -c 16384)
 What each server needs, and what codebot works out by itself: docs/models.md"""
+PIPED_WAITING_SECONDS = 5.0  # a waiting line printed to a pipe: at most one per this, unless its kind changed
 EMPTY_QUESTION_MESSAGE = 'Ask a question, e.g. codebot ask "Where are slash commands handled?"'
 
 
@@ -138,10 +142,48 @@ def _answer_and_print(runtime: Runtime, redis: Redis, question: Question, out: C
     return status.get("code", EXIT_FAILED)
 
 
+class WaitingLine:
+    """The line shown while the model's reply is awaited (worker/agent/waiting.py): updated in
+    place on a terminal; elsewhere (a pipe, a log) printed as lines of their own, at most one per
+    PIPED_WAITING_SECONDS unless the model went from waiting to writing."""
+
+    def __init__(self, out: Console) -> None:
+        self.out = out
+        self.status: Status | None = None
+        self.printed_at = float("-inf")
+        self.writing = False
+
+    def show(self, text: str) -> None:
+        line = Text(f"… {inert(text)}", style="dim")  # never markup, as every progress line
+        if self.out.is_terminal:
+            if self.status is None:
+                self.status = self.out.status(line)
+                self.status.start()
+            else:
+                self.status.update(line)
+            return
+        now, writing = time.monotonic(), text.startswith(WAITING_LINES["writing"].split(",")[0])
+        if now - self.printed_at >= PIPED_WAITING_SECONDS or writing != self.writing:
+            self.out.print(line)
+            self.printed_at, self.writing = now, writing
+
+    def clear(self) -> None:
+        """Something else is printed: the line in place goes (the next one starts afresh)."""
+        if self.status is not None:
+            self.status.stop()
+            self.status = None
+        self.printed_at, self.writing = float("-inf"), False
+
+
 def _print_events(
     redis: Redis, question_id: str, timeout: float, out: Console, status: dict[str, int]
 ) -> None:
+    waiting = WaitingLine(out)
     for kind, fields in read_console_events(redis, question_id, timeout):
+        if kind == "waiting":
+            waiting.show(str(fields.get("text", "")))
+            continue
+        waiting.clear()
         if kind == "progress":
             # A Text, never markup: a tool argument in it ("[link=…]", "[/]") is shown as typed.
             out.print(Text(f"… {inert(str(fields.get('text', '')))}", style="dim"))

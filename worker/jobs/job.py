@@ -232,8 +232,9 @@ class QuestionRun:
             log.warning("stored final message not attempted: %s", exc, extra={"job_id": self.question.id})
             return "pending"
 
-    def _progress(self, sink: ReplySink) -> Callable[[str], None]:
-        """sink.progress, silent once the question is answered: a run whose worker was taken for
+    def _progress(self, sink: ReplySink, method: str = "progress") -> Callable[[str], None]:
+        """sink.progress (or the sink's `method`: `waiting`, for the line a console updates in
+        place), silent once the question is answered: a run whose worker was taken for
         dead (a missed heartbeat) must not overwrite the answer its retry posted. Checked as the
         live view checks (worker/jobs/live.py): at most once per ANSWERED_CHECK_SECONDS, not a
         Redis round trip per tool call. A progress line echoes the model's arguments (a search
@@ -251,7 +252,7 @@ class QuestionRun:
             # after the 👀 and the progress message (at once on the lane itself); a line is a
             # courtesy: none while a late lane still uses the sink
             if not answered and self.lane.wait():
-                sink.progress(get_redactor().redact(text))
+                getattr(sink, method)(get_redactor().redact(text))
 
         return report
 
@@ -262,7 +263,8 @@ class QuestionRun:
         reports go."""
         view = live_view(sink, text)
         if view is None:
-            self.events.attach(ProgressEvents(progress))
+            waiting = self._progress(sink, "waiting") if callable(getattr(sink, "waiting", None)) else None
+            self.events.attach(ProgressEvents(progress, waiting))
             return
 
         def answered_elsewhere() -> bool:
@@ -325,7 +327,12 @@ class QuestionRun:
         if result.stopped:
             settings = self.runtime.settings
             markdown = stopped_markdown(
-                markdown, result.stopped, self.ref, settings.question_deadline_seconds, settings.max_hops
+                markdown,
+                result.stopped,
+                self.ref,
+                settings.question_deadline_seconds,
+                settings.max_hops,
+                result.advice,
             )
         elif kind == "cut_off":
             markdown = cut_off_markdown(markdown, self.ref)

@@ -145,6 +145,8 @@ class DeferredEvents:
                 getattr(self._target, method)(*args)
             elif method == "text" and self._held and self._held[-1][0] == "text":
                 self._held[-1] = ("text", (self._held[-1][1][0] + args[0],))
+            elif method == "waiting" and self._held and self._held[-1][0] == "waiting":
+                self._held[-1] = ("waiting", args)  # a waiting line replaces the last one
             else:
                 self._held.append((method, args))
 
@@ -153,6 +155,9 @@ class DeferredEvents:
 
     def text(self, delta: str) -> None:
         self._report("text", delta)
+
+    def waiting(self, line: str) -> None:
+        self._report("waiting", line)
 
     def tool_started(self, call_id: str, name: str, arguments: dict[str, Any], description: str) -> None:
         self._report("tool_started", call_id, name, arguments, description)

@@ -11,6 +11,8 @@ or fails, gets today's one-line progress instead.
 - text deltas go into a `LiveText` (worker/agent/live_text.py), which the view reads when it
   sends: redacted and citation-checked on a held-back window, never per delta;
 - a tool call is shown by its description, redacted like every progress line;
+- the waiting line while a model reply is awaited (worker/agent/waiting.py) goes to the view's
+  `waiting`, which shows it where the view shows what the bot is doing;
 - once the question's final message is stored by another run (this run was taken for dead),
   nothing more is shown.
 
@@ -41,6 +43,10 @@ class LiveView(Protocol):
 
     def text_changed(self) -> None:
         """The LiveText given to `live()` has more text."""
+
+    def waiting(self, line: str) -> None:
+        """What the model is doing while its reply is awaited ("waiting for the model: prompt
+        2,048 of 3,874 tokens read", "writing, 412 tokens"); each line replaces the last."""
 
     def tool_started(self, call_id: str, title: str) -> None:
         """A tool call started; `title` is redacted ("searching `retry` in payments")."""
@@ -109,6 +115,11 @@ class LiveEvents:
         if not self._stopped:
             self.live_text.feed(delta)
             self.view.text_changed()
+
+    def waiting(self, line: str) -> None:
+        show = getattr(self.view, "waiting", None)  # a view made before waiting lines shows none
+        if not self._stopped and callable(show):
+            show(line)
 
     def tool_started(self, call_id: str, name: str, arguments: dict[str, Any], description: str) -> None:
         if self._wanted():

@@ -129,9 +129,14 @@ def cut_off_markdown(checked_markdown: str, ref: str) -> str:
     return f"{texts.CUT_OFF_NOTE.format(ref=ref)}\n\n{checked_markdown}"
 
 
-def stopped_markdown(checked_markdown: str, stopped: str, ref: str, seconds: float, hops: int) -> str:
+def stopped_markdown(
+    checked_markdown: str, stopped: str, ref: str, seconds: float, hops: int, advice: str = ""
+) -> str:
     """A run stopped before the model wrote an answer: the note naming the limit and what to
-    change first, then the code it was reading."""
+    change first (`advice`: what fits the measured speeds, for a deadline), then the code it was
+    reading."""
     why = texts.STOPPED_WHY.get(stopped, texts.STOPPED_WHY["model_failed"]).format(seconds=seconds, hops=hops)
     change = texts.STOPPED_CHANGE.get(stopped, texts.STOPPED_CHANGE["model_failed"])
+    if stopped == "deadline" and advice:
+        change = texts.STOPPED_CHANGE_MEASURED.format(advice=advice[:1].upper() + advice[1:])
     return f"{texts.STOPPED_NOTE.format(why=why, change=change, ref=ref)}\n\n{checked_markdown}"

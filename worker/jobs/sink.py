@@ -140,6 +140,10 @@ class ConsoleSink:
     def progress(self, text: str) -> None:
         self._courtesy("progress", text=text)
 
+    def waiting(self, text: str) -> None:
+        """The line `codebot ask` shows while the model's reply is awaited, updated in place."""
+        self._courtesy("waiting", text=text)
+
     def answer(self, answer: Answer) -> None:
         self._final(
             "answer",

@@ -110,6 +110,8 @@ STOPPED_CHANGE = {
     "model_failed": "Asking again may work; `codebot status` shows what the endpoint answered.",
     "tool_stuck": "An operator can check the worker's disk and mounts; `codebot status` counts stuck tool calls.",
 }
+# A deadline where the model's speeds were measured: what would fit them (worker/agent/time_advice.py)
+STOPPED_CHANGE_MEASURED = "{advice}."
 STATUS_OUTCOMES = "• Questions so far, by outcome: {counts}"
 STATUS_OUTCOMES_NONE = "• Questions so far, by outcome: none yet"
 STATUS_OUTCOME_COUNT = "{label} {count}"
