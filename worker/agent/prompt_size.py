@@ -3,7 +3,7 @@ part, for a one-file repo and for 5, 100 and 300 repos in scope, and of each too
 
 The first request is the system prompt (its instructions, and the repos in scope), the question
 and the tool schemas; on a CPU server the time to its first token grows with all of it.
-tests/test_prompt_size.py checks that docs/models.md shows these tables, so the documented size
+tests/test_docs.py checks that docs/models.md shows these tables, so the documented size
 cannot drift from the prompt and the schemas the code sends.
 """
 
