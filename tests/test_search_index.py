@@ -1,0 +1,129 @@
+"""The search index: a search reads only the files that can match, and answers exactly as the
+plain ripgrep walk over the same snapshots does (a differential test over generated patterns)."""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from config.settings import Settings, load_settings
+from tests.support.fixture_repos import make_repo, snapshot_repo
+from tests.support.git_remote import GitRemote, mirrors_for
+from worker.repos.search_index.build import index_snapshot
+from worker.repos.search_index.store import index_file
+from worker.repos.snapshot import Snapshot
+from worker.tools import build_registry, make_context
+from worker.tools.search_indexed import UNNARROWED_NOTE
+
+WORDS = ["retry", "Retry_job", "KELVIN", "\u212aelvin", "mask", "\u017fask", "x.y(z)", "a+b", "déjà", "[q]"]
+GLOBS = [None, "*.py", "!*.txt", "sub/**", "*.{py,md}", "**/deep/*"]
+
+
+def _text(rng: random.Random) -> str:
+    lines = []
+    for _ in range(rng.randint(0, 6)):
+        lines.append(" ".join(rng.choice(WORDS) for _ in range(rng.randint(0, 4))))
+    return "\n".join(lines) + "\n"
+
+
+def _files(seed: int) -> dict[str, str | bytes]:
+    rng = random.Random(seed)
+    names = ["a.py", "b.txt", "sub/c.py", "sub/deep/d.md", "README.md", "gen/out.py", "x y.py", "é.txt"]
+    files: dict[str, str | bytes] = {
+        name: _text(rng) for name in rng.sample(names, rng.randint(3, len(names)))
+    }
+    files[".gitignore"] = "gen/\n"
+    files["latin1.txt"] = "retry caf\xe9 mask\n".encode("latin-1")
+    files["utf16.txt"] = "\ufeffretry KELVIN\n".encode("utf-16-le")
+    return files
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[Settings, dict[str, Snapshot]]:
+    base = tmp_path_factory.mktemp("index")
+    indexed = load_settings(env_file=None, data_dir=base / "data", search_max_results=1000)
+    snapshots = {}
+    for seed, name in enumerate(["alpha", "beta", "gamma", "delta"]):
+        make_repo(base / "origin" / name, _files(seed))
+        root = base / "repos" / name / "snapshots" / "s"
+        snapshots[name] = snapshot_repo(base / "origin" / name, name, root, settings=indexed)
+        assert index_snapshot(indexed, name, root)
+    return indexed, snapshots
+
+
+def _search(settings: Settings, snapshots: dict[str, Snapshot], **args: Any) -> tuple[str, dict[str, Any]]:
+    outcome = build_registry().call(make_context(settings, snapshots), "search", args)
+    return outcome.text, outcome.data or {}
+
+
+def _plain(settings: Settings, tmp: Path) -> Settings:
+    """The same settings over a data dir without an index: today's walk of every file."""
+    return settings.model_copy(update={"data_dir": tmp})
+
+
+_LITERAL = st.sampled_from(
+    ["retry", "Retry", "job", "elvin", "KEL", "mask", "ask", "y(z", "a+b", "déj", "[q", "é"]
+)
+_ATOM = st.one_of(
+    _LITERAL.map(lambda s: "".join("\\" + c if c in "()[]+.{}" else c for c in s)),
+    st.sampled_from(
+        [".", "\\w", "\\d", "\\s", "\\b", "^", "$", "[a-k]", "[^x]", "[[:alpha:]]", "\\<", "\\p{L}", "\\x41"]
+    ),
+)
+
+
+def _combine(inner: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
+    return st.one_of(
+        st.lists(inner, min_size=2, max_size=3).map("".join),
+        st.lists(inner, min_size=2, max_size=3).map(lambda xs: "(" + "|".join(xs) + ")"),
+        st.tuples(inner, st.sampled_from(["?", "*", "+", "{1,2}", "{2}", "+?"])).map("".join),
+        inner.map(lambda x: f"(?i:{x})"),
+        inner.map(lambda x: f"(?:{x})"),
+        inner.map(lambda x: f"(?i){x}"),
+    )
+
+
+PATTERNS = st.recursive(_ATOM, _combine, max_leaves=6)
+
+
+def _same_answer(
+    corpus: tuple[Settings, dict[str, Snapshot]], tmp: Path, pattern: str, glob: str | None, caseless: bool
+) -> None:
+    indexed, snapshots = corpus
+    args = {"pattern": pattern, "glob": glob, "ignore_case": caseless}
+    text, data = _search(indexed, snapshots, **args)
+    plain_text, plain_data = _search(_plain(indexed, tmp), snapshots, **args)
+    assert data.get("matches") == plain_data.get("matches"), pattern
+    assert data.get("total") == plain_data.get("total")
+    assert text.replace(UNNARROWED_NOTE + "\n", "") == plain_text, pattern
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(pattern=PATTERNS, glob=st.sampled_from(GLOBS), caseless=st.booleans())
+def test_an_indexed_search_answers_exactly_as_the_plain_walk(
+    corpus: tuple[Settings, dict[str, Snapshot]],
+    tmp_path_factory: pytest.TempPathFactory,
+    pattern: str,
+    glob: str | None,
+    caseless: bool,
+) -> None:
+    _same_answer(corpus, tmp_path_factory.getbasetemp() / "none", pattern, glob, caseless)
+
+
+@pytest.mark.slow
+@settings(max_examples=2000, deadline=None, suppress_health_check=list(HealthCheck))
+@given(pattern=PATTERNS, glob=st.sampled_from(GLOBS), caseless=st.booleans())
+def test_thousands_of_generated_patterns_answer_exactly_as_the_plain_walk(
+    corpus: tuple[Settings, dict[str, Snapshot]],
+    tmp_path_factory: pytest.TempPathFactory,
+    pattern: str,
+    glob: str | None,
+    caseless: bool,
+) -> None:
+    _same_answer(corpus, tmp_path_factory.getbasetemp() / "none", pattern, glob, caseless)
