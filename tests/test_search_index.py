@@ -16,7 +16,8 @@ from config.settings import Settings, load_settings
 from tests.support.fixture_repos import make_repo, snapshot_repo
 from tests.support.git_remote import GitRemote, mirrors_for
 from worker.repos.search_index.build import index_snapshot
-from worker.repos.search_index.store import index_file
+from worker.repos.search_index.planner import fts_expression, plan
+from worker.repos.search_index.store import candidate_paths, connect_for_reading, index_file
 from worker.repos.snapshot import Snapshot
 from worker.tools import build_registry, make_context
 from worker.tools.search_indexed import UNNARROWED_NOTE
@@ -127,3 +128,47 @@ def test_thousands_of_generated_patterns_answer_exactly_as_the_plain_walk(
     caseless: bool,
 ) -> None:
     _same_answer(corpus, tmp_path_factory.getbasetemp() / "none", pattern, glob, caseless)
+
+
+def test_a_pattern_the_index_cannot_narrow_says_that_every_file_was_read(
+    corpus: tuple[Settings, dict[str, Snapshot]],
+) -> None:
+    indexed, snapshots = corpus
+    text, data = _search(indexed, snapshots, pattern="e.", ignore_case=True)
+    assert data["index"] == "unnarrowed" and UNNARROWED_NOTE in text
+    text, data = _search(indexed, snapshots, pattern="Retry_job")
+    assert data["index"] == "narrowed" and UNNARROWED_NOTE not in text
+    assert {m["repo"] for m in data["matches"]} <= set(snapshots) and data["total"] > 0
+
+
+def test_a_refresh_indexes_only_the_content_that_changed(tmp_path: Path) -> None:
+    files = {f"src/m{i}.py": f"def handler_{i}():\n    return {i}\n" for i in range(6)}
+    remote = GitRemote.create(tmp_path / "remote", files=files)
+    mirrors = mirrors_for(tmp_path, remote)
+    assert mirrors.sync("app").ok
+    blobs = sqlite3.connect(index_file(mirrors.settings)).execute("SELECT count(*) FROM blobs")
+    first = blobs.fetchone()[0]
+    assert first == len(files)
+    remote.commit({"src/m0.py": "def handler_zero():\n    return 0\n"})
+    assert mirrors.sync("app").ok
+    again = sqlite3.connect(index_file(mirrors.settings)).execute("SELECT count(*) FROM blobs").fetchone()[0]
+    assert again == first + 1  # the one changed file; the five others were not read again
+    with mirrors.lease(["app"]) as snapshots:
+        _, data = _search(mirrors.settings, snapshots, pattern="handler_zero")
+    assert data["index"] == "narrowed" and [m["path"] for m in data["matches"]] == ["src/m0.py"]
+
+
+def test_a_redacted_secret_is_not_in_the_index(tmp_path: Path) -> None:
+    token = "ghp_" + "".join(random.Random(7).choice("abcdefghijkmnopqrstuvwxyz23456789") for _ in range(36))
+    settings = load_settings(env_file=None, data_dir=tmp_path / "data")
+    make_repo(tmp_path / "origin", {"config.py": f"TOKEN = '{token}'\nname = 'visible_name'\n"})
+    root = tmp_path / "repos" / "app" / "snapshots" / "s"
+    snapshot_repo(tmp_path / "origin", "app", root, settings=settings)
+    assert index_snapshot(settings, "app", root)
+    db = connect_for_reading(settings)
+    assert db is not None
+    ids = [row[0] for row in db.execute("SELECT id FROM snapshots")]
+    for literal, found in ((token[4:], 0), ("visible_name", 1)):
+        query = plan(literal, ignore_case=False)
+        assert query is not None
+        assert len(candidate_paths(db, ids, fts_expression(query))) == found
