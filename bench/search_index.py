@@ -30,7 +30,9 @@ FLAGS = ["--null", "--no-heading", "--with-filename", "--line-number", "--color=
 
 def main(count: int) -> None:
     packages = Path(site.getsitepackages()[0])
-    repos = sorted(p for p in packages.iterdir() if p.is_dir() and not p.name.endswith(("-info", "__pycache__")))
+    repos = sorted(
+        p for p in packages.iterdir() if p.is_dir() and not p.name.endswith(("-info", "__pycache__"))
+    )
     repos = repos[:count]
     work = Path(tempfile.mkdtemp(prefix="bench-index-"))
     db = sqlite3.connect(work / "t.sqlite")
@@ -48,7 +50,9 @@ def main(count: int) -> None:
                     seen[digest] = len(seen) + 1
                     text = content.replace(b"\0", b"\n").decode("utf-8", "replace")
                     db.execute("INSERT INTO grams (rowid, text) VALUES (?, ?)", (seen[digest], text))
-                db.execute("INSERT INTO files VALUES (?, ?, ?)", (number, str(full.relative_to(repo)), seen[digest]))
+                db.execute(
+                    "INSERT INTO files VALUES (?, ?, ?)", (number, str(full.relative_to(repo)), seen[digest])
+                )
     db.execute("CREATE INDEX f ON files (blob)")
     db.commit()
     build = time.monotonic() - started
@@ -60,7 +64,9 @@ def main(count: int) -> None:
     for pattern in PATTERNS:
         t0 = time.monotonic()
         for repo in repos:
-            subprocess.run([rg, *FLAGS, "-e", pattern], cwd=repo, capture_output=True, stdin=subprocess.DEVNULL)
+            subprocess.run(
+                [rg, *FLAGS, "-e", pattern], cwd=repo, capture_output=True, stdin=subprocess.DEVNULL
+            )
         plain = time.monotonic() - t0
         t0 = time.monotonic()
         query = plan(pattern, ignore_case=False)
@@ -80,7 +86,9 @@ def main(count: int) -> None:
                 rules = work / "only.ignore"
                 rules.write_text("\n".join(["*", "!*/", *("!/" + p for p in wanted[number])]) + "\n")
                 extra = [f"--ignore-file={rules}"]
-            subprocess.run([rg, *FLAGS, *extra, "-e", pattern], cwd=repo, capture_output=True, stdin=subprocess.DEVNULL)
+            subprocess.run(
+                [rg, *FLAGS, *extra, "-e", pattern], cwd=repo, capture_output=True, stdin=subprocess.DEVNULL
+            )
         indexed = time.monotonic() - t0
         ratios.append(plain / indexed)
         narrowed = "narrowed" if query is not None else "NOT narrowed (scan)"

@@ -87,14 +87,24 @@ def _exact_or_query(strings: set[str]) -> _Info:
 
 
 def _concat(parts: list[_Info]) -> _Info:
-    result = _EMPTY
+    """Runs of exact parts are multiplied out (so their trigrams span the parts); every match
+    of the whole holds a match of each run and of each other part, so their queries are ANDed."""
+    done: list[Query] = []
+    run = _EMPTY
     for part in parts:
-        both = result.exact is not None and part.exact is not None
-        if both and len(result.exact or ()) * len(part.exact or ()) <= MAX_EXACT:
-            result = _exact_or_query({a + b for a, b in product(result.exact or (), part.exact or ())})
+        if part.exact is not None and run.exact is not None and len(run.exact) * len(part.exact) <= MAX_EXACT:
+            run = _exact_or_query({a + b for a, b in product(run.exact, part.exact)})
+            if run.exact is None:  # grown too long to keep exact: its query stands, a new run starts
+                done.append(run.query)
+                run = _EMPTY
             continue
-        result = _Info(None, _and([result.as_query(), part.as_query()]))
-    return result
+        done.append(run.as_query())
+        run = part if part.exact is not None else _EMPTY
+        if part.exact is None:
+            done.append(part.query)
+    if not done:
+        return run
+    return _Info(None, _and([*done, run.as_query()]))
 
 
 def _alternate(parts: list[_Info]) -> _Info:
