@@ -283,7 +283,7 @@ def _search_snapshots(
     if ctx.deadline is not None:  # a search never outlives the question it serves
         deadline = min(deadline, ctx.deadline)
     run.time_limit = max(deadline - started, 0.0)
-    index = index_plan(settings, snapshots, pattern, ignore_case)
+    index = index_plan(settings, snapshots, pattern, ignore_case, deadline)
     run.index = "narrowed" if index.narrowed else "unnarrowed" if index.used else "none"
     _scan(
         ctx,

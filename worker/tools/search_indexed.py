@@ -15,6 +15,7 @@ import os
 import re
 import sqlite3
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -56,11 +57,16 @@ class IndexPlan:
         return self.candidates.get(repo) if self.narrowed and repo not in self.unindexed else None
 
 
-def index_plan(settings: Settings, snapshots: list[Snapshot], pattern: str, ignore_case: bool) -> IndexPlan:
+def index_plan(
+    settings: Settings, snapshots: list[Snapshot], pattern: str, ignore_case: bool, deadline: float
+) -> IndexPlan:
+    """What the index says; a look-up still running at `deadline` is given up (every file is then
+    read, within what is left of the search's time)."""
     names = {s.repo.name for s in snapshots}
     db = connect_for_reading(settings)
     if db is None:
         return IndexPlan(unindexed=names)
+    db.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)
     try:
         keys = {s.repo.name: snapshot_key(s.root) for s in snapshots}
         ids = indexed_snapshots(db, [k for k in keys.values() if k])
