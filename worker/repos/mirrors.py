@@ -56,6 +56,7 @@ from worker.repos.mirror_git import GitError, Progress, history_depth, run_mirro
 from worker.repos.mirror_lineage import MirrorGit
 from worker.repos.mirror_state import UNKNOWN, RepoPaths, current_sha, read_state, shorter_than, write_state
 from worker.repos.mirror_upkeep import MirrorUpkeep
+from worker.repos.search_index.build import index_after_serving
 from worker.repos.snapshot import SNAPSHOT_FORMAT, Snapshot, meta_format, read_meta, write_meta
 from worker.repos.spare import Previous
 from worker.repos.symbol_index_write import index_pending
@@ -134,6 +135,7 @@ class Mirrors(MirrorUpkeep):
                     index = index_path(paths.snapshots.files(sha))
                     if index_pending(index):  # a first sync's code, parsed once it serves
                         finish_index(self.settings, paths.mirror, index, report)
+                    index_after_serving(self.settings, name, paths.snapshots.files(sha))
                 except (GitError, OSError, ValueError, SnapshotRefused, DiskFull) as exc:
                     error = scrub(str(exc), spec)
                     log.warning("sync of %s failed: %s", name, error)

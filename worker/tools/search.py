@@ -11,6 +11,7 @@ they win over whatever glob the model passes.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
@@ -31,6 +32,7 @@ from worker.tools.redact import finish
 from worker.tools.registry import ToolResult
 from worker.tools.search_command import max_line_bytes, ripgrep_command
 from worker.tools.search_command import ripgrep_binary as ripgrep_binary  # the benches' import
+from worker.tools.search_indexed import UNNARROWED_NOTE, IndexPlan, candidates_only, empty_folder, index_plan
 from worker.tools.visible_paths import shown_glob_matches, shown_order
 
 _LINE_NUMBER = re.compile(rb"(\d+):")
@@ -67,6 +69,7 @@ class _Run:
     hit_count_limit: bool = False
     timed_out: bool = False
     time_limit: float = 0.0  # seconds this search was allowed
+    index: str = "none"  # the search index: "narrowed" the files read, "unnarrowed", or "none"
 
 
 def _show_line(ctx: ToolContext, raw: bytes) -> str:
@@ -269,7 +272,8 @@ def _checked_arguments(ctx: ToolContext, pattern: str, glob: str | None) -> str 
 def _search_snapshots(
     ctx: ToolContext, snapshots: list[Snapshot], pattern: str, glob: str | None, ignore_case: bool
 ) -> _Run:
-    """ripgrep over each snapshot in turn, until enough is counted or the time is up."""
+    """ripgrep over each snapshot in turn, until enough is counted or the time is up; the search
+    index, where there is one, keeps ripgrep to the files that can match (search_indexed.py)."""
     settings = ctx.settings
     run = _Run()
     started = time.monotonic()
@@ -277,19 +281,55 @@ def _search_snapshots(
     if ctx.deadline is not None:  # a search never outlives the question it serves
         deadline = min(deadline, ctx.deadline)
     run.time_limit = max(deadline - started, 0.0)
+    index = index_plan(settings, snapshots, pattern, ignore_case, deadline)
+    run.index = "narrowed" if index.narrowed else "unnarrowed" if index.used else "none"
+    _scan(
+        ctx,
+        [s for s in snapshots if not index.skips(s.repo.name)],
+        index,
+        run,
+        deadline,
+        pattern,
+        glob,
+        ignore_case,
+    )
+    if index.narrowed and len(index.unindexed) + len(index.candidates) == 0:
+        with empty_folder() as folder:  # ripgrep still judges the pattern: a bad one fails as ever
+            empty = dataclasses.replace(snapshots[0], root=folder)
+            _search_repo(
+                ctx, empty, ripgrep_command(settings, pattern, glob, ignore_case, folder), run, deadline
+            )
+    if index.narrowed and glob and not run.total and not run.timed_out:
+        # "no file matches the glob" needs ripgrep's count of every file the glob matched
+        run = dataclasses.replace(_Run(), time_limit=run.time_limit, index="narrowed")
+        _scan(ctx, snapshots, IndexPlan(), run, deadline, pattern, glob, ignore_case)
+    return run
+
+
+def _scan(
+    ctx: ToolContext,
+    snapshots: list[Snapshot],
+    index: IndexPlan,
+    run: _Run,
+    deadline: float,
+    pattern: str,
+    glob: str | None,
+    ignore_case: bool,
+) -> None:
+    settings = ctx.settings
     for snapshot in snapshots:
-        command = ripgrep_command(settings, pattern, glob, ignore_case, snapshot.root)
-        _search_repo(ctx, snapshot, command, run, deadline)
+        with candidates_only(index.restricts(snapshot.repo.name)) as only:
+            command = [*ripgrep_command(settings, pattern, glob, ignore_case, snapshot.root), *only]
+            _search_repo(ctx, snapshot, command, run, deadline)
         if run.hit_count_limit or run.timed_out:
-            break
+            return
         shown = shown_glob_matches(snapshot.root, glob, settings.search_max_file_bytes) if glob else []
         if shown:  # the files whose shown (redacted) path matches, never matched by their raw name
             run.files_searched += len(shown)
             command = [*ripgrep_command(settings, pattern, None, ignore_case, snapshot.root), "--", *shown]
             _search_repo(ctx, snapshot, command, run, deadline)
             if run.hit_count_limit or run.timed_out:
-                break
-    return run
+                return
 
 
 def _body(run: _Run, budget: int) -> list[str]:
@@ -333,7 +373,10 @@ def _report(ctx: ToolContext, run: _Run, pattern: str, glob: str | None, repos: 
         "total": run.total,
         "total_is_lower_bound": lower_bound,
         "timed_out": run.timed_out,
+        "index": run.index,
     }
+    if run.index == "unnarrowed":
+        lines.append(UNNARROWED_NOTE)
     if not run.total and run.timed_out:  # a timeout is never "no matches": nobody knows
         lines.append(
             f"Nothing found for {pattern!r} in {where}{filters} before the time ran out; the rest "
