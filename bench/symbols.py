@@ -1,6 +1,6 @@
 """Benchmark a symbol miss (a name defined nowhere in scope) across many repos.
 
-    .venv/bin/python bench/symbols.py [--repos 300] [--files 12] [--work DIR] [--rounds 5]
+    .venv/bin/python bench/symbols.py [--repos 300] [--files 10] [--work DIR] [--rounds 5]
 
 Builds `--repos` small git repos from this venv's site-packages (`--files` real Python files
 each, a different slice per repo, so each repo has its own names), syncs every one through
@@ -183,7 +183,7 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--repos", type=int, default=300)
-    parser.add_argument("--files", type=int, default=12)
+    parser.add_argument("--files", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--work", type=Path, default=Path("/tmp/bench-symbols"))
     args = parser.parse_args()

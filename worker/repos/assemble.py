@@ -57,8 +57,8 @@ from worker.repos.snapshot_plan import (
 from worker.repos.snapshot_processing import Progress, process_missing
 from worker.repos.symbol_grammars import GRAMMARS, grammar_of
 from worker.repos.symbol_index_write import update_index, write_index
-from worker.repos.symbols_index.name_table import forget, list_snapshot
 from worker.repos.symbols import INDEX_SUFFIX, IndexedFile, SkippedFile
+from worker.repos.symbols_index.name_table import forget, list_snapshot
 from worker.repos.tree_listing import TreeEntry, changed_tree, list_tree, read_small_blobs
 from worker.repos.visible import shown_name
 
