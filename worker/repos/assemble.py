@@ -122,8 +122,8 @@ def write_snapshot_index(
     """Write the snapshot's index; `base`: the previous snapshot's index and the paths changed
     since, when the same files are listed (then only those paths' rows are written)."""
     forget(store.db_path, destination)  # never listed as it was while its index changes
-    _write_index(listed, plan, failed, units, destination, store, settings, pending, base)
-    list_snapshot(store.db_path, destination)
+    updated = _write_index(listed, plan, failed, units, destination, store, settings, pending, base)
+    list_snapshot(store.db_path, destination, base if updated else None)
 
 
 def _write_index(
@@ -136,7 +136,8 @@ def _write_index(
     settings: Settings,
     pending: int,
     base: tuple[Path, set[str]] | None,
-) -> None:
+) -> bool:
+    """Write the index: True when it is `base` with the changed paths' rows replaced."""
     sha_of = {e.path: e.sha for e in plan.files if e.path not in failed}
     size_of = {e.path: e.size for e in plan.files}
     if base is not None and not pending and len(listed) <= settings.symbols_max_files:
@@ -145,10 +146,11 @@ def _write_index(
             [p for p in changed if p in sha_of and p in shown], sha_of, size_of, units, settings
         )
         if update_index(base[0], destination, store.db_path, changed, rows, skipped):
-            return
+            return True
     paths = [p for p in listed if p in sha_of]
     rows, skipped = _index_rows(paths[: settings.symbols_max_files], sha_of, size_of, units, settings)
     write_index(destination, store.db_path, rows, len(paths) > settings.symbols_max_files, skipped, pending)
+    return False
 
 
 def _index_rows(

@@ -101,9 +101,11 @@ def _forget(db: sqlite3.Connection, key: str) -> None:
         db.execute("DELETE FROM snapshots WHERE key = ?", (key,))
 
 
-def list_snapshot(store_db: Path, index: Path) -> bool:
+def list_snapshot(store_db: Path, index: Path, base: tuple[Path, set[str]] | None = None) -> bool:
     """List the names the index at `index` defines (read with the store at `store_db`); False
-    (the snapshot stays unlisted, and is read from its index) if the table cannot be written."""
+    (the snapshot stays unlisted, and is read from its index) if the table cannot be written.
+    `base`: the index it was made from and the paths changed since; when that one is listed,
+    its rows are copied and only the changed paths' names looked at (a refresh's cost)."""
     try:
         db = _connect(table_path(store_db))
     except sqlite3.Error as exc:
@@ -112,7 +114,12 @@ def list_snapshot(store_db: Path, index: Path) -> bool:
     try:
         db.execute("ATTACH DATABASE ? AS idx", (f"{index.resolve().as_uri()}?mode=ro",))
         db.execute("ATTACH DATABASE ? AS s", (f"{store_db.resolve().as_uri()}?mode=ro",))
-        _list(db, snapshot_key(index))
+        from_id = _listed_id(db, snapshot_key(base[0])) if base is not None else None
+        if base is not None and from_id is not None:
+            db.execute("ATTACH DATABASE ? AS old", (f"{base[0].resolve().as_uri()}?mode=ro",))
+            _list(db, snapshot_key(index), (from_id, base[1]))
+        else:
+            _list(db, snapshot_key(index))
         return True
     except sqlite3.Error as exc:
         log.warning("the name table could not list %s: %s", index.name, exc)
@@ -121,7 +128,18 @@ def list_snapshot(store_db: Path, index: Path) -> bool:
         db.close()
 
 
-def _list(db: sqlite3.Connection, key: str) -> None:
+def _listed_id(db: sqlite3.Connection, key: str) -> int | None:
+    row = db.execute("SELECT id FROM snapshots WHERE key = ?", (key,)).fetchone()
+    return int(row[0]) if row else None
+
+
+_DEFINED_IN_CHANGED = (
+    "SELECT DISTINCT d.name FROM {db}.files f JOIN temp.changed c ON c.path = f.path "
+    "CROSS JOIN s.defs d ON d.unit = f.unit"
+)
+
+
+def _list(db: sqlite3.Connection, key: str, base: tuple[int, set[str]] | None = None) -> None:
     meta = dict(db.execute("SELECT key, value FROM idx.meta").fetchall())
     has_skipped = meta.get("format") != "2"
     not_indexed = db.execute(
@@ -129,10 +147,21 @@ def _list(db: sqlite3.Connection, key: str) -> None:
         + (" UNION ALL SELECT path, reason FROM idx.skipped" if has_skipped else "")
         + " ORDER BY 1"
     ).fetchall()
-    # Files first (CROSS JOIN keeps the order): each file's definitions are together in the store.
-    db.execute(
-        "CREATE TEMP TABLE defined AS SELECT DISTINCT d.name FROM idx.files f CROSS JOIN s.defs d ON d.unit = f.unit"
-    )
+    if base is None:  # files first (CROSS JOIN keeps the order): a file's definitions are together
+        db.execute(
+            "CREATE TEMP TABLE defined AS "
+            "SELECT DISTINCT d.name FROM idx.files f CROSS JOIN s.defs d ON d.unit = f.unit"
+        )
+    else:
+        db.execute("CREATE TEMP TABLE changed (path TEXT PRIMARY KEY)")
+        db.executemany("INSERT INTO temp.changed VALUES (?)", [(path,) for path in base[1]])
+        db.execute(f"CREATE TEMP TABLE defined AS {_DEFINED_IN_CHANGED.format(db='idx')}")
+        # Names the changed paths defined before: gone unless another file still defines them.
+        db.execute(
+            f"CREATE TEMP TABLE gone AS SELECT name FROM ({_DEFINED_IN_CHANGED.format(db='old')}) g "
+            "WHERE NOT EXISTS (SELECT 1 FROM s.defs d JOIN idx.files f ON f.unit = d.unit "
+            "WHERE d.name = g.name COLLATE NOCASE AND d.name = g.name)"
+        )
     with db:
         db.execute("BEGIN IMMEDIATE")
         db.execute("DELETE FROM holds WHERE snapshot IN (SELECT id FROM snapshots WHERE key = ?)", (key,))
@@ -147,12 +176,22 @@ def _list(db: sqlite3.Connection, key: str) -> None:
                 json.dumps(not_indexed[:SAMPLE]),
             ),
         ).lastrowid
+        if base is not None:
+            db.execute(
+                "INSERT INTO holds SELECT name_id, ? FROM holds WHERE snapshot = ?", (snapshot, base[0])
+            )
+            db.execute(
+                "DELETE FROM holds WHERE snapshot = ? AND name_id IN "
+                "(SELECT n.id FROM temp.gone g JOIN names n ON n.name = g.name)",
+                (snapshot,),
+            )
         db.execute("INSERT OR IGNORE INTO names (name) SELECT name FROM temp.defined")
         db.execute(
-            "INSERT INTO holds SELECT n.id, ? FROM temp.defined t JOIN names n ON n.name = t.name",
+            "INSERT OR IGNORE INTO holds SELECT n.id, ? FROM temp.defined t JOIN names n ON n.name = t.name",
             (snapshot,),
         )
-    db.execute("DROP TABLE temp.defined")
+    for table in ("defined", "changed", "gone"):
+        db.execute(f"DROP TABLE IF EXISTS temp.{table}")
 
 
 def forget_missing(store_db: Path, keys: list[str]) -> None:
