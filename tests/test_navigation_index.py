@@ -86,7 +86,10 @@ def test_the_index_of_a_replaced_snapshot_is_removed_with_it(tmp_path: Path) -> 
 def test_after_a_refresh_the_names_it_removed_are_not_suggested_and_the_ones_it_kept_are_found(
     tmp_path: Path,
 ) -> None:
-    files = {"a.py": "def alpha_one():\n    pass\n\n\ndef shared():\n    pass\n", "b.py": "def shared():\n    pass\n"}
+    files = {
+        "a.py": "def alpha_one():\n    pass\n\n\ndef shared():\n    pass\n",
+        "b.py": "def shared():\n    pass\n",
+    }
     remote = GitRemote.create(tmp_path / "origin", files=files)
     mirrors = mirrors_for(tmp_path, remote)
     assert mirrors.sync("app").ok
