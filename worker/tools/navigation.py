@@ -13,7 +13,6 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from config.settings import Settings
 from worker.repos.snapshot import Snapshot
 from worker.repos.symbols import TEST_PATH, Definition, Reference
 from worker.repos.visible import shown_name
@@ -130,7 +129,7 @@ def find_definition(ctx: ToolContext, symbol: str, repo: str | None = None) -> T
             raise not_found(ctx, lookup, symbol.strip(), name)
     except OutOfTime:
         if lookup is None or not found:
-            return _out_of_time(ctx, "a definition", symbol.strip(), lookup, snapshots, ctx.settings)
+            return _out_of_time(ctx, "definition", symbol.strip(), lookup, snapshots)
     finally:
         if lookup is not None:
             lookup.close()
@@ -150,16 +149,15 @@ def _out_of_time(
     symbol: str,
     lookup: Lookup | None,
     snapshots: list[Snapshot],
-    settings: Settings,
 ) -> ToolResult:
     """Nothing found before the time limit: never "not found", since the rest was not looked in."""
     ran_out = (
         lookup.ran_out()
         if lookup is not None
-        else f"ran out of time after 0 of {len(snapshots)} repos; none was looked in"
+        else f"ran out of time after 0 of {len(snapshots)} repos (the time was up before it began)"
     )
     text = (
-        f"No {what} of {symbol!r} found before the time {ran_out}, so one may exist there. "
+        f"Looked for a {what} of {symbol!r} but {ran_out}: none found so far, so one may exist there. "
         "Pass repo= to look in one repo, or use search with a pattern like "
         f"'\\b{symbol.rpartition('.')[2]}\\b'."
     )
@@ -251,7 +249,7 @@ def find_references(ctx: ToolContext, symbol: str, repo: str | None = None) -> T
             raise not_found(ctx, lookup, symbol.strip(), name)
     except OutOfTime:
         if lookup is None or (not total and not definitions):
-            return _out_of_time(ctx, "use or definition", symbol.strip(), lookup, snapshots, ctx.settings)
+            return _out_of_time(ctx, "use", symbol.strip(), lookup, snapshots)
     finally:
         if lookup is not None:
             lookup.close()
