@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sqlite3
 import time
 from dataclasses import dataclass
@@ -47,6 +48,8 @@ CREATE TABLE IF NOT EXISTS holds (name_id INTEGER NOT NULL, snapshot INTEGER NOT
     PRIMARY KEY (name_id, snapshot)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS holds_by_snapshot ON holds (snapshot);
 """
+# The scope's snapshot ids, one JSON array. Queries go name first, then the few snapshots that
+# hold it (`+h.snapshot`: no index on it), each checked against this list, built once.
 _IN_SCOPE = "SELECT value FROM json_each(:ids)"
 SAMPLE = 3  # files not indexed named in a miss's answer
 
@@ -67,8 +70,10 @@ def table_path(store_db: Path) -> Path:
 
 
 def snapshot_key(index: Path) -> str:
-    """How the table names the snapshot whose index is at `index` (its folder's real path)."""
-    return str(index.parent.resolve() / index.name)
+    """How the table names the snapshot whose index is at `index`: its absolute path, not
+    resolved (a question computes it for every repo in scope; the mirrors' root is resolved
+    already). A path spelled otherwise only finds no row: that repo is read from its index."""
+    return os.path.abspath(index)
 
 
 def _connect(path: Path) -> sqlite3.Connection:
@@ -242,8 +247,8 @@ class NameTable:
     def holders(self, ids: list[int], name: str) -> set[int]:
         """The snapshots among `ids` that define `name`, in any case."""
         rows = self.db.execute(
-            "SELECT DISTINCT h.snapshot FROM names n JOIN holds h ON h.name_id = n.id "
-            f"WHERE n.name = :name COLLATE NOCASE AND h.snapshot IN ({_IN_SCOPE})",
+            "SELECT DISTINCT h.snapshot FROM names n CROSS JOIN holds h ON h.name_id = n.id "
+            f"WHERE n.name = :name COLLATE NOCASE AND +h.snapshot IN ({_IN_SCOPE})",
             {"name": name, "ids": json.dumps(ids)},
         ).fetchall()
         return {row[0] for row in rows}
@@ -251,7 +256,7 @@ class NameTable:
     def names_like(self, ids: list[int], fragment: str, limit: int = 2000) -> list[str]:
         """Names defined in the snapshots `ids` sharing the first two letters of `fragment` (any
         case), or containing it when it has three letters or more: for "did you mean"."""
-        held = f"EXISTS (SELECT 1 FROM holds h WHERE h.name_id = n.id AND h.snapshot IN ({_IN_SCOPE}))"
+        held = f"EXISTS (SELECT 1 FROM holds h WHERE h.name_id = n.id AND +h.snapshot IN ({_IN_SCOPE}))"
         prefix = fragment[:2]
         query = (
             "SELECT n.name FROM names n WHERE n.name >= :low COLLATE NOCASE "
