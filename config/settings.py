@@ -120,6 +120,8 @@ class Settings(ChatSettings):
     # After the shown matches, keep counting up to this many so the model hears "N more".
     search_count_limit: int = Field(default=1000, ge=1)
     search_timeout_seconds: float = Field(default=10.0, gt=0)  # one search
+    # One find_definition or find_references over every repo in scope (the answer says how far it got).
+    navigation_timeout_seconds: float = Field(default=10.0, gt=0)
     search_max_file_bytes: int = Field(default=2_000_000, ge=1)  # larger files are not searched
     search_max_line_chars: int = Field(default=300, ge=20)  # a matched line is cut at this length
     read_max_lines: int = Field(default=400, ge=1)  # lines one read_file shows

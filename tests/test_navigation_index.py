@@ -81,3 +81,24 @@ def test_the_index_of_a_replaced_snapshot_is_removed_with_it(tmp_path: Path) -> 
     # the path manifest and the build record go too
     assert names == [f"{second.sha}.build", f"{second.sha}.paths", f"{second.sha}.sqlite"]
     assert "function refund (Python), lines 1-2" in ask_definition(mirrors, "refund")
+
+
+def test_after_a_refresh_the_names_it_removed_are_not_suggested_and_the_ones_it_kept_are_found(
+    tmp_path: Path,
+) -> None:
+    files = {
+        "a.py": "def alpha_one():\n    pass\n\n\ndef shared():\n    pass\n",
+        "b.py": "def shared():\n    pass\n",
+    }
+    remote = GitRemote.create(tmp_path / "origin", files=files)
+    mirrors = mirrors_for(tmp_path, remote)
+    assert mirrors.sync("app").ok
+    assert "Did you mean: alpha_one" in ask_definition(mirrors, "alpha")
+
+    remote.commit({"a.py": "def alpha_two():\n    pass\n"})  # alpha_one and one `shared` gone
+    assert mirrors.sync("app").ok
+
+    miss = ask_definition(mirrors, "alpha")
+    assert "Did you mean: alpha_two" in miss and "alpha_one" not in miss
+    assert "1 definition of 'shared':" in ask_definition(mirrors, "shared")
+    assert "function alpha_two (Python)" in ask_definition(mirrors, "alpha_two")

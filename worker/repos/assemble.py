@@ -58,6 +58,7 @@ from worker.repos.snapshot_processing import Progress, process_missing
 from worker.repos.symbol_grammars import GRAMMARS, grammar_of
 from worker.repos.symbol_index_write import update_index, write_index
 from worker.repos.symbols import INDEX_SUFFIX, IndexedFile, SkippedFile
+from worker.repos.symbols_index.name_table import forget, list_snapshot
 from worker.repos.tree_listing import TreeEntry, changed_tree, list_tree, read_small_blobs
 from worker.repos.visible import shown_name
 
@@ -120,6 +121,23 @@ def write_snapshot_index(
 ) -> None:
     """Write the snapshot's index; `base`: the previous snapshot's index and the paths changed
     since, when the same files are listed (then only those paths' rows are written)."""
+    forget(store.db_path, destination)  # never listed as it was while its index changes
+    updated = _write_index(listed, plan, failed, units, destination, store, settings, pending, base)
+    list_snapshot(store.db_path, destination, base if updated else None)
+
+
+def _write_index(
+    listed: list[str],
+    plan: Plan,
+    failed: set[str],
+    units: dict[tuple[str, str], int],
+    destination: Path,
+    store: BlobStore,
+    settings: Settings,
+    pending: int,
+    base: tuple[Path, set[str]] | None,
+) -> bool:
+    """Write the index: True when it is `base` with the changed paths' rows replaced."""
     sha_of = {e.path: e.sha for e in plan.files if e.path not in failed}
     size_of = {e.path: e.size for e in plan.files}
     if base is not None and not pending and len(listed) <= settings.symbols_max_files:
@@ -128,10 +146,11 @@ def write_snapshot_index(
             [p for p in changed if p in sha_of and p in shown], sha_of, size_of, units, settings
         )
         if update_index(base[0], destination, store.db_path, changed, rows, skipped):
-            return
+            return True
     paths = [p for p in listed if p in sha_of]
     rows, skipped = _index_rows(paths[: settings.symbols_max_files], sha_of, size_of, units, settings)
     write_index(destination, store.db_path, rows, len(paths) > settings.symbols_max_files, skipped, pending)
+    return False
 
 
 def _index_rows(

@@ -31,13 +31,16 @@ import logging
 import re
 import shutil
 import sqlite3
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from config.settings import Settings
+from worker.repos.blobstore import BlobStore
 from worker.repos.build_record import RECORD_SUFFIX
 from worker.repos.ref_lines import count_lines, unpack_lines
 from worker.repos.symbol_grammars import GRAMMARS
+from worker.repos.symbols_index.name_table import forget_missing, snapshot_key
 
 log = logging.getLogger(__name__)
 
@@ -121,14 +124,18 @@ def prune_indexes(repo_root: Path, current: str | None = None) -> list[str]:
         if superseded or not (repo_root / "snapshots" / sha).is_dir():
             entry.unlink(missing_ok=True)
             removed.append(entry.name)
+    gone = [snapshot_key(folder / name) for name in removed if name.endswith(INDEX_SUFFIX)]
+    forget_missing(BlobStore(repo_root.parent.parent).db_path, gone)  # data_dir/repos/<name>
     return removed
 
 
 class SymbolIndex:
     """Read-only lookups in one snapshot's index, joined to the blob store's symbols."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, deadline: float | None = None) -> None:
         self.db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        if deadline is not None:  # a query still running then stops: sqlite3.OperationalError
+            self.db.set_progress_handler(lambda: time.monotonic() > deadline, 2_000)
         try:
             meta = dict(self.db.execute("SELECT key, value FROM meta").fetchall())
             if meta.get("format") not in READABLE_FORMATS:
@@ -256,12 +263,13 @@ class SymbolIndex:
         ).fetchall()
 
 
-def open_index(root: Path, settings: Settings | None = None) -> SymbolIndex:
-    """The index of the snapshot at `root` (made with the snapshot; OSError if it has none)."""
+def open_index(root: Path, settings: Settings | None = None, deadline: float | None = None) -> SymbolIndex:
+    """The index of the snapshot at `root` (made with the snapshot; OSError if it has none);
+    its queries stop at `deadline` (time.monotonic()) with sqlite3.OperationalError."""
     path = index_path(root)
     if not path.is_file():
         raise FileNotFoundError(f"{path} does not exist")
-    return SymbolIndex(path)
+    return SymbolIndex(path, deadline)
 
 
 __all__ = [

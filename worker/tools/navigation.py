@@ -8,27 +8,23 @@ may cite it.
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
-import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
 from worker.repos.snapshot import Snapshot
-from worker.repos.symbol_grammars import GRAMMARS
-from worker.repos.symbols import TEST_PATH, Definition, Reference, SymbolIndex, open_index
+from worker.repos.symbols import TEST_PATH, Definition, Reference
 from worker.repos.visible import shown_name
 from worker.tools.context import ToolContext, ToolError
 from worker.tools.files import cached_lines
+from worker.tools.navigation_lookup import Lookup, OutOfTime, not_found, start
 from worker.tools.paths import resolve_path
 from worker.tools.redact import finish
 from worker.tools.registry import ToolResult
 
 _SYMBOL = re.compile(r"^[#$\w]+(?:\.[#$\w]+)*$")
 SYMBOL_MAX_CHARS = 200
-_NAMES = sorted({g.name for g in GRAMMARS.values()} - {"C/C++"}, key=str.lower)
-LANGUAGES = ", ".join(_NAMES[:-1]) + " and " + _NAMES[-1]
 # Definitions people ask about first: real code before tests, types and functions before fields.
 _KIND_ORDER = {"class": 0, "interface": 0, "struct": 0, "type": 0, "enum": 0, "function": 1, "method": 1}
 
@@ -61,16 +57,6 @@ def _snapshots(ctx: ToolContext, repo: str | None) -> list[Snapshot]:
     return [ctx.snapshots[name] for name in sorted(ctx.snapshots)]
 
 
-def _index(ctx: ToolContext, snapshot: Snapshot) -> SymbolIndex:
-    try:
-        return open_index(snapshot.root, ctx.settings)
-    except (OSError, sqlite3.Error, ToolError) as exc:
-        raise ToolError(
-            f"the code index of repo {snapshot.repo.name!r} is unavailable ({type(exc).__name__}); "
-            "use search instead, e.g. pattern 'def NAME|class NAME|func NAME'"
-        ) from None
-
-
 def _lines(ctx: ToolContext, snapshot: Snapshot, path: str) -> list[str] | None:
     """The file's redacted lines, through the same gate as read_file; None if not readable now."""
     try:
@@ -99,37 +85,6 @@ def _rank(found: _Found) -> tuple[int, int, bool, str, int]:
     )
 
 
-def _not_found(ctx: ToolContext, snapshots: list[Snapshot], symbol: str, name: str) -> ToolError:
-    candidates: set[str] = set()
-    partial = False
-    pending = 0
-    skipped: list[str] = []
-    for snapshot in snapshots:
-        index = _index(ctx, snapshot)
-        try:
-            candidates.update(index.names_like(name))
-            info = index.info()
-            partial = partial or info.partial
-            pending += info.pending
-            skipped += [f"{shown_name(f.path)} ({f.reason})" for f in index.not_indexed(limit=3)]
-        finally:
-            index.close()
-    near = difflib.get_close_matches(name, sorted(candidates), n=5, cutoff=0.6)
-    near += sorted((c for c in candidates if name.lower() in c.lower() and c not in near), key=len)
-    where = f"repo {snapshots[0].repo.name}" if len(snapshots) == 1 else f"{len(snapshots)} repos"
-    hint = f" Did you mean: {', '.join(near[:6])}?" if near else ""
-    extra = " (the index of a very large repo covers only its first files)" if partial else ""
-    if pending:
-        extra += f" (the index is still being built: {pending:,} files not parsed yet; search sees them)"
-    if skipped:
-        extra += f" (not indexed: {', '.join(skipped[:3])}{' and more' if len(skipped) > 3 else ''})"
-    return ToolError(
-        f"no definition of {symbol!r} in {where}{extra}.{hint} The index covers {LANGUAGES} code "
-        "defined in the repo; for other languages, text, or names from libraries, use search "
-        f"with a pattern like '\\b{name}\\b'"
-    )
-
-
 def _cached(ctx: ToolContext, key: str) -> ToolResult | None:
     cached = ctx.result_cache.get(key)
     if isinstance(cached, ToolResult):
@@ -155,33 +110,66 @@ def find_definition(ctx: ToolContext, symbol: str, repo: str | None = None) -> T
         return cached
     found: list[_Found] = []
     qualifier_ignored = False
-    for snapshot in snapshots:
-        index = _index(ctx, snapshot)
-        try:
-            definitions = index.definitions(name, container)
-            if not definitions and container is not None:
-                definitions = index.definitions(name)
-                qualifier_ignored = qualifier_ignored or bool(definitions)
-            if not definitions:
-                definitions = index.definitions(name, nocase=True)
-        finally:
-            index.close()
-        found += [_Found(snapshot, d) for d in definitions]
-    if not found:
-        raise _not_found(ctx, snapshots, symbol.strip(), name)
+    lookup = None
+    try:
+        lookup = start(ctx, snapshots, name)
+        for snapshot in lookup.to_open():
+            with lookup.index(ctx, snapshot) as index:
+                definitions = index.definitions(name, container)
+                if not definitions and container is not None:
+                    definitions = index.definitions(name)
+                    qualifier_ignored = qualifier_ignored or bool(definitions)
+                if not definitions:
+                    definitions = index.definitions(name, nocase=True)
+            found += [_Found(snapshot, d) for d in definitions]
+        if not found:
+            raise not_found(ctx, lookup, symbol.strip(), name)
+    except OutOfTime:
+        if lookup is None or not found:
+            return _out_of_time(ctx, "definition", symbol.strip(), lookup, snapshots)
+    finally:
+        if lookup is not None:
+            lookup.close()
     found.sort(key=_rank)
-    result = _render_definitions(ctx, symbol.strip(), found, container if qualifier_ignored else None)
-    ctx.result_cache[key] = result
+    ignored = container if qualifier_ignored else None
+    result = _render_definitions(
+        ctx, symbol.strip(), found, ignored, lookup.ran_out() if lookup.timed_out else None
+    )
+    if not lookup.timed_out:
+        ctx.result_cache[key] = result
     return result
 
 
+def _out_of_time(
+    ctx: ToolContext,
+    what: str,
+    symbol: str,
+    lookup: Lookup | None,
+    snapshots: list[Snapshot],
+) -> ToolResult:
+    """Nothing found before the time limit: never "not found", since the rest was not looked in."""
+    ran_out = (
+        lookup.ran_out()
+        if lookup is not None
+        else f"ran out of time after 0 of {len(snapshots)} repos (the time was up before it began)"
+    )
+    text = (
+        f"Looked for a {what} of {symbol!r} but {ran_out}: none found so far, so one may exist there. "
+        "Pass repo= to look in one repo, or use search with a pattern like "
+        f"'\\b{symbol.rpartition('.')[2]}\\b'."
+    )
+    return finish(ctx, text, {"symbol": symbol, "timed_out": True, "total_is_lower_bound": True})
+
+
 def _render_definitions(
-    ctx: ToolContext, symbol: str, found: list[_Found], ignored: str | None
+    ctx: ToolContext, symbol: str, found: list[_Found], ignored: str | None, ran_out: str | None
 ) -> ToolResult:
     settings = ctx.settings
     budget = settings.tool_output_max_chars - 800
     noun = "definition" if len(found) == 1 else "definitions"
     lines = [f"{len(found)} {noun} of {symbol!r}:"]
+    if ran_out:
+        lines.insert(0, f"[{ran_out}; pass repo= to look in one]")
     if ignored:
         lines[0] += f" (nothing is defined in {ignored!r}; these are every {symbol.rpartition('.')[2]!r})"
     records: list[dict[str, Any]] = []
@@ -241,20 +229,28 @@ def find_references(ctx: ToolContext, symbol: str, repo: str | None = None) -> T
     found: list[tuple[Snapshot, Reference]] = []
     total = 0
     definitions: list[str] = []
-    for snapshot in snapshots:
-        index = _index(ctx, snapshot)
-        try:
-            references, count = index.references(name, max(0, limit - len(found)))
-            defined = index.definitions(name)
-        finally:
-            index.close()
-        total += count
-        found += [(snapshot, r) for r in references]
-        definitions += [f"{snapshot.repo.name}:{d.path}:{d.line}" for d in defined]
-    if not total and not definitions:
-        raise _not_found(ctx, snapshots, symbol.strip(), name)
-    result = _render_references(ctx, name, found, total, definitions)
-    ctx.result_cache[key] = result
+    lookup = None
+    try:
+        lookup = start(ctx, snapshots, name)
+        for snapshot in lookup.to_open():  # a repo that defines no such name has no use of it
+            with lookup.index(ctx, snapshot) as index:
+                references, count = index.references(name, max(0, limit - len(found)))
+                defined = index.definitions(name)
+            total += count
+            found += [(snapshot, r) for r in references]
+            definitions += [f"{snapshot.repo.name}:{d.path}:{d.line}" for d in defined]
+        if not total and not definitions:
+            raise not_found(ctx, lookup, symbol.strip(), name)
+    except OutOfTime:
+        if lookup is None or (not total and not definitions):
+            return _out_of_time(ctx, "use", symbol.strip(), lookup, snapshots)
+    finally:
+        if lookup is not None:
+            lookup.close()
+    ran_out = lookup.ran_out() if lookup.timed_out else None
+    result = _render_references(ctx, name, found, total, definitions, ran_out)
+    if not lookup.timed_out:
+        ctx.result_cache[key] = result
     return result
 
 
@@ -264,6 +260,7 @@ def _render_references(
     found: list[tuple[Snapshot, Reference]],
     total: int,
     definitions: list[str],
+    ran_out: str | None,
 ) -> ToolResult:
     settings = ctx.settings
     defined = ", ".join(definitions[:3]) + (
@@ -274,7 +271,9 @@ def _render_references(
             f"{name!r} is defined at {defined} but used nowhere else in the indexed code "
             "(comments and strings do not count; dynamic uses such as getattr or reflection cannot be seen)."
         )
-        return finish(ctx, text, {"symbol": name, "references": [], "total": 0})
+        if ran_out:
+            text = f"[{ran_out}; pass repo= to look in one]\n{text}"
+        return finish(ctx, text, {"symbol": name, "references": [], "total": 0, "timed_out": bool(ran_out)})
     body: list[str] = []
     records: list[dict[str, Any]] = []
     budget = settings.tool_output_max_chars - 800
@@ -302,4 +301,7 @@ def _render_references(
             f"Showing {shown} of {total} lines using {name!r} (matched by name; definitions at "
             f"{defined or 'none indexed'} left out) — pass repo= to narrow, or search with a glob:"
         )
-    return finish(ctx, "\n".join([header, *body]), {"symbol": name, "references": records, "total": total})
+    if ran_out:
+        header = f"[{ran_out}; pass repo= to look in one]\n{header}"
+    data = {"symbol": name, "references": records, "total": total, "timed_out": bool(ran_out)}
+    return finish(ctx, "\n".join([header, *body]), data)

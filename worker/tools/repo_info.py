@@ -152,8 +152,10 @@ def _language_shares(languages: dict[str, int]) -> list[dict[str, Any]]:
 
 def _navigation(ctx: ToolContext, snapshot: Snapshot) -> tuple[str, dict[str, Any]]:
     """One line on the snapshot's symbol index: files indexed, and the ones that are not and why."""
+    # Its counts stop at the navigation time limit, as find_definition's lookups do.
+    deadline = time.monotonic() + ctx.time_left(ctx.settings.navigation_timeout_seconds)
     try:
-        index = open_index(snapshot.root, ctx.settings)
+        index = open_index(snapshot.root, ctx.settings, deadline)
     except (OSError, sqlite3.Error):
         return "code navigation: no index for this snapshot (use search)", {
             "indexed": None,
@@ -162,6 +164,12 @@ def _navigation(ctx: ToolContext, snapshot: Snapshot) -> tuple[str, dict[str, An
     try:
         info: IndexInfo = index.info()
         skipped: list[SkippedFile] = index.not_indexed(limit=_NOT_INDEXED_SHOWN)
+    except sqlite3.OperationalError:  # the time limit: the index is there, its counts unknown
+        return "code navigation (find_definition, find_references): ran out of time counting its files", {
+            "indexed": None,
+            "not_indexed": [],
+            "timed_out": True,
+        }
     finally:
         index.close()
     line = f"code navigation (find_definition, find_references): {info.indexed:,} file{'' if info.indexed == 1 else 's'} indexed"
