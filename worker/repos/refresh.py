@@ -11,8 +11,9 @@ follows it:
   5 s of waiting for a refresh of it already running on this machine); if that fails the
   question is answered from the last good snapshot, and this machine leaves the repo alone for
   `catch_up_retry_seconds` so that a dead remote does not slow every question;
-- in the background (worker.jobs.housekeeping, every `refresh_check_seconds`): the same for every
-  repo, so that questions rarely wait;
+- in the background (worker.jobs.housekeeping): the same, for the repos named as soon as a
+  commit is recorded anywhere (each record also wakes every housekeeper: worker/repos/
+  announcements.py), and for every repo every `refresh_check_seconds`, the fallback;
 - a repo with no commit recorded in Redis and no snapshot this release can serve (an install
   upgraded from a release that recorded no commits, or whose snapshots were of an older
   format) is synced to its branch's head by the same two paths, and what it found recorded:
@@ -45,6 +46,7 @@ from config.repos import RepoSpec
 from config.settings import Settings
 from worker.ops.claims import claim, new_token
 from worker.ops.json_list import json_objects
+from worker.repos.announcements import announce_moved
 from worker.repos.mirrors import Mirrors, SyncResult
 from worker.repos.poll import poll
 
@@ -82,6 +84,8 @@ def record_refresh(redis: Redis, mirrors: Mirrors, result: SyncResult, host: str
         entry["size_bytes"] = snapshot.meta.size_bytes
     pipe = redis.pipeline()
     pipe.hset(REPO_KEY_PREFIX + result.name, mapping=fields)  # type: ignore[arg-type]
+    if "sha" in fields:  # every machine's housekeeper wakes and catches up (worker/repos/announcements.py)
+        announce_moved(pipe, result.name, fields["sha"])
     # the last SYNC_HISTORY_KEPT syncs of the repo, newest first, for the console (bot/web/)
     pipe.lpush(SYNC_HISTORY_KEY_PREFIX + result.name, json.dumps(entry))
     pipe.ltrim(SYNC_HISTORY_KEY_PREFIX + result.name, 0, SYNC_HISTORY_KEPT - 1)
@@ -156,7 +160,9 @@ def catch_up(
                 result.sha,
                 result.error,
             )
-        elif result.sha and result.sha != behind[name]:
+            continue
+        log.info("catch-up of %s to %s: serving %s", name, behind[name][:7] or "its head", result.sha)
+        if result.sha and result.sha != behind[name]:
             _record(redis, mirrors, result)
     return results
 
