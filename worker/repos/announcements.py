@@ -1,7 +1,8 @@
 """Every worker machine hears at once that a repo moved: a Redis stream of recorded commits.
 
-`record_refresh` (worker/repos/refresh.py) writes the commit every machine should serve, and in
-the same transaction appends the repo's name to the stream `codebot:repos:moved`. Each
+`record_refresh` (worker/repos/refresh.py) writes the commit every machine should serve, and after
+a refresh (a push's, an admin's, a scheduled one; not a catch-up that happened to fetch a newer
+commit) appends in the same transaction the repo's name to the stream `codebot:repos:moved`. Each
 machine's housekeeper (worker/jobs/housekeeping.py) blocks on that stream and catches the named
 repos up as soon as an entry lands, instead of at its next check (`refresh_check_seconds`):
 after a push, the machine that ran the refresh and every other one serve the new commit

@@ -65,8 +65,13 @@ def wanted_sha(redis: Redis, name: str) -> str | None:
     return raw.decode() if isinstance(raw, bytes) else raw
 
 
-def record_refresh(redis: Redis, mirrors: Mirrors, result: SyncResult, host: str) -> None:
-    """Record in Redis what a sync on `host` found: the commit every machine should now serve."""
+def record_refresh(
+    redis: Redis, mirrors: Mirrors, result: SyncResult, host: str, announce: bool = True
+) -> None:
+    """Record in Redis what a sync on `host` found: the commit every machine should now serve.
+    `announce`: also wake every machine's housekeeper to catch up at once. A catch-up that found
+    a newer commit does not: that commit's push queued a refresh, which will announce it, and
+    machines waking one another for each commit they fetch mid-burst would sync once per push."""
     snapshot = mirrors.current(result.name)
     fields: dict[str, str] = {
         "ok": "1" if result.ok else "0",
@@ -84,7 +89,7 @@ def record_refresh(redis: Redis, mirrors: Mirrors, result: SyncResult, host: str
         entry["size_bytes"] = snapshot.meta.size_bytes
     pipe = redis.pipeline()
     pipe.hset(REPO_KEY_PREFIX + result.name, mapping=fields)  # type: ignore[arg-type]
-    if "sha" in fields:  # every machine's housekeeper wakes and catches up (worker/repos/announcements.py)
+    if announce and "sha" in fields:  # every housekeeper wakes and catches up (worker/repos/announcements.py)
         announce_moved(pipe, result.name, fields["sha"])
     # the last SYNC_HISTORY_KEPT syncs of the repo, newest first, for the console (bot/web/)
     pipe.lpush(SYNC_HISTORY_KEY_PREFIX + result.name, json.dumps(entry))
@@ -163,7 +168,7 @@ def catch_up(
             continue
         log.info("catch-up of %s to %s: serving %s", name, behind[name][:7] or "its head", result.sha)
         if result.sha and result.sha != behind[name]:
-            _record(redis, mirrors, result)
+            _record(redis, mirrors, result, announce=False)
     return results
 
 
@@ -244,8 +249,8 @@ def run_due_refreshes(redis: Redis, mirrors: Mirrors, now: float | None = None) 
     return results
 
 
-def _record(redis: Redis, mirrors: Mirrors, result: SyncResult) -> None:
+def _record(redis: Redis, mirrors: Mirrors, result: SyncResult, announce: bool = True) -> None:
     try:
-        record_refresh(redis, mirrors, result, socket.gethostname())
+        record_refresh(redis, mirrors, result, socket.gethostname(), announce)
     except RedisError as exc:
         log.warning("could not record the refresh of %s: %s", result.name, exc)
