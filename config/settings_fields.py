@@ -132,7 +132,8 @@ class CoreSettings(BaseSettings):
     # Redis failover between the two) is queued again once found so for this long.
     queue_orphan_grace_seconds: float = Field(default=60.0, gt=0)
     # Many machines (worker/repos/refresh.py): each machine checks this often for scheduled
-    # refreshes (`refresh_minutes` in repos.toml) and for a newer commit another machine fetched.
+    # refreshes (`refresh_minutes` in repos.toml) and for a newer commit another machine fetched
+    # (the fallback: a refresh recorded anywhere wakes every machine at once, worker/repos/announcements.py).
     refresh_check_seconds: float = Field(default=30.0, gt=0)
     # Before answering, a worker catches up to the commit last refreshed anywhere, waiting at
     # most this long for git (else it answers from its last good snapshot) ...

@@ -48,7 +48,7 @@ def option(argv: list[str], name: str) -> str | None:
 
 def test_every_codebot_service_in_compose_reads_the_same_repos_file() -> None:
     services = codebot_services()
-    assert {"slack", "worker", "web"} <= services.keys()
+    assert {"slack", "worker", "web", "webhooks"} <= services.keys()
     mounted = {}
     for name, service in services.items():
         path = service.get("environment", {}).get("CODEBOT_REPOS_FILE")
@@ -222,7 +222,7 @@ def security_score(path: Path) -> float:
 
 @pytest.mark.skipif(not shutil.which("systemd-analyze"), reason="systemd-analyze is not installed here")
 def test_every_systemd_unit_is_rated_ok_and_still_allows_what_its_role_does() -> None:
-    assert len(UNITS) == 4
+    assert len(UNITS) == 5
     for path in UNITS:
         assert security_score(path) <= 4.0, f"{path.name}: systemd-analyze security rates it above 4.0"
         directives = unit_directives(path)

@@ -68,8 +68,16 @@ def role_command_lines() -> dict[str, list[str]]:
 
 def test_every_role_in_every_file_is_a_command_line_codebot_accepts() -> None:
     lines = role_command_lines()
-    assert {"compose slack", "compose worker", "compose web", "Dockerfile CMD"} <= lines.keys()
-    assert {p.name for p in UNITS} == {f"codebot-{r}.service" for r in ("worker", "slack", "discord", "web")}
+    assert {
+        "compose slack",
+        "compose worker",
+        "compose web",
+        "compose webhooks",
+        "Dockerfile CMD",
+    } <= lines.keys()
+    assert {"Procfile webhooks"} <= lines.keys()
+    roles = ("worker", "slack", "discord", "web", "webhooks")
+    assert {p.name for p in UNITS} == {f"codebot-{r}.service" for r in roles}
     for where, argv in lines.items():
         try:
             _parser().parse_args(argv)
@@ -156,11 +164,11 @@ def test_the_image_runs_as_a_user_and_packages_what_pyproject_packages() -> None
     assert copied == {name.rstrip("*") for name in packages}
 
 
-def test_compose_keeps_redis_append_only_and_runs_adapter_worker_and_web_against_it() -> None:
+def test_compose_keeps_redis_append_only_and_runs_adapter_worker_web_and_webhooks_against_it() -> None:
     services = compose()["services"]
-    assert {"redis", "slack", "worker", "web"} <= services.keys()
+    assert {"redis", "slack", "worker", "web", "webhooks"} <= services.keys()
     assert services["redis"]["command"][services["redis"]["command"].index("--appendonly") + 1] == "yes"
-    for name in ("slack", "worker", "web"):
+    for name in ("slack", "worker", "web", "webhooks"):
         assert services[name]["environment"]["REDIS_URL"] == "redis://redis:6379/0"
     published = [port for service in services.values() for port in service.get("ports", [])]
     assert published and all(port.startswith("127.0.0.1:") for port in published)

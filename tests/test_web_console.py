@@ -20,6 +20,7 @@ from bot.web.app import build_app
 from bot.web.auth import COOKIE
 from tests.support.console_rig import ADMIN_TOKEN, Filled, fill, serving
 from tests.support.e2e import Rig
+from worker.jobs.push_refresh import record_delivery
 from worker.jobs.question import reference_id
 
 webdriver = pytest.importorskip("selenium.webdriver")
@@ -157,6 +158,19 @@ def test_repos_and_system_show_syncs_workers_endpoints_and_usage_against_the_bud
     assert driver.find_elements(By.CSS_SELECTOR, "#plot-tokens line.limit")  # the budget line
     assert driver.find_elements(By.CSS_SELECTOR, "#plot-cost circle.dot")
     shot(driver, shots, "system")
+
+
+def test_system_shows_each_forges_last_delivery_and_its_verdict_as_text(browser: tuple, rig: Rig) -> None:
+    driver, _, _ = browser
+    hostile = "<img src=x onerror=\"document.title='owned'\">"  # a delivery id is the sender's text
+    record_delivery(rig.redis, "github", "refresh queued", 202, hostile, "payments")
+    record_delivery(rig.redis, "gitlab", "refused: bad or missing signature", 401, "d-2", "")
+    click_through(driver, By.ID, "nav-system")
+    github, gitlab = driver.find_elements(By.CSS_SELECTOR, "#webhooks tbody tr")
+    assert github.text.startswith("github") and "202 refresh queued payments" in github.text
+    assert hostile in github.text  # shown as text, never as markup
+    assert gitlab.text.startswith("gitlab") and "401 refused: bad or missing signature" in gitlab.text
+    assert not driver.find_elements(By.CSS_SELECTOR, "#webhooks img") and driver.title != "owned"
 
 
 def test_logging_out_ends_the_session_so_its_cookie_put_back_opens_nothing(browser: tuple) -> None:

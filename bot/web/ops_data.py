@@ -19,6 +19,7 @@ from worker.jobs.outbox_backlog import Backlog, backlog
 from worker.jobs.question import reference_id
 from worker.jobs.queue import ADMIN_QUEUE, questions_queue
 from worker.jobs.runtime import Runtime
+from worker.jobs.status_view import webhook_facts
 from worker.jobs.tool_threads import tool_threads, tool_threads_note
 from worker.ops.accounting import Usage, usage_of_day
 from worker.repos.mirror_git import history_depth
@@ -104,6 +105,7 @@ class SystemView:
     usage: list[tuple[str, Usage]]
     budget: int
     priced: bool
+    webhooks: list[dict[str, Any]]  # each forge's last delivery, as `codebot status` shows it
 
 
 def oldest_waiting(queue: Queue, now: float) -> str:
@@ -167,4 +169,5 @@ def system_view(redis: Redis, runtime: Runtime, days: list[str]) -> SystemView:
         priced=bool(
             settings.model_input_usd_per_million_tokens or settings.model_output_usd_per_million_tokens
         ),
+        webhooks=webhook_facts(redis, now),
     )

@@ -12,7 +12,10 @@ them to the horse, which would keep them until its question ends. It dies with i
 - orphans (every half `queue_orphan_grace_seconds`): questions taken from the queue but never
   started are queued again (worker.jobs.orphans);
 - refresher (every `refresh_check_seconds`): scheduled refreshes this machine claims, then
-  catching up to commits other machines fetched (worker.repos.refresh).
+  catching up to commits other machines fetched (worker.repos.refresh);
+- follower (as soon as any machine records a commit: a push's refresh, an admin's, a
+  scheduled one): the repos it names are caught up at once, not at the refresher's next pass
+  (worker/repos/announcements.py). The refresher stays as the fallback.
 
 Each pass survives any error (Redis restarting, a remote down): it is logged and the next
 pass tries again.
@@ -28,6 +31,7 @@ from collections.abc import Callable
 from types import FrameType
 
 from redis import Redis
+from redis.exceptions import RedisError
 
 from worker.jobs import runtime as runtime_module
 from worker.jobs.orphans import rescue_orphans
@@ -35,11 +39,16 @@ from worker.jobs.outbox import deliver_due
 from worker.jobs.queue import ADMIN_QUEUE, QUESTIONS_QUEUE
 from worker.jobs.reaper import Reachability, die_with_parent, heartbeat_ttl_seconds, reap_abandoned
 from worker.jobs.runtime import Runtime
-from worker.ops.redis_connection import RedisUnavailable, connect
+from worker.ops.redis_connection import SOCKET_TIMEOUT_SECONDS, RedisUnavailable, connect
+from worker.repos.announcements import newest_entry_id, wait_for_moved
+from worker.repos.mirrors import SyncResult
 from worker.repos.refresh import catch_up, run_due_refreshes
 
 log = logging.getLogger("codebot.housekeeping")
 STOP_POLL_SECONDS = 0.2  # the main thread notices a stop request within this
+# One blocking read of the commits recorded elsewhere: well under the Redis client's read
+# timeout, and how long a stopping housekeeper may wait for its follower.
+FOLLOW_BLOCK_SECONDS = min(2.0, SOCKET_TIMEOUT_SECONDS / 2)
 
 
 def reaper_pass(redis: Redis, runtime: Runtime) -> None:
@@ -66,6 +75,28 @@ def orphan_pass(redis: Redis, runtime: Runtime) -> None:
 def refresher_pass(redis: Redis, runtime: Runtime) -> None:
     run_due_refreshes(redis, runtime.mirrors)
     catch_up(runtime.mirrors, redis, runtime.whitelist.names(), bounded=False)
+
+
+def follow_pass(
+    redis: Redis, runtime: Runtime, after: str, block_seconds: float = FOLLOW_BLOCK_SECONDS
+) -> tuple[str, dict[str, SyncResult]]:
+    """Wait up to `block_seconds` for commits recorded after stream entry `after`, then catch up
+    every repo named since, once (however many entries named it: a burst coalesces). Returns the
+    last entry read and the syncs run."""
+    after, named = wait_for_moved(redis, after, block_seconds)
+    followed = [name for name in named if runtime.whitelist.get(name) is not None]
+    return after, catch_up(runtime.mirrors, redis, followed, bounded=False) if followed else {}
+
+
+def follow_recorded_commits(redis: Redis, runtime: Runtime, stop: threading.Event, after: str) -> None:
+    """The follower: follow_pass after follow_pass, from `after` (read before the refresher's
+    first pass, so that nothing recorded in between is missed)."""
+    while not stop.is_set():
+        try:
+            after, _ = follow_pass(redis, runtime, after)
+        except Exception as exc:  # Redis restarting: read on from `after` once it is back
+            log.warning("housekeeping follow_recorded_commits failed: %s", exc)
+            stop.wait(runtime.settings.refresh_check_seconds)
 
 
 def _every(
@@ -122,6 +153,16 @@ def _connect_until_stopped(runtime: Runtime, stop: StopRequest) -> Redis | None:
     return None
 
 
+def _newest_entry_until_stopped(redis: Redis, runtime: Runtime, stop: StopRequest) -> str | None:
+    while not stop.requested:
+        try:
+            return newest_entry_id(redis)
+        except RedisError as exc:
+            log.warning("housekeeping waits for Redis: %s", exc)
+            stop.wait(runtime.settings.reaper_interval_seconds)
+    return None
+
+
 def run_housekeeper(runtime: Runtime) -> None:
     """The housekeeper process's main: runs until SIGTERM/SIGINT or its parent's death."""
     die_with_parent(signal.SIGTERM)
@@ -132,6 +173,9 @@ def run_housekeeper(runtime: Runtime) -> None:
     settings = runtime.settings
     redis = _connect_until_stopped(runtime, stop)
     if redis is None:
+        return
+    after = _newest_entry_until_stopped(redis, runtime, stop)
+    if after is None:
         return
     passes = [
         (settings.reaper_interval_seconds, reaper_pass),
@@ -145,6 +189,14 @@ def run_housekeeper(runtime: Runtime) -> None:
         )
         for seconds, task in passes
     ]
+    threads.append(
+        threading.Thread(
+            target=follow_recorded_commits,
+            args=(redis, runtime, stop.event, after),
+            name="follow_recorded_commits",
+            daemon=True,
+        )
+    )
     for thread in threads:
         thread.start()
     while not stop.wait(1.0):

@@ -69,14 +69,15 @@ def status_facts(redis: Redis, runtime: Runtime) -> dict[str, Any]:
             }
             for fact in repo_facts(redis, runtime, runtime.whitelist.names())
         ],
-        "webhooks": _webhook_facts(redis, now),
+        "webhooks": webhook_facts(redis, now),
         "model": _model_facts(redis, runtime, now),
         "today": _today_facts(redis, runtime),
     }
 
 
-def _webhook_facts(redis: Redis, now: float) -> list[dict[str, Any]]:
-    """Each forge's last delivery to `codebot webhooks` (worker/jobs/push_refresh.py), by forge."""
+def webhook_facts(redis: Redis, now: float) -> list[dict[str, Any]]:
+    """Each forge's last delivery to `codebot webhooks` (worker/jobs/push_refresh.py), by forge:
+    what `codebot status` and the console's System page show."""
     facts = []
     for forge, entry in sorted(last_deliveries(redis).items()):
         at = entry.get("at")

@@ -11,8 +11,9 @@ follows it:
   5 s of waiting for a refresh of it already running on this machine); if that fails the
   question is answered from the last good snapshot, and this machine leaves the repo alone for
   `catch_up_retry_seconds` so that a dead remote does not slow every question;
-- in the background (worker.jobs.housekeeping, every `refresh_check_seconds`): the same for every
-  repo, so that questions rarely wait;
+- in the background (worker.jobs.housekeeping): the same, for the repos named as soon as a
+  commit is recorded anywhere (each record also wakes every housekeeper: worker/repos/
+  announcements.py), and for every repo every `refresh_check_seconds`, the fallback;
 - a repo with no commit recorded in Redis and no snapshot this release can serve (an install
   upgraded from a release that recorded no commits, or whose snapshots were of an older
   format) is synced to its branch's head by the same two paths, and what it found recorded:
@@ -46,6 +47,7 @@ from config.settings import Settings
 from worker.history.events import append_event
 from worker.ops.claims import claim, new_token
 from worker.ops.json_list import json_objects
+from worker.repos.announcements import announce_moved
 from worker.repos.mirrors import Mirrors, SyncResult
 from worker.repos.poll import poll
 
@@ -65,10 +67,18 @@ def wanted_sha(redis: Redis, name: str) -> str | None:
 
 
 def record_refresh(
-    redis: Redis, mirrors: Mirrors, result: SyncResult, host: str, origin: str = "refresh"
+    redis: Redis,
+    mirrors: Mirrors,
+    result: SyncResult,
+    host: str,
+    origin: str = "refresh",
+    announce: bool = True,
 ) -> None:
     """Record in Redis what a sync on `host` found: the commit every machine should now serve.
-    `origin`: what ran it (refresh, push, scheduled, catch-up), for the history."""
+    `origin`: what ran it (refresh, push, scheduled, catch-up), for the history. `announce`: also
+    wake every machine's housekeeper to catch up at once. A catch-up that found a newer commit
+    does not: that commit's push queued a refresh, which will announce it, and machines waking
+    one another for each commit they fetch mid-burst would sync once per push."""
     snapshot = mirrors.current(result.name)
     fields: dict[str, str] = {
         "ok": "1" if result.ok else "0",
@@ -86,6 +96,8 @@ def record_refresh(
         entry["size_bytes"] = snapshot.meta.size_bytes
     pipe = redis.pipeline()
     pipe.hset(REPO_KEY_PREFIX + result.name, mapping=fields)  # type: ignore[arg-type]
+    if announce and "sha" in fields:  # every housekeeper wakes and catches up (worker/repos/announcements.py)
+        announce_moved(pipe, result.name, fields["sha"])
     # the last SYNC_HISTORY_KEPT syncs of the repo, newest first, for the console (bot/web/)
     pipe.lpush(SYNC_HISTORY_KEY_PREFIX + result.name, json.dumps(entry))
     pipe.ltrim(SYNC_HISTORY_KEY_PREFIX + result.name, 0, SYNC_HISTORY_KEPT - 1)
@@ -172,8 +184,11 @@ def catch_up(
                 result.sha,
                 result.error,
             )
-        if result.ok and result.sha and result.sha != behind[name]:
-            _record(redis, mirrors, result, "catch-up")
+            record_sync_event(redis, mirrors, result, "catch-up")
+            continue
+        log.info("catch-up of %s to %s: serving %s", name, behind[name][:7] or "its head", result.sha)
+        if result.sha and result.sha != behind[name]:
+            _record(redis, mirrors, result, "catch-up", announce=False)
         else:
             record_sync_event(redis, mirrors, result, "catch-up")
     return results
@@ -256,8 +271,8 @@ def run_due_refreshes(redis: Redis, mirrors: Mirrors, now: float | None = None) 
     return results
 
 
-def _record(redis: Redis, mirrors: Mirrors, result: SyncResult, origin: str) -> None:
+def _record(redis: Redis, mirrors: Mirrors, result: SyncResult, origin: str, announce: bool = True) -> None:
     try:
-        record_refresh(redis, mirrors, result, socket.gethostname(), origin)
+        record_refresh(redis, mirrors, result, socket.gethostname(), origin, announce)
     except RedisError as exc:
         log.warning("could not record the refresh of %s: %s", result.name, exc)
