@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -51,6 +52,20 @@ def test_ask_without_a_model_endpoint_says_exactly_what_to_set(project: dict[str
     assert "openrouter.ai" in result.stdout
     for line in MISSING_MODEL_MESSAGE.format(model="gpt-5-mini").splitlines():
         assert line in result.stdout.splitlines()  # whole lines, to copy, at any terminal width
+
+
+def test_ask_without_a_model_endpoint_names_commands_that_show_what_codebot_reads(
+    project: dict[str, str],
+) -> None:
+    told = codebot(project, "ask", "how does retry work?").stdout
+    hint = next(line for line in told.splitlines() if line.startswith("No endpoint yet?"))
+    commands = [shlex.split(command) for command in hint.split("with no model: ", 1)[1].split(" && ")]
+    assert [command[:2] for command in commands] == [["codebot", "repos"], ["codebot", "tool"]]
+    for command in commands:
+        result = codebot(project, *command[1:])
+        assert result.returncode == 0, result.stdout + result.stderr
+    found = json.loads(result.stdout)
+    assert found["ok"] and found["data"]["matches"][0]["path"] == "payments/retry.py"
 
 
 def test_ask_clones_the_repo_answers_in_process_and_prints_commit_pinned_links(

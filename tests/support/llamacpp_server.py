@@ -72,7 +72,7 @@ def serve(port: int, n_ctx: int, template: Path | None) -> None:
 
 if __name__ == "__main__":
     # `python -m tests.support.llamacpp_server`: port 8080, an 8,192-token window, the tool template
-    # (README: a newcomer without a key asks a local model); or PORT N_CTX [TEMPLATE] (the tests).
+    # (docs/models.md: tried by hand); or PORT N_CTX [TEMPLATE] (the tests).
     if len(sys.argv) == 1:
         serve(8080, 8192, TOOLS_TEMPLATE)
     serve(int(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3]) if len(sys.argv) > 3 else None)

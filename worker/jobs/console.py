@@ -43,7 +43,8 @@ codebot needs a model endpoint (any OpenAI-compatible one). Set, in the environm
   vLLM:        OPENAI_BASE_URL=http://localhost:8000/v1  CODEBOT_MODEL=<the served model>
                (start vLLM with --enable-auto-tool-choice --tool-call-parser ...)
   llama.cpp:   OPENAI_BASE_URL=http://localhost:8080/v1  (start llama-server with --jinja -c 16384)
-What each server needs, and what codebot works out by itself: docs/models.md"""
+What each server needs, and what codebot works out by itself: docs/models.md
+No endpoint yet? See what codebot reads, with no model: codebot repos sync && codebot tool search --args '{{"pattern": "retry"}}'"""
 PIPED_WAITING_SECONDS = 5.0  # a waiting line printed to a pipe: at most one per this, unless its kind changed
 EMPTY_QUESTION_MESSAGE = 'Ask a question, e.g. codebot ask "Where are slash commands handled?"'
 
