@@ -17,6 +17,7 @@ from config.repos import RepoSpec
 from config.settings import Settings
 from worker.agent.context import DEFAULT_CHARS_PER_TOKEN, Window, fit_tools
 from worker.agent.prompt import build_system_prompt, repos_part
+from worker.ops import doc_sections
 from worker.repos.snapshot import Snapshot, SnapshotMeta
 from worker.tools import CONTRACT_TOOLS, build_registry
 
@@ -124,17 +125,11 @@ def section() -> str:
 
 def documented(text: str) -> str:
     """The generated section as it stands in a document ('' if it has none)."""
-    if START not in text or END not in text:
-        return ""
-    return text[text.index(START) : text.index(END) + len(END)]
+    return doc_sections.documented(text, START, END)
 
 
 def main() -> None:
-    text = DOC.read_text(encoding="utf-8")
-    current = documented(text)
-    if not current:
-        sys.exit(f"{DOC} has no {START} ... {END} section")
-    DOC.write_text(text.replace(current, section()), encoding="utf-8")
+    doc_sections.rewrite(DOC, START, END, section())
 
 
 if __name__ == "__main__":
