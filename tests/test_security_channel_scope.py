@@ -190,7 +190,8 @@ def test_a_catalog_query_in_a_channel_never_finds_a_repo_allowed_elsewhere(rig: 
     assert refused.startswith("1 of 1 repo(s) in scope match 'internal notes', best first:\n- app: ")
     assert "- internal:" not in refused and len(refused.splitlines()) == 2
     assert not rig.finder(json.dumps(rig.model.requests[asked_in_c1:], ensure_ascii=False))
-    assert rig.api.thread_texts("C1", ts) == ["Found nothing."]
+    posted = rig.api.thread_texts("C1", ts)
+    assert list(map(body, posted)) == ["Found nothing."] and "internal" not in posted[0]
 
 
 # --- Discord ----------------------------------------------------------------------------------------

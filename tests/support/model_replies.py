@@ -6,6 +6,7 @@ the request body; the server in model_server.py sends them over the wire.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -32,6 +33,16 @@ _ERROR_TYPES: dict[int, tuple[str, str | None]] = {
 # --------------------------------------------------------------------------------------
 # Replies
 # --------------------------------------------------------------------------------------
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def wire_json(value: Any) -> str:
+    """JSON as a server puts it on the wire: UTF-8 text. A lone surrogate (fuzzed tool arguments
+    hold them) becomes U+FFFD, as a real server's text, decoded from the model's UTF-8 bytes,
+    can never hold one."""
+    return _SURROGATE.sub("\ufffd", json.dumps(value, ensure_ascii=False))
 
 
 @dataclass(frozen=True)
@@ -81,7 +92,7 @@ def tool_calls(*calls: tuple[str, dict[str, Any] | str], content: str | None = N
         if isinstance(arguments, str):
             encoded.append((name, arguments))
         else:
-            encoded.append((name, json.dumps(arguments, ensure_ascii=False)))
+            encoded.append((name, wire_json(arguments)))
     return Reply(kind="completion", content=content, calls=tuple(encoded), finish_reason="tool_calls")
 
 
@@ -352,7 +363,7 @@ def stream_events(completion: dict[str, Any], body: dict[str, Any], reply: Reply
 
     def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
         choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
-        return json.dumps({**base, "choices": [choice], "usage": None}, ensure_ascii=False)
+        return wire_json({**base, "choices": [choice], "usage": None})
 
     message = completion["choices"][0]["message"]
     events = [chunk({"role": "assistant", "content": ""})]

@@ -83,6 +83,7 @@ from tests.support.model_replies import (
     tool_calls,
     trickle,
     under_counted,
+    wire_json,
 )
 
 __all__ = [
@@ -425,7 +426,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
         if reply.kind == "completion" and body.get("stream"):
             self._send_stream(model._stream_events(body, reply), reply, progress)
         elif reply.kind == "completion":
-            whole = json.dumps(model._completion(body, reply), ensure_ascii=False)
+            whole = wire_json(model._completion(body, reply))
             self._send_body(200, reply, whole[: len(whole) // 2] if reply.cut else whole, "application/json")
         else:
             self._send_body(reply.status, reply, reply.body, reply.content_type)
