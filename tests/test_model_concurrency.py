@@ -87,25 +87,36 @@ def test_a_request_hung_on_one_worker_does_not_delay_another_workers_question(tm
 def test_a_server_seen_serving_one_request_at_a_time_says_so_and_makes_every_worker_wait(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    released = threading.Event()
     for rig in build_rig(tmp_path, model_options={"slots": 1}):
-        # the held reply, once released, still takes a while to write: the second waits behind it
-        rig.model.set_handler(holding("(slow)", lambda reply: paced(0.2, before_replying(released)(reply))))
-        first = run_on_a_worker(rig, rig.question("How does retry work? (slow)"))
-        rig.model.wait_for_requests(1)
-        second = run_on_a_worker(rig, rig.question("How many times does retry try?"))
-        rig.model.wait_for_requests(2)  # arrived while the first is served: it waits its turn
-        released.set()
-        first.join()
-        second.join()
-        facts = endpoint_facts(rig)
+        # a pair whose first reply was read late proves nothing (test_model_concurrency_verdict.py):
+        # on a loaded machine a second pair may be needed, never a wrong verdict
+        for pair in range(3):
+            released = threading.Event()
+            # the held reply, once released, still takes a while to write: the second waits behind it
+            rig.model.set_handler(
+                holding(
+                    "(slow)", lambda reply, released=released: paced(0.2, before_replying(released)(reply))
+                )
+            )
+            first = run_on_a_worker(rig, rig.question("How does retry work? (slow)"))
+            rig.model.wait_for_requests(4 * pair + 1)
+            second = run_on_a_worker(rig, rig.question("How many times does retry try?"))
+            rig.model.wait_for_requests(4 * pair + 2)  # arrived while the first is served: it waits its turn
+            released.set()
+            first.join()
+            second.join()
+            facts = endpoint_facts(rig)
+            assert facts["concurrency"] in (None, 1)
+            if facts["concurrency"] == 1:
+                break
         assert facts["concurrency"] == 1
+        requests_before = len(rig.model.requests)
         assert "serves one request at a time (observed)" in facts["summary"]
         # from now on a request abandoned on it makes every worker wait, as it would be queued anyway
         EndpointMemory(rig.settings, rig.redis).remember_busy_until(time.time() + 600)
         with caplog.at_level(logging.WARNING, "codebot"):
             kind, _ = rig.final(rig.ask("Where is retry defined?")[1])
-        assert kind == "failed" and len(rig.model.requests) == 4  # the first two questions' only
+        assert kind == "failed" and len(rig.model.requests) == requests_before  # the pairs' only
         assert "serves one request at a time (observed) and is still busy" in caplog.text
 
 

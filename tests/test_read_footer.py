@@ -7,6 +7,7 @@ the footer (worker/jobs/read_footer.py) and list_repos say them the same way.
 from __future__ import annotations
 
 import dataclasses
+import time
 from pathlib import Path
 
 from config.repos import RepoSpec
@@ -73,7 +74,11 @@ def test_list_repos_says_each_commits_age_and_when_it_was_fetched(corpus: Corpus
     ctx = context(corpus, "app")
     app = dataclasses.replace(ctx.snapshots["app"], committed_at=NOW - 2 * DAY, created_at=NOW - 5 * MIN)
     assert commit_age(app, NOW) == "committed 2 d ago, fetched 5 min ago; commit date 2027-01-13"
+    # list_repos reads the real clock: a commit two days older than its fetch says both ages,
+    # however long the fixture repo has existed (on a loaded machine, minutes)
+    fetched = time.time() - 5 * MIN
+    ctx.snapshots["app"] = dataclasses.replace(app, committed_at=fetched - 2 * DAY, created_at=fetched)
     listing = list_repos(ctx)
-    assert f"@ {corpus.app.sha[:7]} (committed " in listing.text and " ago, fetched " in listing.text
+    assert f"@ {corpus.app.sha[:7]} (committed 2 d ago, fetched 5 min ago; " in listing.text
     (row,) = listing.data["repos"]
     assert row["fetched_at"].endswith("Z") and row["committed_at"].endswith("Z")

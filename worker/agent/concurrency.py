@@ -6,12 +6,17 @@ this process's own requests to the endpoint (a threaded worker answers several q
 once), and the verdict is kept in the endpoint memory (worker/agent/endpoint_memory.py), so
 every worker knows it:
 
-- **In parallel (N).** N streamed replies were coming in at the same moment: each had sent its
-  first delta and none had ended. A server serving one request at a time cannot interleave
-  two replies, whatever order it takes its queue in.
+- **In parallel (N).** One streamed reply came whole (first delta to end) while another was
+  coming in, and that other got a further delta after it ended; N counts the replies so
+  interleaved that were coming in at one moment. A server serving one request at a time cannot
+  interleave two replies, whatever order it takes its queue in. Merely overlapping is not
+  enough: this process reads a reply's last bytes when its thread next runs, so on a busy
+  machine a serial server's next reply can seem to begin before the previous one ended, but
+  not to begin and end inside it.
 - **One at a time (1).** A request sent while an earlier one was open got its first byte only
-  after that one was answered, and spent at least three quarters of its wait while the earlier
-  one ran. Seen in parallel always wins over this (a busy server of several slots queues a request
+  after that one ended, and spent at least three quarters of its wait while the earlier one
+  ran. A pair whose reader ran late (the first reply's end read after the next one's first
+  delta) proves neither: the verdict stays unknown until a pair read in time shows it. Seen in parallel always wins over this (a busy server of several slots queues a request
   too); until either is seen, the concurrency is unknown (0). A server that does not stream
   can be seen serving one at a time, never in parallel.
 """
@@ -90,10 +95,24 @@ def answered(endpoint: str, flight: Flight) -> int:
     return UNKNOWN
 
 
+def _interleaved(outer: Flight, inner: Flight) -> bool:
+    """`inner`'s reply began and ended while `outer`'s was coming in, and `outer` got a delta
+    after `inner` ended: proof both were served at once, however late a thread read its bytes."""
+    outer_first, inner_first = outer.timing.first_delta, inner.timing.first_delta
+    outer_last = outer.timing.last_delta
+    if outer_first is None or inner_first is None or outer_last is None or inner.ended is None:
+        return False
+    return outer_first < inner_first and inner.ended < outer_last
+
+
 def _most_replying_at_once(flight: Flight, others: list[Flight]) -> int:
-    """The most replies coming in at one moment while this one's was (1 when not streamed)."""
+    """The most replies coming in at one moment while this one's was, counting only replies
+    interleaved with it (1 when none was, or it was not streamed)."""
     first = flight.timing.first_delta
     if first is None:
+        return 1
+    others = [other for other in others if _interleaved(flight, other) or _interleaved(other, flight)]
+    if not others:
         return 1
     moments = [first] + [
         other.timing.first_delta

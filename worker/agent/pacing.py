@@ -43,6 +43,7 @@ class Timing:
     finished: float | None = None
     timings: dict[str, Any] | None = None  # llama.cpp's own measurement
     deltas: int = 0  # streamed chunks with text or a tool-call fragment (about a token each)
+    last_delta: float | None = None  # monotonic, the latest such chunk so far
 
 
 @dataclass(frozen=True)
@@ -118,8 +119,9 @@ class TimedStream:
             choices = data.get("choices")
             if isinstance(choices, list) and any(_has_delta(choice) for choice in choices):
                 self._timing.deltas += 1
+                self._timing.last_delta = time.monotonic()
                 if self._timing.first_delta is None:
-                    self._timing.first_delta = time.monotonic()
+                    self._timing.first_delta = self._timing.last_delta
                 if self._watch is not None:
                     self._watch.token()
             progress = prompt_progress(data)

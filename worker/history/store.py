@@ -22,6 +22,7 @@ from sqlalchemy.pool import ConnectionPoolEntry
 from config.settings import Settings
 from worker.history import schema
 from worker.history.rows import Event, rows_by_table
+from worker.ops.sqlite_wal import use_wal
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 SQLITE_BUSY_MS = 30_000  # the recorder's commit and the console's read take turns
@@ -50,8 +51,8 @@ def open_engine(url: str) -> Engine:
 
 
 def _sqlite_pragmas(connection: DBAPIConnection, _record: ConnectionPoolEntry) -> None:
+    use_wal(connection)
     cursor = connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_MS}")
     cursor.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: durable at each checkpoint, fast
     cursor.close()

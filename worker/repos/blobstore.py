@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from worker.ops.sqlite_wal import use_wal
 from worker.repos.blob_worker import object_path, store_object
 from worker.repos.secrets.redaction import ENGINE_REVISION, get_redactor
 
@@ -134,7 +135,7 @@ class BlobStore:
     def connect(self) -> sqlite3.Connection:
         self.folder.mkdir(parents=True, exist_ok=True)
         db = sqlite3.connect(self.db_path, timeout=120, isolation_level=None)
-        db.execute("PRAGMA journal_mode=WAL")
+        use_wal(db, within_seconds=120)
         db.execute("PRAGMA synchronous=NORMAL")
         db.executescript(SCHEMA)
         return db

@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from config.settings import Settings
+from worker.ops.sqlite_wal import use_wal
 
 INDEX_FOLDER = "search_index"
 INDEX_FILE = "trigrams.sqlite"
@@ -59,7 +60,7 @@ def connect_for_writing(settings: Settings) -> sqlite3.Connection:
     path = index_file(settings)
     path.parent.mkdir(parents=True, exist_ok=True)
     db = sqlite3.connect(path, timeout=60, isolation_level=None)
-    db.execute("PRAGMA journal_mode=WAL")
+    use_wal(db)
     db.executescript(_SCHEMA)
     return db
 

@@ -31,6 +31,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from worker.ops.sqlite_wal import use_wal
+
 log = logging.getLogger(__name__)
 
 NAMES_FILE = "names.sqlite"
@@ -78,7 +80,7 @@ def snapshot_key(index: Path) -> str:
 
 def _connect(path: Path) -> sqlite3.Connection:
     db = sqlite3.connect(path, timeout=60, isolation_level=None)
-    db.execute("PRAGMA journal_mode=WAL")
+    use_wal(db)
     db.execute("PRAGMA synchronous=NORMAL")
     db.executescript(_SCHEMA)
     return db
