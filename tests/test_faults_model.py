@@ -7,6 +7,7 @@ a single 429, 500s from the start and midway, a rejected key and a reply slower 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -138,3 +139,37 @@ def test_tokens_spent_before_the_model_failed_still_count_against_the_day(rig: R
     kind, _ = ask(rig)
     assert kind == "failed"  # nothing was found: an apology, but the first call's tokens were used
     assert usage_of_day(rig.redis).tokens > 0
+
+
+def test_a_lone_surrogate_escaped_in_a_reply_is_sent_back_as_a_replacement_character(rig: Rig) -> None:
+    # JSON may escape half a UTF-16 pair ("\ud800"); Python decodes it to a character UTF-8
+    # cannot hold, and the next request, which sends the reply back, could not be encoded
+    call = '{"repo": "payments", "path": "payments/retry.py"}'
+    rig.model.enqueue(
+        raw(
+            '{"id": "x", "object": "chat.completion", "created": 1, "model": "m", "choices": [{"index": 0,'
+            ' "finish_reason": "tool_calls", "message": {"role": "assistant", "content": "reading \\udcff",'
+            ' "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "read_file",'
+            f' "arguments": {json.dumps(call)}}}}}]}}}}]}}'
+        ),
+        text("It tries 5 times [payments:payments/retry.py#L3]."),
+    )
+    kind, fields = ask(rig)
+    assert kind == "answer" and "It tries 5 times" in str(fields["markdown"])
+    sent_back = rig.model.requests[1]["messages"]
+    assert "reading \ufffd" in json.dumps(sent_back, ensure_ascii=False)
+
+
+def test_a_lone_surrogate_escaped_in_the_final_answer_reaches_the_asker_as_a_replacement_character(
+    rig: Rig,
+) -> None:
+    rig.model.enqueue(
+        READ_RETRY,
+        raw(
+            '{"id": "x", "object": "chat.completion", "created": 1, "model": "m", "choices": [{"index": 0,'
+            ' "finish_reason": "stop", "message": {"role": "assistant",'
+            ' "content": "It tries 5 times \\udcff [payments:payments/retry.py#L3]."}}]}'
+        ),
+    )
+    kind, fields = ask(rig)
+    assert kind == "answer" and "It tries 5 times \ufffd" in str(fields["markdown"])

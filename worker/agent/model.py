@@ -63,6 +63,7 @@ from worker.agent.model_recovery import Recoveries, Recovering, retry_wait_secon
 from worker.agent.pacing import TimedStream, Timing, timings_of_body
 from worker.agent.waiting import WaitWatch
 from worker.agent.wire import (
+    LONE_SURROGATE,
     Attempt,
     CutStream,
     DrainedStream,
@@ -192,7 +193,7 @@ class ModelClient(Recovering):
         # against the SDK's TypedDicts (typing introspection of the whole history, ~5 ms a call,
         # the largest cost of a question beyond its tools). Auth, headers, timeouts, the
         # response hook and the SDK's error mapping are the client's own, as with `create`.
-        content = json.dumps(shaped.kwargs, ensure_ascii=False, separators=(",", ":")).encode()
+        content = utf8_json(shaped.kwargs)
         options: openai.RequestOptions = {
             "timeout": timeout,
             "headers": headers,
@@ -269,3 +270,12 @@ class ModelClient(Recovering):
             turn.completion_tokens = turn.completion_tokens or int(produced / self.chars_per_token)
         self.prompt_tokens += turn.prompt_tokens
         self.completion_tokens += turn.completion_tokens
+
+
+def utf8_json(body: dict[str, Any]) -> bytes:
+    """`body` as UTF-8 JSON; a lone surrogate (worker/agent/wire.py's utf8_text) as U+FFFD."""
+    text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        return LONE_SURROGATE.sub("\ufffd", text).encode()

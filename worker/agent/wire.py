@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import random
+import re
 import socket
 import threading
 from collections.abc import Callable, Iterator
@@ -171,6 +172,16 @@ def make_openai_client(settings: Settings) -> openai.OpenAI:
     return client
 
 
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def utf8_text(text: str) -> str:
+    """`text` as UTF-8 can hold it. JSON may escape half a UTF-16 pair ("\\ud800"), which
+    Python decodes to a character no UTF-8 encoder takes: sent back to the model, posted to
+    chat or written to Redis it would fail. It becomes U+FFFD, as a UTF-8 decoder shows it."""
+    return LONE_SURROGATE.sub("\ufffd", text) if LONE_SURROGATE.search(text) else text
+
+
 def fields(value: object) -> dict[str, Any]:
     """A JSON object's fields; none when it is anything else (a server may send any JSON)."""
     return value if isinstance(value, dict) else {}
@@ -190,7 +201,7 @@ def add_fragment(slots: dict[int, dict[str, str]], fragment: object) -> None:
         slot["name"] = str(name)
     arguments = function.get("arguments")
     if arguments:
-        slot["arguments"] += str(arguments)
+        slot["arguments"] += utf8_text(str(arguments))
 
 
 def calls_from(slots: dict[int, dict[str, str]]) -> list[ToolCall]:
@@ -229,13 +240,13 @@ def turn_from_json(body: bytes) -> ModelTurn:
             ToolCall(
                 id=str(call.get("id") or f"call_{index}_{random.getrandbits(32):08x}"),
                 name=str(function.get("name") or ""),
-                arguments=arguments if isinstance(arguments, str) else json.dumps(arguments or {}),
+                arguments=utf8_text(arguments) if isinstance(arguments, str) else json.dumps(arguments or {}),
             )
         )
     content = message.get("content")
     usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
     return ModelTurn(
-        content=content if isinstance(content, str) else "",
+        content=utf8_text(content) if isinstance(content, str) else "",
         tool_calls=calls,
         finish_reason=choices[0].get("finish_reason"),
         prompt_tokens=int(usage.get("prompt_tokens") or 0),
@@ -276,6 +287,7 @@ def read_stream(stream: Any, on_text: Callable[[str], None]) -> ModelTurn:
             delta = fields(choice.get("delta"))
             content = delta.get("content")
             if isinstance(content, str) and content:
+                content = utf8_text(content)
                 text.append(content)
                 on_text(content)
             calls = delta.get("tool_calls")
