@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from codebot.cli import ASK_EXIT_CODES
+from codebot.cli_parser import ASK_EXIT_CODES
 from config.settings import load_settings
 from tests.support.cli import run_codebot
 from tests.support.e2e import DEFAULT_FILES

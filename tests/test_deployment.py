@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from bot.web.auth import Gate
-from codebot.cli import _parser
+from codebot.cli_parser import build_parser as _parser
 from config.settings import Settings
 from worker.ops.metrics import COUNTER_LABELS, HELP
 

@@ -10,7 +10,7 @@ import shlex
 import subprocess
 from pathlib import Path
 
-from codebot.cli import _parser
+from codebot.cli_parser import build_parser as _parser
 from config.docgen import PAGE, rows, updated_page
 from worker.agent import prompt_size
 from worker.jobs import outcomes

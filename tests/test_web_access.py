@@ -19,7 +19,7 @@ from redis import Redis
 
 from bot.web.app import build_app
 from bot.web.data import thread_url
-from codebot.cli import _parser
+from codebot.cli_parser import build_parser as _parser
 from tests.support.console_rig import (
     ADMIN_TOKEN,
     HOSTILE,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from codebot.cli import _parser
+from codebot.cli_parser import build_parser as _parser
 from config.errors import ConfigError
 from config.settings import Settings
 from tests.support.cli import run_codebot
