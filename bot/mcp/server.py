@@ -217,7 +217,7 @@ class CodebotTools:
         if result.stopped:  # stopped before the model wrote an answer: the note names the limit
             s = self.runtime.settings
             markdown = stopped_markdown(
-                checked.markdown, result.stopped, ref, s.question_deadline_seconds, s.max_hops
+                checked.markdown, result.stopped, ref, s.question_deadline_seconds, s.max_hops, result.advice
             )
         return _text_result(markdown, data=data)
 
