@@ -67,8 +67,8 @@ def search(
 
     The best first step to find where a function, class, config key or message is. Escape
     ( ) [ ] . * + ? to match them literally; one line at a time (no multi-line matches);
-    .gitignored and secret files are skipped. Shows up to 50 matches and how many more exist:
-    then narrow with repo, glob or a more specific pattern.
+    .gitignored and secret files are skipped. Shows up to 50 matches, definitions first, and
+    where the rest are: then narrow with repo, glob or a more specific pattern.
 
     Args:
         pattern: the regex, e.g. "def (enqueue|schedule)" or "MAX_RETRIES\\s*="

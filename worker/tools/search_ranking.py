@@ -155,6 +155,7 @@ def not_shown_line(rest: NotShown) -> str:
     plus = "+" if rest.lower_bound else ""
     where = f"{rest.files:,} file{'s' if rest.files != 1 else ''}"
     if rest.by_file:
+        where += f" of {_cut(next(iter(rest.by_repo)))}"
         parts = [f"{_cut(path)} {n:,}" for path, n in list(rest.by_file.items())[:WHERE_MAX]]
         left = len(rest.by_file) - WHERE_MAX
         tail = f" and {left:,} more file{'s' if left != 1 else ''}" if left > 0 else ""
