@@ -197,7 +197,8 @@ def _choose(ctx: ToolContext, run: Run, pattern: str, ignore_case: bool, deadlin
     repos = sorted(order)
     sites = definition_sites(ctx, repos, names_in_pattern(pattern), ignore_case, deadline) if found else set()
     in_path = path_matcher(pattern, ignore_case)
-    path_matches = {(m.repo, m.path) for m in found if in_path(shown_name(order[m.repo](m.path)))}
+    files = {(m.repo, m.path) for m in found}
+    path_matches = {(repo, path) for repo, path in files if in_path(shown_name(order[repo](path)))}
 
     def rank_of(match: Match) -> int:
         if (match.repo, match.path, match.line) in sites:

@@ -72,17 +72,17 @@ def rank(
     """The `limit` matches to show, chosen as the module says, grouped for display: files in the
     order of their best-ranked line, lines in a file by number. `order(repo, path)`: the path as
     shown, the only order of paths that may show (a raw name's place would tell its text)."""
-    files: dict[tuple[str, str], list[M]] = {}
-    for match in sorted(matches, key=lambda m: m.line):
-        files.setdefault((match.repo, match.path), []).append(match)
+    in_file = Counter((m.repo, m.path) for m in matches)
     in_repo = Counter(m.repo for m in matches)
+    levels: dict[int, dict[tuple[str, str], list[M]]] = {}
+    for match in sorted(matches, key=lambda m: m.line):
+        levels.setdefault(rank_of(match), {}).setdefault((match.repo, match.path), []).append(match)
     chosen: list[M] = []
-    for level in sorted({rank_of(m) for m in matches}):
+    for level in sorted(levels):
+        files = levels[level]
         repos: dict[str, list[list[M]]] = {}
-        for key in sorted(files, key=lambda k: (-len(files[k]), order(*k))):
-            lines = [m for m in files[key] if rank_of(m) == level]
-            if lines:
-                repos.setdefault(key[0], []).append(lines)
+        for key in sorted(files, key=lambda k: (-in_file[k], order(*k))):
+            repos.setdefault(key[0], []).append(files[key])
         by_repo = sorted(repos, key=lambda repo: (-in_repo[repo], repo))
         for match in interleave(interleave(repos[repo]) for repo in by_repo):
             if len(chosen) == limit:

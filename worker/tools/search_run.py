@@ -186,7 +186,7 @@ def _consume(
     newline (joined to the next record), rg's warning about a binary file, or, at the end,
     its --stats."""
     repo = snapshot.repo.name
-    in_repo = sum(1 for m in run.found if m.repo == repo)  # a glob's second command reads it again
+    in_repo = sum(1 for m in run.found if m.repo == repo)  # a glob's second command adds to the first's
     loose: list[bytes] = []
     for raw in _lines(process, run, deadline):
         path, nul, rest = raw.partition(b"\0")
