@@ -17,6 +17,8 @@ from worker.repos.snapshot import Snapshot
 from worker.tools import make_context
 from worker.tools.context import ToolContext
 from worker.tools.search import search
+from worker.tools.search_ranking import not_shown, not_shown_line
+from worker.tools.search_run import Match
 
 # alpha sorts first and holds most of the matches; gamma, last, defines make_widget
 REPO_FILES: dict[str, dict[str, str | bytes]] = {
@@ -116,3 +118,14 @@ def test_a_file_whose_path_matches_the_pattern_comes_before_other_files(
     matches = search(_context(org), "widget").data["matches"]
     assert (matches[0]["repo"], matches[0]["path"]) == ("gamma", "docs/widget_guide.md")
     assert [m["path"] for m in matches].count("docs/widget_guide.md") == 1
+
+
+def test_the_not_shown_line_stays_short_however_many_repos_and_however_long_their_names() -> None:
+    long_names = [f"{'r' * 500}-{i}" for i in range(20)]
+    found = [Match(repo, "a.py", n, "x") for i, repo in enumerate(long_names) for n in range(1, i + 2)]
+    rest = not_shown(found, found[:3], {long_names[19]}, False, lambda _repo, path: path)
+    line = not_shown_line(rest)
+    assert rest.matches == len(found) - 3 and rest.lower_bound and len(rest.by_repo) == 18
+    assert line.startswith(f"Not shown: {len(found) - 3}+ more matching lines in 18 files across 18 repos: ")
+    assert line.endswith(" and 12 more repos.") and len(line) < 600
+    assert line.count("…") == 6 and f"{'r' * 59}… 20+" in line  # the largest first, counted in part
