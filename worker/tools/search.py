@@ -157,7 +157,8 @@ class _Search:
         """Each repo read up to its share of what is left of the count limit, so a common word
         cannot fill it from the first repos read; then the repos cut at their share are read
         again with what the others left over (their matches are counted anew: ripgrep's order
-        of files differs from run to run), so the count is exact whenever it is under the limit."""
+        of files differs from run to run), so the count is exact whenever it is under the limit.
+        A second read the deadline stops is undone: the search was whole without it."""
         run, limit = self.run, self.ctx.settings.search_count_limit
         for position, snapshot in enumerate(snapshots):
             self._read(snapshot, max(1, (limit - run.total) // (len(snapshots) - position)))
@@ -169,9 +170,14 @@ class _Search:
             share = (limit - run.total + had) // (len(cut) - position)
             if share <= had:
                 continue
+            counted = (run.found, run.total, set(run.cut))
             run.forget(snapshot.repo.name)
             self._read(snapshot, share)
-            if run.hit_count_limit or run.timed_out:
+            if run.timed_out:  # every repo was read once: the first count stands, not a timeout
+                run.found, run.total, run.cut = counted
+                run.timed_out = False
+                return
+            if run.hit_count_limit:
                 return
 
     def _read(self, snapshot: Snapshot, share: int) -> None:
