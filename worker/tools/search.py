@@ -233,15 +233,19 @@ def _body(run: Run, budget: int) -> list[str]:
     return body
 
 
-def _counts(ctx: ToolContext, run: Run, pattern: str, lower_bound: bool) -> tuple[NotShown, dict[str, Any]]:
-    """What was not shown, and the result's data: the lines shown and the counts."""
+def _not_shown(ctx: ToolContext, run: Run, lower_bound: bool) -> NotShown:
     counted_in_part = set(run.cut)
     if (run.hit_count_limit or run.timed_out) and run.reading is not None:
         counted_in_part.add(run.reading)  # stopped while reading it
     order = {repo: shown_order(ctx.snapshots[repo].root) for repo in {m.repo for m in run.found}}
-    rest = not_shown(
+    return not_shown(
         run.found, run.shown, counted_in_part, lower_bound, lambda repo, path: shown_name(order[repo](path))
     )
+
+
+def _counts(ctx: ToolContext, run: Run, pattern: str, lower_bound: bool) -> tuple[NotShown, dict[str, Any]]:
+    """What was not shown, and the result's data: the lines shown and the counts."""
+    rest = _not_shown(ctx, run, lower_bound)
     data: dict[str, Any] = {
         "pattern": pattern,
         "matches": [vars(m) for m in run.shown],
@@ -265,10 +269,12 @@ def _report(ctx: ToolContext, run: Run, pattern: str, glob: str | None, repos: l
             f"[search timed out after {run.time_limit:.3g} s; results are partial — "
             "narrow with repo=, glob= or a more specific pattern]"
         )
-    body = _body(run, settings.tool_output_max_chars - 1100 - len(pattern) - len(filters))
+    lower_bound = run.hit_count_limit or run.timed_out or bool(run.cut)
+    # room for the line on what is not shown (its counts grow by the lines the body leaves out)
+    reserve = len(not_shown_line(_not_shown(ctx, run, lower_bound))) + 40 if run.found else 0
+    body = _body(run, settings.tool_output_max_chars - 600 - reserve - len(pattern) - len(filters))
     for match in run.shown:
         ctx.shown.add(match.repo, match.path, [match.line])
-    lower_bound = run.hit_count_limit or run.timed_out or bool(run.cut)
     rest, data = _counts(ctx, run, pattern, lower_bound)
     if run.index == "unnarrowed":
         lines.append(UNNARROWED_NOTE)
