@@ -12,194 +12,37 @@ they win over whatever glob the model passes.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import os
-import re
-import select
-import subprocess
-import tempfile
-import threading
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import Any
 
 from worker.repos.snapshot import Snapshot
 from worker.repos.visible import shown_name
 from worker.tools.context import ToolContext, ToolError
 from worker.tools.redact import finish
 from worker.tools.registry import ToolResult
-from worker.tools.search_command import max_line_bytes, ripgrep_command
 from worker.tools.search_command import ripgrep_binary as ripgrep_binary  # the benches' import
+from worker.tools.search_command import ripgrep_command
 from worker.tools.search_indexed import UNNARROWED_NOTE, IndexPlan, candidates_only, empty_folder, index_plan
+from worker.tools.search_ranking import (
+    DEFINITION,
+    OTHER,
+    PATH_MATCH,
+    NotShown,
+    names_in_pattern,
+    not_shown,
+    not_shown_line,
+    rank,
+)
+from worker.tools.search_run import Match, Run, read_matches
+from worker.tools.search_signals import definition_sites, path_matcher
 from worker.tools.visible_paths import shown_glob_matches, shown_order
 
-_LINE_NUMBER = re.compile(rb"(\d+):")
-_FILES_SEARCHED = re.compile(rb"(\d+) files searched")
-# what rg prints, without a NUL, for a file it stops reading at a NUL byte after a match
-_BINARY_WARNING = re.compile(rb".*: WARNING: stopped searching binary file")
-# (ripgrep counts the matches left out only when --stats is on)
-_PREVIEW_TAIL = re.compile(rb" \[\.\.\. (?:\d+ more matche?s?|omitted end of long line)\]$")
 _NO_MATCH_HINT = (
     "Try ignore_case=true, fewer or shorter words, an alternation like 'retry|backoff', "
     "or escape regex characters ( ) [ ] { } . * + ? | with a backslash to match them literally."
 )
-_REGEX_HINT = (
-    "The pattern is a ripgrep (Rust) regex: escape ( ) [ ] { } . * + ? | \\ with a backslash for "
-    "literal text; look-around and backreferences are not supported; a match cannot span lines."
-)
-
-
-@dataclass
-class _Match:
-    repo: str
-    path: str
-    line: int
-    text: str
-
-
-@dataclass
-class _Run:
-    """What one search gathered over all repos in scope."""
-
-    shown: list[_Match] = field(default_factory=list)
-    total: int = 0
-    files_searched: int = 0
-    hit_count_limit: bool = False
-    timed_out: bool = False
-    time_limit: float = 0.0  # seconds this search was allowed
-    index: str = "none"  # the search index: "narrowed" the files read, "unnarrowed", or "none"
-
-
-def _show_line(ctx: ToolContext, raw: bytes) -> str:
-    """A matching line as shown: the snapshot is redacted at rest, so only the cut is left to do
-    (and finish's filter runs over the whole result anyway). ripgrep printed at most
-    `max_line_bytes` of it, then its own preview marker."""
-    limit = ctx.settings.search_max_line_chars
-    previewed = len(raw) > max_line_bytes(ctx.settings) and _PREVIEW_TAIL.search(raw) is not None
-    if previewed:
-        raw = raw[: max_line_bytes(ctx.settings)]
-    text = raw.decode("utf-8", errors="replace").rstrip("\r\n")
-    if previewed:
-        return text[:limit] + f" …[line cut: longer than {max_line_bytes(ctx.settings):,} bytes]"
-    if len(text) > limit:
-        return text[:limit] + f" …[line cut: {len(text):,} chars]"
-    return text
-
-
-_per_thread = threading.local()
-
-
-def _stderr_file() -> IO[bytes]:
-    """This thread's file for rg's stderr, emptied for each search: a file, not a pipe (stderr
-    can never block rg), made once per thread rather than per search."""
-    errors: IO[bytes] | None = getattr(_per_thread, "errors", None)
-    if errors is None:
-        errors = _per_thread.errors = tempfile.TemporaryFile()  # noqa: SIM115  # kept open for the thread
-    errors.seek(0)
-    errors.truncate()
-    return errors
-
-
-@functools.cache
-def _devnull() -> int:
-    """rg's stdin, opened once per process (Popen's DEVNULL opens and closes it every time)."""
-    return os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
-
-
-def _search_repo(
-    ctx: ToolContext, snapshot: Snapshot, command: list[str], run: _Run, deadline: float
-) -> None:
-    if deadline <= time.monotonic():
-        run.timed_out = True
-        return
-    errors = _stderr_file()
-    process = subprocess.Popen(
-        command,
-        cwd=snapshot.root,
-        # Not a pipe: given no path, rg searches its stdin when that is a pipe or a file.
-        stdin=_devnull(),
-        stdout=subprocess.PIPE,
-        stderr=errors,
-        env={"PATH": os.environ.get("PATH", ""), "LC_ALL": "C.UTF-8"},
-    )
-    try:
-        _consume(ctx, snapshot, process, run, deadline)
-    finally:
-        if process.stdout:
-            process.stdout.close()
-        if process.poll() is None:
-            process.kill()  # enough counted, timed out, or an error: the rest would only cost time
-        returncode = process.wait()
-    if returncode == 2 and not run.timed_out:
-        errors.seek(0)
-        message = " ".join(errors.read().decode("utf-8", errors="replace").split())
-        if message:
-            message = message.removeprefix("rg: ")[:400]
-            raise ToolError(f"ripgrep rejected the search: {message}. {_REGEX_HINT}")
-
-
-def _lines(process: subprocess.Popen[bytes], run: _Run, deadline: float) -> Iterator[bytes]:
-    """rg's output lines until it ends or the deadline passes (then run.timed_out is set).
-
-    select() with a timeout instead of a timer thread: starting a thread per search costs
-    more than a small search itself. The pieces of a line are kept in a list and joined once
-    (never `pending + chunk` per read, which is quadratic in a long line)."""
-    if process.stdout is None:  # cannot happen with stdout=PIPE; keeps the types honest
-        return
-    fd = process.stdout.fileno()
-    pieces: list[bytes] = []
-    while True:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
-            run.timed_out = True
-            return
-        chunk = os.read(fd, 1 << 16)
-        if not chunk:
-            if pieces:
-                yield b"".join(pieces)
-            return
-        if b"\n" not in chunk:
-            pieces.append(chunk)
-            continue
-        lines = chunk.split(b"\n")
-        pieces.append(lines[0])
-        yield b"".join(pieces)
-        yield from lines[1:-1]
-        pieces = [lines[-1]] if lines[-1] else []
-
-
-def _consume(
-    ctx: ToolContext, snapshot: Snapshot, process: subprocess.Popen[bytes], run: _Run, deadline: float
-) -> None:
-    """Records are `path NUL number:text`. A line without a NUL is a piece of a path holding a
-    newline (joined to the next record), rg's warning about a binary file, or, at the end,
-    its --stats."""
-    settings = ctx.settings
-    loose: list[bytes] = []
-    for raw in _lines(process, run, deadline):
-        path, nul, rest = raw.partition(b"\0")
-        number = _LINE_NUMBER.match(rest) if nul else None
-        if number is None:
-            if not _BINARY_WARNING.match(raw):
-                loose.append(raw)
-            continue
-        if loose:
-            path = b"\n".join([*loose, path])
-            loose = []
-        run.total += 1
-        if len(run.shown) < settings.search_max_results:
-            name = path.decode("utf-8", errors="replace").removeprefix("./")
-            text = _show_line(ctx, rest[number.end() :])
-            run.shown.append(_Match(snapshot.repo.name, name, int(number.group(1)), text))
-        if run.total >= settings.search_count_limit:
-            run.hit_count_limit = True
-            return
-    for line in loose:
-        searched = _FILES_SEARCHED.fullmatch(line)
-        if searched:
-            run.files_searched += int(searched.group(1))
 
 
 def _check_argument(name: str, value: str) -> None:
@@ -224,8 +67,8 @@ def search(
 
     The best first step to find where a function, class, config key or message is. Escape
     ( ) [ ] . * + ? to match them literally; one line at a time (no multi-line matches);
-    .gitignored and secret files are skipped. Shows up to 50 matches and how many more exist:
-    then narrow with repo, glob or a more specific pattern.
+    .gitignored and secret files are skipped. Shows up to 50 matches, definitions first, and
+    where the rest are: then narrow with repo, glob or a more specific pattern.
 
     Args:
         pattern: the regex, e.g. "def (enqueue|schedule)" or "MAX_RETRIES\\s*="
@@ -241,8 +84,10 @@ def search(
     cached = ctx.result_cache.get(key)
     if isinstance(cached, ToolResult):
         return ToolResult("(You already ran this exact search; same result.)\n" + cached.text, cached.data)
-    run = _search_snapshots(ctx, snapshots, pattern, glob, ignore_case)
-    result = _report(ctx, run, pattern, glob, [s.repo.name for s in snapshots])
+    run, deadline = _search_snapshots(ctx, snapshots, pattern, glob, ignore_case)
+    repos = [s.repo.name for s in snapshots]
+    run.shown = _choose(ctx, run, pattern, ignore_case, deadline)
+    result = _report(ctx, run, pattern, glob, repos)
     ctx.result_cache[key] = result
     return result
 
@@ -271,11 +116,12 @@ def _checked_arguments(ctx: ToolContext, pattern: str, glob: str | None) -> str 
 
 def _search_snapshots(
     ctx: ToolContext, snapshots: list[Snapshot], pattern: str, glob: str | None, ignore_case: bool
-) -> _Run:
+) -> tuple[Run, float]:
     """ripgrep over each snapshot in turn, until enough is counted or the time is up; the search
-    index, where there is one, keeps ripgrep to the files that can match (search_indexed.py)."""
+    index, where there is one, keeps ripgrep to the files that can match (search_indexed.py).
+    The run and its deadline (time.monotonic())."""
     settings = ctx.settings
-    run = _Run()
+    run = Run()
     started = time.monotonic()
     deadline = started + settings.search_timeout_seconds
     if ctx.deadline is not None:  # a search never outlives the question it serves
@@ -283,56 +129,92 @@ def _search_snapshots(
     run.time_limit = max(deadline - started, 0.0)
     index = index_plan(settings, snapshots, pattern, ignore_case, deadline)
     run.index = "narrowed" if index.narrowed else "unnarrowed" if index.used else "none"
-    _scan(
-        ctx,
-        [s for s in snapshots if not index.skips(s.repo.name)],
-        index,
-        run,
-        deadline,
-        pattern,
-        glob,
-        ignore_case,
-    )
+    search = _Search(ctx, index, run, deadline, pattern, glob, ignore_case)
+    search.scan([s for s in snapshots if not index.skips(s.repo.name)])
     if index.narrowed and len(index.unindexed) + len(index.candidates) == 0:
         with empty_folder() as folder:  # ripgrep still judges the pattern: a bad one fails as ever
             empty = dataclasses.replace(snapshots[0], root=folder)
-            _search_repo(
-                ctx, empty, ripgrep_command(settings, pattern, glob, ignore_case, folder), run, deadline
-            )
+            command = ripgrep_command(settings, pattern, glob, ignore_case, folder)
+            read_matches(ctx, empty, command, run, deadline, settings.search_count_limit)
     if index.narrowed and glob and not run.total and not run.timed_out:
         # "no file matches the glob" needs ripgrep's count of every file the glob matched
-        run = dataclasses.replace(_Run(), time_limit=run.time_limit, index="narrowed")
-        _scan(ctx, snapshots, IndexPlan(), run, deadline, pattern, glob, ignore_case)
-    return run
+        run = dataclasses.replace(Run(), time_limit=run.time_limit, index="narrowed")
+        dataclasses.replace(search, index=IndexPlan(), run=run).scan(snapshots)
+    return run, deadline
 
 
-def _scan(
-    ctx: ToolContext,
-    snapshots: list[Snapshot],
-    index: IndexPlan,
-    run: _Run,
-    deadline: float,
-    pattern: str,
-    glob: str | None,
-    ignore_case: bool,
-) -> None:
-    settings = ctx.settings
-    for snapshot in snapshots:
-        with candidates_only(index.restricts(snapshot.repo.name)) as only:
-            command = [*ripgrep_command(settings, pattern, glob, ignore_case, snapshot.root), *only]
-            _search_repo(ctx, snapshot, command, run, deadline)
-        if run.hit_count_limit or run.timed_out:
+@dataclasses.dataclass
+class _Search:
+    ctx: ToolContext
+    index: IndexPlan
+    run: Run
+    deadline: float
+    pattern: str
+    glob: str | None
+    ignore_case: bool
+
+    def scan(self, snapshots: list[Snapshot]) -> None:
+        """Each repo read up to its share of what is left of the count limit, so a common word
+        cannot fill it from the first repos read; then the repos cut at their share are read
+        again with what the others left over (their matches are counted anew: ripgrep's order
+        of files differs from run to run), so the count is exact whenever it is under the limit.
+        A second read the deadline stops is undone: the search was whole without it."""
+        run, limit = self.run, self.ctx.settings.search_count_limit
+        for position, snapshot in enumerate(snapshots):
+            self._read(snapshot, max(1, (limit - run.total) // (len(snapshots) - position)))
+            if run.hit_count_limit or run.timed_out:
+                return
+        cut = [s for s in snapshots if s.repo.name in run.cut]
+        for position, snapshot in enumerate(cut):
+            had = run.counted()[snapshot.repo.name]
+            share = (limit - run.total + had) // (len(cut) - position)
+            if share <= had:
+                continue
+            counted = (run.found, run.total, set(run.cut))
+            run.forget(snapshot.repo.name)
+            self._read(snapshot, share)
+            if run.timed_out:  # every repo was read once: the first count stands, not a timeout
+                run.found, run.total, run.cut = counted
+                run.timed_out = False
+                return
+            if run.hit_count_limit:
+                return
+
+    def _read(self, snapshot: Snapshot, share: int) -> None:
+        ctx, run, glob = self.ctx, self.run, self.glob
+        settings = ctx.settings
+        with candidates_only(self.index.restricts(snapshot.repo.name)) as only:
+            command = [*ripgrep_command(settings, self.pattern, glob, self.ignore_case, snapshot.root), *only]
+            read_matches(ctx, snapshot, command, run, self.deadline, share)
+        if run.hit_count_limit or run.timed_out or snapshot.repo.name in run.cut:
             return
         shown = shown_glob_matches(snapshot.root, glob, settings.search_max_file_bytes) if glob else []
         if shown:  # the files whose shown (redacted) path matches, never matched by their raw name
             run.files_searched += len(shown)
-            command = [*ripgrep_command(settings, pattern, None, ignore_case, snapshot.root), "--", *shown]
-            _search_repo(ctx, snapshot, command, run, deadline)
-            if run.hit_count_limit or run.timed_out:
-                return
+            command = [*ripgrep_command(settings, self.pattern, None, self.ignore_case, snapshot.root)]
+            read_matches(ctx, snapshot, [*command, "--", *shown], run, self.deadline, share)
 
 
-def _body(run: _Run, budget: int) -> list[str]:
+def _choose(ctx: ToolContext, run: Run, pattern: str, ignore_case: bool, deadline: float) -> list[Match]:
+    """The matches to show, ranked (worker/tools/search_ranking.py): definitions of the names in
+    the pattern, then lines of files whose path matches it, each rank spread over repos and files."""
+    found = run.found
+    order = {repo: shown_order(ctx.snapshots[repo].root) for repo in {m.repo for m in found}}
+    repos = sorted(order)
+    sites = definition_sites(ctx, repos, names_in_pattern(pattern), ignore_case, deadline) if found else set()
+    in_path = path_matcher(pattern, ignore_case)
+    files = {(m.repo, m.path) for m in found}
+    path_matches = {(repo, path) for repo, path in files if in_path(shown_name(order[repo](path)))}
+
+    def rank_of(match: Match) -> int:
+        if (match.repo, match.path, match.line) in sites:
+            return DEFINITION
+        return PATH_MATCH if (match.repo, match.path) in path_matches else OTHER
+
+    return rank(found, rank_of, lambda repo, path: order[repo](path), ctx.settings.search_max_results)
+
+
+def _body(run: Run, budget: int) -> list[str]:
     """The match lines grouped by file, as many as fit in `budget` characters (run.shown is
     trimmed to those, so only lines really shown are recorded as shown)."""
     body: list[str] = []
@@ -351,7 +233,33 @@ def _body(run: _Run, budget: int) -> list[str]:
     return body
 
 
-def _report(ctx: ToolContext, run: _Run, pattern: str, glob: str | None, repos: list[str]) -> ToolResult:
+def _not_shown(ctx: ToolContext, run: Run, lower_bound: bool) -> NotShown:
+    counted_in_part = set(run.cut)
+    if (run.hit_count_limit or run.timed_out) and run.reading is not None:
+        counted_in_part.add(run.reading)  # stopped while reading it
+    order = {repo: shown_order(ctx.snapshots[repo].root) for repo in {m.repo for m in run.found}}
+    return not_shown(
+        run.found, run.shown, counted_in_part, lower_bound, lambda repo, path: shown_name(order[repo](path))
+    )
+
+
+def _counts(ctx: ToolContext, run: Run, pattern: str, lower_bound: bool) -> tuple[NotShown, dict[str, Any]]:
+    """What was not shown, and the result's data: the lines shown and the counts."""
+    rest = _not_shown(ctx, run, lower_bound)
+    data: dict[str, Any] = {
+        "pattern": pattern,
+        "matches": [vars(m) for m in run.shown],
+        "total": run.total,
+        "total_is_lower_bound": lower_bound,
+        "timed_out": run.timed_out,
+        "index": run.index,
+        "counted_by_repo": dict(run.counted()),
+        "not_shown": rest.data(),
+    }
+    return rest, data
+
+
+def _report(ctx: ToolContext, run: Run, pattern: str, glob: str | None, repos: list[str]) -> ToolResult:
     settings = ctx.settings
     where = f"repo {repos[0]}" if len(repos) == 1 else f"{len(repos)} repos"
     filters = f" with glob={glob!r}" if glob else ""
@@ -361,20 +269,13 @@ def _report(ctx: ToolContext, run: _Run, pattern: str, glob: str | None, repos: 
             f"[search timed out after {run.time_limit:.3g} s; results are partial — "
             "narrow with repo=, glob= or a more specific pattern]"
         )
-    order = {name: shown_order(ctx.snapshots[name].root) for name in repos if name in ctx.snapshots}
-    run.shown.sort(key=lambda m: (repos.index(m.repo), order[m.repo](m.path), m.line))
-    body = _body(run, settings.tool_output_max_chars - 600 - len(pattern) - len(filters))
+    lower_bound = run.hit_count_limit or run.timed_out or bool(run.cut)
+    # room for the line on what is not shown (its counts grow by the lines the body leaves out)
+    reserve = len(not_shown_line(_not_shown(ctx, run, lower_bound))) + 40 if run.found else 0
+    body = _body(run, settings.tool_output_max_chars - 600 - reserve - len(pattern) - len(filters))
     for match in run.shown:
         ctx.shown.add(match.repo, match.path, [match.line])
-    lower_bound = run.hit_count_limit or run.timed_out
-    data: dict[str, Any] = {
-        "pattern": pattern,
-        "matches": [vars(m) for m in run.shown],
-        "total": run.total,
-        "total_is_lower_bound": lower_bound,
-        "timed_out": run.timed_out,
-        "index": run.index,
-    }
+    rest, data = _counts(ctx, run, pattern, lower_bound)
     if run.index == "unnarrowed":
         lines.append(UNNARROWED_NOTE)
     if not run.total and run.timed_out:  # a timeout is never "no matches": nobody knows
@@ -393,8 +294,10 @@ def _report(ctx: ToolContext, run: _Run, pattern: str, glob: str | None, repos: 
     if len(run.shown) < run.total or lower_bound:
         lines.append(
             f"Showing {len(run.shown)} of {count} matching lines for {pattern!r} in {where}{filters} "
-            "— narrow with repo=, glob= or a more specific pattern to see the rest:"
+            "(definitions and path matches first, spread over repos and files) — narrow with repo=, "
+            "glob= or a more specific pattern to see the rest."
         )
+        lines.append(not_shown_line(rest))
     else:
         lines.append(f"{run.total} matching line(s) for {pattern!r} in {where}{filters}:")
     return finish(ctx, "\n".join(lines + body), data)
