@@ -184,6 +184,12 @@ def questions_page(redis: Redis, filters: Filters, show_text: bool, limit: int =
     )
 
 
+def capped_span(redis: Redis) -> tuple[int, float]:
+    """How many questions Redis's capped list holds, and when the oldest of them ended."""
+    records = recent_questions(redis)
+    return len(records), min((float(r.get("at") or 0) for r in records), default=0.0)
+
+
 def find_question(redis: Redis, question_id: str) -> dict[str, Any] | None:
     return next((r for r in recent_questions(redis) if r.get("id") == question_id), None)
 
