@@ -36,11 +36,10 @@ def outcome_of(record: dict[str, Any]) -> str:
 
 
 def answer_seconds(record: dict[str, Any]) -> float:
-    """From the question being asked to its run ending (the queue's wait included); the run's
-    own time when the asking time is unknown (or another machine's clock is behind)."""
-    asked, ended = float(record.get("asked_at") or 0), float(record.get("at") or 0)
-    run = float(record.get("seconds") or 0)
-    return round(ended - asked, 3) if asked and ended - asked >= run else run
+    """The question's time to answer, as `codebot_question_seconds` measures it: from a worker
+    taking it to its final reply posted or stored for the outbox (texts.TIME_TO_ANSWER); the
+    wait in the queue is not in it."""
+    return float(record.get("seconds") or 0)
 
 
 def day_of(epoch: float) -> str:
