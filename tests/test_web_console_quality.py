@@ -19,10 +19,11 @@ import pytest
 from bot.web.app import build_app
 from tests.support.console_rig import ADMIN_TOKEN, serving
 from tests.support.e2e import Rig
-from tests.test_web_console import CHROMEDRIVER, click_through
+from tests.test_web_console import CHROMEDRIVER, click_through, shot, shots
 from worker.history import schema
 from worker.history.store import history_url, open_engine, upgrade
 
+__all__ = ["shots"]  # a fixture
 webdriver = pytest.importorskip("selenium.webdriver")
 from selenium.webdriver.common.by import By  # noqa: E402
 
@@ -44,7 +45,7 @@ def question_rows(count: int) -> Iterator[dict[str, object]]:
     for n in range(count):
         at = NOW - chance.random() * SPAN_DAYS * DAY
         if int(NOW // DAY) - int(at // DAY) == QUIET_DAY:
-            at -= DAY  # moved to the day before: the quiet day stays empty
+            at -= 30 * DAY  # moved out of the 14 days: the quiet day stays empty
         status = chance.choice(STATUSES)
         facts = {"failure_kind": "tools_unseen"} if status == "not_an_answer" and n % 2 else {}
         yield {"event_id": f"{n:032x}", "at": at, "question_id": f"slack:T1:C1:{n}", "ref": f"{n:08x}",
@@ -105,7 +106,7 @@ def test_every_day_of_the_plot_matches_a_count_in_sql_and_the_page_states_range_
 
 
 def test_refusals_and_endpoint_failures_are_counted_as_our_failures_not_as_gaps_in_the_code(
-    quality_page: tuple,
+    quality_page: tuple, shots: Path
 ) -> None:
     driver, database = quality_page
     cells = driver.find_elements(By.CSS_SELECTOR, "#totals tbody td")
@@ -115,3 +116,5 @@ def test_refusals_and_endpoint_failures_are_counted_as_our_failures_not_as_gaps_
     assert (answered, no_answer, failed) == (sum(raw_counts(database, "status = 'answered'").values()), gaps, ours)
     assert "budget" in cells[3].text and "endpoint" in cells[3].text
     assert "codebot_question_seconds" in driver.find_element(By.ID, "definitions").text
+    driver.set_window_size(1280, 2000)
+    shot(driver, shots, "quality-history")
