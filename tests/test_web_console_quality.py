@@ -95,14 +95,22 @@ def test_every_day_of_the_plot_matches_a_count_in_sql_and_the_page_states_range_
     quality_page: tuple,
 ) -> None:
     driver, database = quality_page
-    tips = [t.get_attribute("textContent") for t in driver.find_elements(By.CSS_SELECTOR, "#plot-questions title")]
-    plotted = {m[1]: int(m[2].replace(",", "")) for m in (re.fullmatch(r"questions (\S+): ([\d,]+)", t) for t in tips) if m}
+    tips = [
+        t.get_attribute("textContent") for t in driver.find_elements(By.CSS_SELECTOR, "#plot-questions title")
+    ]
+    plotted = {
+        m[1]: int(m[2].replace(",", ""))
+        for m in (re.fullmatch(r"questions (\S+): ([\d,]+)", t) for t in tips)
+        if m
+    }
     expected = raw_counts(database)
     assert len(plotted) == 14 and len(expected) == 13  # the quiet day: plotted, with nothing to count
     assert plotted == {day: expected.get(day, 0) for day in plotted}
     assert plotted[time.strftime("%Y-%m-%d", time.gmtime(NOW - QUIET_DAY * DAY))] == 0
     stated = driver.find_element(By.ID, "quality-range").text
-    assert stated.startswith(f"{min(plotted)} – {max(plotted)} UTC (14 days): {sum(expected.values()):,} questions")
+    assert stated.startswith(
+        f"{min(plotted)} – {max(plotted)} UTC (14 days): {sum(expected.values()):,} questions"
+    )
 
 
 def test_refusals_and_endpoint_failures_are_counted_as_our_failures_not_as_gaps_in_the_code(
@@ -112,8 +120,16 @@ def test_refusals_and_endpoint_failures_are_counted_as_our_failures_not_as_gaps_
     cells = driver.find_elements(By.CSS_SELECTOR, "#totals tbody td")
     answered, no_answer, failed = (int(c.text.split(" ")[0].replace(",", "")) for c in cells[1:4])
     gaps = sum(raw_counts(database, "status = 'not_an_answer' AND facts NOT LIKE '%tools_unseen%'").values())
-    ours = sum(raw_counts(database, "status NOT IN ('answered', 'not_an_answer') OR facts LIKE '%tools_unseen%'").values())
-    assert (answered, no_answer, failed) == (sum(raw_counts(database, "status = 'answered'").values()), gaps, ours)
+    ours = sum(
+        raw_counts(
+            database, "status NOT IN ('answered', 'not_an_answer') OR facts LIKE '%tools_unseen%'"
+        ).values()
+    )
+    assert (answered, no_answer, failed) == (
+        sum(raw_counts(database, "status = 'answered'").values()),
+        gaps,
+        ours,
+    )
     assert "budget" in cells[3].text and "endpoint" in cells[3].text
     assert "codebot_question_seconds" in driver.find_element(By.ID, "definitions").text
     driver.set_window_size(1280, 2000)

@@ -19,7 +19,9 @@ __all__ = ["history_db", "postgres_server"]  # fixtures
 NOW = 20_787 * 86400 + 12 * 3600.0  # noon UTC
 
 
-def question(n: int, status: str, seconds: float, failure_kind: str = "", reason: str | None = None) -> dict[str, object]:
+def question(
+    n: int, status: str, seconds: float, failure_kind: str = "", reason: str | None = None
+) -> dict[str, object]:
     facts = {"failure_kind": failure_kind} if failure_kind else {}
     return {"event_id": f"{n:032x}", "at": NOW - n * 60, "question_id": f"q{n}", "ref": f"{n:08x}",
             "asked_at": NOW - n * 60 - 500, "platform": "slack", "channel": "C1", "thread": "", "asker": "U1",
@@ -51,7 +53,9 @@ def test_refusals_endpoint_errors_and_crashes_are_our_failures_and_only_an_unans
     assert (gap.repo, gap.no_answer, gap.failed) == ("payments", 1, 4)
 
 
-def test_the_consoles_time_to_answer_is_the_seconds_the_metric_observed_without_the_queue_wait(rig: Rig) -> None:
+def test_the_consoles_time_to_answer_is_the_seconds_the_metric_observed_without_the_queue_wait(
+    rig: Rig,
+) -> None:
     rig.model.enqueue(
         tool_calls(("search", {"pattern": "def retry"})),
         text("It retries five times [payments:payments/retry.py#L3]."),

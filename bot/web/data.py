@@ -215,7 +215,8 @@ class Gap:
 
 
 def daily_quality(redis: Redis, days: list[str]) -> list[Day]:
-    """Questions, answers, times to answer and votes per UTC day (votes by the day they were cast)."""
+    """Questions, answers, times to answer (of every question, whatever its outcome) and votes
+    per UTC day (votes by the day they were cast)."""
     found = {day: Day(day) for day in days}
     for record in recent_questions(redis):
         day = found.get(day_of(float(record.get("at") or 0)))
@@ -228,7 +229,7 @@ def daily_quality(redis: Redis, days: list[str]) -> list[Day]:
             day.answered + answered,
             day.up,
             day.down,
-            [*day.seconds, answer_seconds(record)] if answered else day.seconds,
+            [*day.seconds, answer_seconds(record)],  # every outcome's, as codebot_question_seconds
         )
     since = time.time() - len(days) * DAY_SECONDS
     for question_id in feedback.recent_question_ids(redis, since=since):

@@ -138,7 +138,9 @@ def _day_number(connection: Connection, at: Any) -> ColumnElement[Any]:
 
 def _failure_kind(connection: Connection) -> ColumnElement[Any]:
     """`facts`' failure_kind (facts is JSON in a text column: PostgreSQL must be told so)."""
-    document = cast(q.c.facts, JSON) if connection.dialect.name == "postgresql" else type_coerce(q.c.facts, JSON)
+    document = (
+        cast(q.c.facts, JSON) if connection.dialect.name == "postgresql" else type_coerce(q.c.facts, JSON)
+    )
     return document["failure_kind"].as_string()
 
 
@@ -252,12 +254,14 @@ def _repos(text: str) -> list[str]:
     return [str(repo) for repo in value] if isinstance(value, list) and value else ["(no repo)"]
 
 
-
 def quality_plots(view: QualityView) -> list[Plot]:
     """Questions per day (a day with none is a 0, drawn), the rates, and the time to answer."""
     days = [d.day for d in view.days]
     questions = line_plot(
-        "questions", "Questions per day", days, [Series("questions", [float(d.questions) for d in view.days], "s1")]
+        "questions",
+        "Questions per day",
+        days,
+        [Series("questions", [float(d.questions) for d in view.days], "s1")],
     )
     rates = line_plot(
         "rates",
