@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
+from bot.web.app import build_app
 from bot.web.data import answer_seconds
 from bot.web.quality_data import quality_view
+from tests.support.console_rig import OPERATOR_TOKEN, request, serving
 from tests.support.e2e import Rig
 from tests.support.history_db import HistoryDb, history_db, postgres_server
 from tests.support.model_server import text, tool_calls
@@ -65,3 +69,20 @@ def test_the_consoles_time_to_answer_is_the_seconds_the_metric_observed_without_
     observed = float(rig.redis.hget(METRICS_KEY, "codebot_question_seconds_sum") or 0)
     assert observed > 0 and answer_seconds(record) == observed
     assert float(record["at"]) - float(record["asked_at"]) > observed  # the queue's wait, not counted
+
+
+@pytest.mark.rig(web_token=OPERATOR_TOKEN)
+def test_without_a_history_or_with_an_empty_one_quality_says_its_figures_come_from_the_capped_list(
+    rig: Rig, history_db: HistoryDb
+) -> None:
+    rig.model.enqueue(text("No code read here."))
+    rig.ask("what does retry do?")
+    bearer = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
+    with serving(build_app(rig.runtime, rig.redis)) as base:
+        _, _, without = request(base + "/quality", bearer)
+    with serving(build_app(rig.runtime, rig.redis, history=history_db.engine)) as base:
+        _, _, empty = request(base + "/quality", bearer)
+    assert "No history database here" in without and "The history database holds no question yet" in empty
+    for page in (without, empty):
+        assert "capped list of the latest questions, 1 question, the oldest from" in page
+        assert 'id="quality-range"' not in page  # no range is claimed as counted

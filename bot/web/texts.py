@@ -99,4 +99,5 @@ EMPTY_HISTORY = (
 
 
 def capped_list(count: int, oldest: str) -> str:
-    return f"{count} questions, the oldest from {oldest} UTC; days before that show nothing, and not because nothing was asked."
+    kept = f"{count} question{'' if count == 1 else 's'}"
+    return f"{kept}, the oldest from {oldest} UTC; days before that show nothing, and not because nothing was asked."
