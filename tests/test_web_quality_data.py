@@ -14,7 +14,7 @@ from bot.web.quality_data import quality_view
 from tests.support.console_rig import OPERATOR_TOKEN, request, serving
 from tests.support.e2e import Rig
 from tests.support.history_db import HistoryDb, history_db, postgres_server
-from tests.support.model_server import text, tool_calls
+from tests.support.model_server import error, text, tool_calls
 from worker.history import schema
 from worker.jobs.question_log import recent_questions
 from worker.ops.metrics import METRICS_KEY
@@ -75,7 +75,7 @@ def test_the_consoles_time_to_answer_is_the_seconds_the_metric_observed_without_
 def test_without_a_history_or_with_an_empty_one_quality_says_its_figures_come_from_the_capped_list(
     rig: Rig, history_db: HistoryDb
 ) -> None:
-    rig.model.enqueue(text("No code read here."))
+    rig.model.enqueue(error(500))  # one question kept, whatever its outcome
     rig.ask("what does retry do?")
     bearer = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
     with serving(build_app(rig.runtime, rig.redis)) as base:
