@@ -54,6 +54,8 @@ BY_FAILURE_KIND: dict[str, Coverage] = {
     "tool_stuck": Coverage(WE_FAILED, INFRASTRUCTURE),  # failed: a disk or mount stopped answering
     "tool_not_started": Coverage(WE_FAILED, INFRASTRUCTURE),
 }
+# The statuses whose failure_kind is read (every model failure ends in one of them).
+REFINED_STATUSES = ("not_an_answer", "cut_off", "failed")
 CRASH = Coverage(WE_FAILED, INFRASTRUCTURE)  # failed with reason "crash": a bug of ours, or the worker
 
 

@@ -29,7 +29,7 @@ from sqlalchemy import (
     type_coerce,
 )
 
-from bot.web.coverage import ANSWERED, NO_ANSWER, OTHER, WE_FAILED, coverage_of
+from bot.web.coverage import ANSWERED, NO_ANSWER, OTHER, REFINED_STATUSES, WE_FAILED, coverage_of
 from bot.web.data import DAY_SECONDS, day_of, last_days
 from bot.web.plots import Plot, Series, line_plot
 from worker.history import schema
@@ -137,11 +137,13 @@ def _day_number(connection: Connection, at: Any) -> ColumnElement[Any]:
 
 
 def _failure_kind(connection: Connection) -> ColumnElement[Any]:
-    """`facts`' failure_kind (facts is JSON in a text column: PostgreSQL must be told so)."""
+    """`facts`' failure_kind (facts is JSON in a text column: PostgreSQL must be told so), read
+    only for the statuses it can move (bot/web/coverage.py): parsing every answer's facts would
+    be most of the page's time."""
     document = (
         cast(q.c.facts, JSON) if connection.dialect.name == "postgresql" else type_coerce(q.c.facts, JSON)
     )
-    return document["failure_kind"].as_string()
+    return case((q.c.status.in_(REFINED_STATUSES), document["failure_kind"].as_string()), else_=None)
 
 
 def _in_range(start: float, end: float) -> list[ColumnElement[bool]]:
