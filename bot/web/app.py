@@ -33,7 +33,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from bot.web import data, history_data, ops_data, texts
+from bot.web import data, history_data, ops_data, quality_data, texts
 from bot.web.auth import COOKIE, Gate, Viewer, allowed_hosts
 from bot.web.plots import Series, line_plot, percentile
 from bot.web.sessions import LoginThrottle, Sessions
@@ -170,6 +170,31 @@ class Console:
         )
 
     def quality(self, request: Request, viewer: Viewer) -> Response:
+        """Over the history database when it holds questions; else Redis's capped list, saying so."""
+        notice = texts.NO_HISTORY
+        if self.history is not None:
+            try:
+                if quality_data.has_questions(self.history):
+                    count = quality_data.days_wanted(request.query_params)
+                    view = quality_data.quality_view(self.history, count, self.clock())
+                    return self.render(
+                        "quality_history.html",
+                        viewer=viewer,
+                        page="quality",
+                        view=view,
+                        plots=quality_data.quality_plots(view),
+                        reasons=data.down_votes(self.redis, viewer.sees_questions),
+                    )
+            except SQLAlchemyError as exc:
+                problem = texts.history_trouble(type(exc).__name__)
+                return self.render("error.html", 503, viewer=viewer, problem=problem)
+            notice = texts.EMPTY_HISTORY
+        return self.capped_quality(viewer, notice)
+
+    def capped_quality(self, viewer: Viewer, notice: str) -> Response:
+        """The Quality page from Redis's capped list of the latest questions, which it names."""
+        kept, oldest = data.capped_span(self.redis)
+        notice += texts.capped_list(kept, data.day_of(oldest) if kept else "-")
         days = data.last_days(PLOT_DAYS, self.clock())
         per_day = data.daily_quality(self.redis, days)
         rates = line_plot(
@@ -209,6 +234,7 @@ class Console:
             days=per_day,
             reasons=data.down_votes(self.redis, viewer.sees_questions),
             gaps=data.coverage_gaps(self.redis, viewer.sees_questions),
+            notice=notice,
         )
 
     def repos(self, request: Request, viewer: Viewer) -> Response:

@@ -36,11 +36,10 @@ def outcome_of(record: dict[str, Any]) -> str:
 
 
 def answer_seconds(record: dict[str, Any]) -> float:
-    """From the question being asked to its run ending (the queue's wait included); the run's
-    own time when the asking time is unknown (or another machine's clock is behind)."""
-    asked, ended = float(record.get("asked_at") or 0), float(record.get("at") or 0)
-    run = float(record.get("seconds") or 0)
-    return round(ended - asked, 3) if asked and ended - asked >= run else run
+    """The question's time to answer, as `codebot_question_seconds` measures it: from a worker
+    taking it to its final reply posted or stored for the outbox (texts.TIME_TO_ANSWER); the
+    wait in the queue is not in it."""
+    return float(record.get("seconds") or 0)
 
 
 def day_of(epoch: float) -> str:
@@ -184,6 +183,12 @@ def questions_page(redis: Redis, filters: Filters, show_text: bool, limit: int =
     )
 
 
+def capped_span(redis: Redis) -> tuple[int, float]:
+    """How many questions Redis's capped list holds, and when the oldest of them ended."""
+    records = recent_questions(redis)
+    return len(records), min((float(r.get("at") or 0) for r in records), default=0.0)
+
+
 def find_question(redis: Redis, question_id: str) -> dict[str, Any] | None:
     return next((r for r in recent_questions(redis) if r.get("id") == question_id), None)
 
@@ -210,7 +215,8 @@ class Gap:
 
 
 def daily_quality(redis: Redis, days: list[str]) -> list[Day]:
-    """Questions, answers, times to answer and votes per UTC day (votes by the day they were cast)."""
+    """Questions, answers, times to answer (of every question, whatever its outcome) and votes
+    per UTC day (votes by the day they were cast)."""
     found = {day: Day(day) for day in days}
     for record in recent_questions(redis):
         day = found.get(day_of(float(record.get("at") or 0)))
@@ -223,7 +229,7 @@ def daily_quality(redis: Redis, days: list[str]) -> list[Day]:
             day.answered + answered,
             day.up,
             day.down,
-            [*day.seconds, answer_seconds(record)] if answered else day.seconds,
+            [*day.seconds, answer_seconds(record)],  # every outcome's, as codebot_question_seconds
         )
     since = time.time() - len(days) * DAY_SECONDS
     for question_id in feedback.recent_question_ids(redis, since=since):

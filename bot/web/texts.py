@@ -67,3 +67,37 @@ def trace_counts(ok: int, errors: int, cut_off: int) -> str:
 
 
 TRACE_FACTS_ONLY = "Tool names and outcomes only: the arguments carry the question's words."
+
+
+# --- the Quality page's definitions (docs/operations.md says the same) -------------------------
+TIME_TO_ANSWER = (
+    "Time to answer: from a worker taking the question to its final reply posted (or stored for "
+    "the outbox to deliver), for every finished question whatever its outcome (an apology is a "
+    "reply too); the wait in the queue is not in it. The same seconds as the metric "
+    "codebot_question_seconds and Grafana's time-to-answer panel."
+)
+ANSWER_RATE = "Answer rate: questions answered from code read, out of every question asked in the range."
+NO_ANSWER_IN_THE_CODE = (
+    "No answer in the code: the run read no code it could use (only prose, or every tool call "
+    "failed): outcome not_an_answer."
+)
+WE_FAILED = (
+    "We failed: budget (the daily token budget was spent), endpoint (the model endpoint refused, "
+    "failed, hid its tools or was cut off), infrastructure (repos not synced, a stuck disk, a bug "
+    "of ours), limits (the question's deadline, tool rounds or the model's context window ran out)."
+)
+OTHER_KINDS = "Other: an outcome kind this release does not know (a newer worker's), counted as it is."
+HELPFUL_RATE = "👍 helpful rate: each voter's last vote on a question, by the day it was cast."
+NO_HISTORY = (
+    "No history database here (CODEBOT_HISTORY_URL unset and no history.sqlite3 in "
+    "CODEBOT_DATA_DIR): what follows comes from Redis's capped list of the latest questions, "
+)
+EMPTY_HISTORY = (
+    "The history database holds no question yet (is `codebot history record` running?): what "
+    "follows comes from Redis's capped list of the latest questions, "
+)
+
+
+def capped_list(count: int, oldest: str) -> str:
+    kept = f"{count} question{'' if count == 1 else 's'}"
+    return f"{kept}, the oldest from {oldest} UTC; days before that show nothing, and not because nothing was asked."

@@ -38,7 +38,8 @@ QUESTION_SECONDS_BUCKETS = (1, 2, 5, 10, 20, 30, 60, 120, 300)
 HELP = {
     "codebot_questions_total": "Questions finished, by platform and outcome (status: answered, "
     "not_an_answer, cut_off, failed, budget_spent, no_snapshot, already_answered).",
-    "codebot_question_seconds": "Seconds from a worker taking a question to its answer.",
+    "codebot_question_seconds": "Time to answer: seconds from a worker taking a question to its final "
+    "reply posted (or stored for the outbox), whatever its outcome; the queue's wait is not in it.",
     "codebot_tool_calls_total": "Tool calls made by the agent, by tool.",
     "codebot_tokens_total": "Model tokens used, by kind (prompt, completion).",
     "codebot_failures_total": "Questions that ended in an apology, by reason.",
