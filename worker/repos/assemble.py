@@ -208,6 +208,16 @@ def _link_targets(git_dir: Path, plan: Plan, listing: _Listing, timeout: float) 
     return targets
 
 
+@dataclass(frozen=True)
+class Built:
+    """A build's outcome: the snapshot's metadata and, when it reused the previous build's
+    record, that build's commit and every path whose entry differs from its snapshot's (a
+    search index copies the other paths' rows: worker/repos/search_index/build.py)."""
+
+    meta: SnapshotMeta
+    since: tuple[str, frozenset[str]] | None = None
+
+
 def build_snapshot(
     settings: Settings,
     git_dir: Path,
@@ -221,7 +231,7 @@ def build_snapshot(
     previous: Path | None = None,
     move: MoveFrom | None = None,
     parse_later_over: int | None = None,
-) -> SnapshotMeta:
+) -> Built:
     """Build the snapshot of commit `sha` into the empty folder `root`, and its index at `index`.
 
     `secret` is the lineage verdict of the history the mirror holds (worker/repos/lineage.py);
@@ -248,13 +258,14 @@ def build_snapshot(
             report("linking files", 0.98)
             if blob_list is not None:
                 blob_list.write_text("\n".join(store.linked_names(sorted(sizes))))
-            failed, searched = _link_and_index(
+            failed, searched, dirty = _link_and_index(
                 store, plan, targets, listing, root, index, settings, units, pending, move, previous
             )
         finally:
             db.close()
     save_record(record_path(index), decided.record(infos, units, searched, failed))
-    return _describe(plan, infos, failed, settings)
+    since = (listing.record.commit, frozenset(dirty | failed)) if listing.record is not None else None
+    return Built(_describe(plan, infos, failed, settings), since)
 
 
 @dataclass(frozen=True)
@@ -331,10 +342,10 @@ def _link_and_index(
     pending: int,
     move: MoveFrom | None,
     previous: Path | None,
-) -> tuple[set[str], SearchListing]:
+) -> tuple[set[str], SearchListing, set[str]]:
     """Write the snapshot's folder, list what search sees of it (worker/repos/search_listing.py),
-    then write its symbol index and its manifest; the paths that could not be written, and
-    the listing."""
+    then write its symbol index and its manifest; the paths that could not be written, the
+    listing, and the paths whose entry differs from the previous snapshot's."""
     record = listing.record
     # Every path whose entry differs from the previous snapshot's: changed in git, or withheld,
     # kept as a link or written differently by the previous build.
@@ -357,7 +368,7 @@ def _link_and_index(
     write_snapshot_index(searched.indexable, plan, failed, units, index, store, settings, pending, base)
     redacted = _redacted_paths(entries, previous if record is not None else None)
     write_manifest(index.with_suffix(MANIFEST_SUFFIX), entries, searched.ignored, redacted)
-    return failed, searched
+    return failed, searched, dirty
 
 
 def _redacted_paths(entries: list[ManifestEntry], previous: Path | None) -> dict[str, str]:
@@ -372,4 +383,4 @@ def _redacted_paths(entries: list[ManifestEntry], previous: Path | None) -> dict
     return redacted_paths_of((e.path for e in entries), known)
 
 
-__all__ = ["DiskFull", "SnapshotRefused", "TreeEntry", "build_snapshot", "check_caps", "list_tree"]
+__all__ = ["Built", "DiskFull", "SnapshotRefused", "TreeEntry", "build_snapshot", "check_caps", "list_tree"]
