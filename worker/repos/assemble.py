@@ -44,7 +44,7 @@ from worker.repos.manifest import FILE, LINK, MANIFEST_SUFFIX, ManifestEntry, re
 from worker.repos.materialize import MoveFrom, materialize
 from worker.repos.placeholders import TEXT
 from worker.repos.search_listing import SearchListing, searched_listing
-from worker.repos.shown_paths import redacted_paths_of
+from worker.repos.shown_paths import redacted_paths_of, redacted_paths_since
 from worker.repos.snapshot import LANGUAGES_BY_SUFFIX, README_NAMES, SNAPSHOT_FORMAT, SnapshotMeta
 from worker.repos.snapshot_plan import (
     Plan,
@@ -366,21 +366,18 @@ def _link_and_index(
     if record is not None and previous is not None and searched.indexable is record.indexable and not failed:
         base = (previous.with_suffix(INDEX_SUFFIX), dirty)
     write_snapshot_index(searched.indexable, plan, failed, units, index, store, settings, pending, base)
-    redacted = _redacted_paths(entries, previous if record is not None else None)
+    redacted = _redacted_paths(entries, previous if record is not None else None, dirty | failed)
     write_manifest(index.with_suffix(MANIFEST_SUFFIX), entries, searched.ignored, redacted)
     return failed, searched, dirty
 
 
-def _redacted_paths(entries: list[ManifestEntry], previous: Path | None) -> dict[str, str]:
-    """The snapshot's paths shown redacted (worker/repos/shown_paths.py), the previous build's
-    answer reused for the paths it had."""
+def _redacted_paths(entries: list[ManifestEntry], previous: Path | None, dirty: set[str]) -> dict[str, str]:
+    """The snapshot's paths shown redacted (worker/repos/shown_paths.py): the previous build's
+    answer reused, and only the `dirty` paths (those that differ from its snapshot) redacted."""
     before = read_manifest(previous.with_suffix(MANIFEST_SUFFIX)) if previous is not None else None
-    known = (
-        None
-        if before is None or before.redacted is None
-        else ([e.path for e in before.entries], before.redacted)
-    )
-    return redacted_paths_of((e.path for e in entries), known)
+    if before is None or before.redacted is None:
+        return redacted_paths_of(e.path for e in entries)
+    return redacted_paths_since([e.path for e in entries], before.redacted, dirty)
 
 
 __all__ = ["Built", "DiskFull", "SnapshotRefused", "TreeEntry", "build_snapshot", "check_caps", "list_tree"]

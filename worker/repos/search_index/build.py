@@ -66,7 +66,9 @@ def index_snapshot(settings: Settings, repo: str, root: Path, base: IndexBase | 
         if base is not None:
             copied = _copy_unchanged(db, snapshot_id, base, paths)
             paths = [p for p in paths if p not in copied]
-        known = _known_files(db, repo) if paths else {}
+        # A refresh hashes its few changed files; a whole snapshot first looks for its files'
+        # inodes among those of the repo's indexed snapshots.
+        known = _known_files(db, repo) if paths and base is None else {}
         for start in range(0, len(paths), _BATCH):
             db.execute("BEGIN IMMEDIATE")
             try:
@@ -82,30 +84,40 @@ def index_snapshot(settings: Settings, repo: str, root: Path, base: IndexBase | 
 
 
 def _copy_unchanged(db: sqlite3.Connection, snapshot_id: int, base: IndexBase, paths: list[str]) -> set[str]:
-    """Copy the base snapshot's rows of the `paths` not changed since; the paths copied (none
-    when the base has no complete index of this format)."""
+    """Copy the base snapshot's rows but those of the changed paths; the paths copied. None are
+    when the base has no complete index of this format, or its rows are not exactly the
+    unchanged `paths` (then the snapshot is indexed whole, as without a base)."""
     key = snapshot_key(base.root)
-    row = db.execute(
-        "SELECT id FROM snapshots WHERE key = ? AND done = 1 AND format = ?", (key, FORMAT)
-    ).fetchone()
-    if key is None or row is None:
+    found = db.execute("SELECT id FROM snapshots WHERE key = ? AND done = 1 AND format = ?", (key, FORMAT))
+    row = found.fetchone() if key is not None else None
+    if row is None:
         return set()
-    wanted = set(paths) - base.changed
-    rows = []
-    for path, *rest in db.execute(
-        "SELECT path, blob, dev, ino, size, mtime FROM files WHERE snapshot = ?", row
-    ):
-        if os.fsdecode(path) in wanted:
-            rows.append((snapshot_id, path, *rest))
+    unchanged = [p for p in paths if p not in base.changed]
     db.execute("BEGIN IMMEDIATE")
     try:
-        db.executemany(
-            "INSERT INTO files (snapshot, path, blob, dev, ino, size, mtime) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            rows,
+        db.execute(
+            "INSERT INTO files (snapshot, path, blob, dev, ino, size, mtime) "
+            "SELECT ?, path, blob, dev, ino, size, mtime FROM files WHERE snapshot = ?",
+            (snapshot_id, row[0]),
         )
+        db.execute("CREATE TEMP TABLE IF NOT EXISTS changed (path BLOB PRIMARY KEY)")
+        db.execute("DELETE FROM temp.changed")
+        db.executemany(
+            "INSERT OR IGNORE INTO temp.changed VALUES (?)", ((os.fsencode(p),) for p in base.changed)
+        )
+        db.execute(
+            "DELETE FROM files WHERE snapshot = ? AND path IN (SELECT path FROM temp.changed)", (snapshot_id,)
+        )
+        copied = {path for (path,) in db.execute("SELECT path FROM files WHERE snapshot = ?", (snapshot_id,))}
+        if copied != {os.fsencode(p) for p in unchanged}:  # never expected: every row is rewritten
+            log.warning(
+                "the search index of %s does not match its build's changes; indexing it whole", base.root.name
+            )
+            db.execute("DELETE FROM files WHERE snapshot = ?", (snapshot_id,))
+            unchanged = []
     finally:
         db.execute("COMMIT")
-    return {os.fsdecode(r[1]) for r in rows}
+    return set(unchanged)
 
 
 def _known_files(db: sqlite3.Connection, repo: str) -> dict[tuple[int, int, int, int], int | None]:
