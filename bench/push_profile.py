@@ -34,6 +34,7 @@ from worker.repos.cleanup import BackgroundCleaner
 from worker.repos.mirrors import Mirrors
 
 EXTRA_STAGES = [
+    ("search index after serving", "search_index/build.py", "index_snapshot"),
     ("  decide: list changes, plan, link targets", "repos/assemble.py", "_decide"),
     ("  describe (metadata)", "repos/assemble.py", "_describe"),
     ("  redacted paths", "repos/assemble.py", "_redacted_paths"),
