@@ -72,7 +72,7 @@ def snapshot_repo(
     committed = float(git(repo_dir, "log", "-1", "--format=%ct"))
     root.mkdir(parents=True)
     settings = settings or load_settings(env_file=None, data_dir=root.parent.parent / "data")
-    meta = build_snapshot(settings, repo_dir / ".git", sha, root, index_path(root), name, lambda *_: None)
+    built = build_snapshot(settings, repo_dir / ".git", sha, root, index_path(root), name, lambda *_: None)
     spec = RepoSpec(
         name=name, url=str(repo_dir), display_url=str(repo_dir), branch=branch, description=description
     )
@@ -83,7 +83,7 @@ def snapshot_repo(
         root=root,
         created_at=time.time(),
         committed_at=committed,
-        meta=meta,
+        meta=built.meta,
         git_dir=repo_dir / ".git",  # the work repo's history, for the history tools
     )
 

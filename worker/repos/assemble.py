@@ -44,7 +44,7 @@ from worker.repos.manifest import FILE, LINK, MANIFEST_SUFFIX, ManifestEntry, re
 from worker.repos.materialize import MoveFrom, materialize
 from worker.repos.placeholders import TEXT
 from worker.repos.search_listing import SearchListing, searched_listing
-from worker.repos.shown_paths import redacted_paths_of
+from worker.repos.shown_paths import redacted_paths_of, redacted_paths_since
 from worker.repos.snapshot import LANGUAGES_BY_SUFFIX, README_NAMES, SNAPSHOT_FORMAT, SnapshotMeta
 from worker.repos.snapshot_plan import (
     Plan,
@@ -208,6 +208,16 @@ def _link_targets(git_dir: Path, plan: Plan, listing: _Listing, timeout: float) 
     return targets
 
 
+@dataclass(frozen=True)
+class Built:
+    """A build's outcome: the snapshot's metadata and, when it reused the previous build's
+    record, that build's commit and every path whose entry differs from its snapshot's (a
+    search index copies the other paths' rows: worker/repos/search_index/build.py)."""
+
+    meta: SnapshotMeta
+    since: tuple[str, frozenset[str]] | None = None
+
+
 def build_snapshot(
     settings: Settings,
     git_dir: Path,
@@ -221,7 +231,7 @@ def build_snapshot(
     previous: Path | None = None,
     move: MoveFrom | None = None,
     parse_later_over: int | None = None,
-) -> SnapshotMeta:
+) -> Built:
     """Build the snapshot of commit `sha` into the empty folder `root`, and its index at `index`.
 
     `secret` is the lineage verdict of the history the mirror holds (worker/repos/lineage.py);
@@ -248,13 +258,14 @@ def build_snapshot(
             report("linking files", 0.98)
             if blob_list is not None:
                 blob_list.write_text("\n".join(store.linked_names(sorted(sizes))))
-            failed, searched = _link_and_index(
+            failed, searched, dirty = _link_and_index(
                 store, plan, targets, listing, root, index, settings, units, pending, move, previous
             )
         finally:
             db.close()
     save_record(record_path(index), decided.record(infos, units, searched, failed))
-    return _describe(plan, infos, failed, settings)
+    since = (listing.record.commit, frozenset(dirty | failed)) if listing.record is not None else None
+    return Built(_describe(plan, infos, failed, settings), since)
 
 
 @dataclass(frozen=True)
@@ -331,10 +342,10 @@ def _link_and_index(
     pending: int,
     move: MoveFrom | None,
     previous: Path | None,
-) -> tuple[set[str], SearchListing]:
+) -> tuple[set[str], SearchListing, set[str]]:
     """Write the snapshot's folder, list what search sees of it (worker/repos/search_listing.py),
-    then write its symbol index and its manifest; the paths that could not be written, and
-    the listing."""
+    then write its symbol index and its manifest; the paths that could not be written, the
+    listing, and the paths whose entry differs from the previous snapshot's."""
     record = listing.record
     # Every path whose entry differs from the previous snapshot's: changed in git, or withheld,
     # kept as a link or written differently by the previous build.
@@ -355,21 +366,18 @@ def _link_and_index(
     if record is not None and previous is not None and searched.indexable is record.indexable and not failed:
         base = (previous.with_suffix(INDEX_SUFFIX), dirty)
     write_snapshot_index(searched.indexable, plan, failed, units, index, store, settings, pending, base)
-    redacted = _redacted_paths(entries, previous if record is not None else None)
+    redacted = _redacted_paths(entries, previous if record is not None else None, dirty | failed)
     write_manifest(index.with_suffix(MANIFEST_SUFFIX), entries, searched.ignored, redacted)
-    return failed, searched
+    return failed, searched, dirty
 
 
-def _redacted_paths(entries: list[ManifestEntry], previous: Path | None) -> dict[str, str]:
-    """The snapshot's paths shown redacted (worker/repos/shown_paths.py), the previous build's
-    answer reused for the paths it had."""
+def _redacted_paths(entries: list[ManifestEntry], previous: Path | None, dirty: set[str]) -> dict[str, str]:
+    """The snapshot's paths shown redacted (worker/repos/shown_paths.py): the previous build's
+    answer reused, and only the `dirty` paths (those that differ from its snapshot) redacted."""
     before = read_manifest(previous.with_suffix(MANIFEST_SUFFIX)) if previous is not None else None
-    known = (
-        None
-        if before is None or before.redacted is None
-        else ([e.path for e in before.entries], before.redacted)
-    )
-    return redacted_paths_of((e.path for e in entries), known)
+    if before is None or before.redacted is None:
+        return redacted_paths_of(e.path for e in entries)
+    return redacted_paths_since([e.path for e in entries], before.redacted, dirty)
 
 
-__all__ = ["DiskFull", "SnapshotRefused", "TreeEntry", "build_snapshot", "check_caps", "list_tree"]
+__all__ = ["Built", "DiskFull", "SnapshotRefused", "TreeEntry", "build_snapshot", "check_caps", "list_tree"]

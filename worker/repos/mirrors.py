@@ -56,7 +56,7 @@ from worker.repos.mirror_git import GitError, Progress, history_depth, run_mirro
 from worker.repos.mirror_lineage import MirrorGit
 from worker.repos.mirror_state import UNKNOWN, RepoPaths, current_sha, read_state, shorter_than, write_state
 from worker.repos.mirror_upkeep import MirrorUpkeep
-from worker.repos.search_index.build import index_after_serving
+from worker.repos.search_index.build import IndexBase, index_after_serving
 from worker.repos.snapshot import SNAPSHOT_FORMAT, Snapshot, meta_format, read_meta, write_meta
 from worker.repos.spare import Previous
 from worker.repos.symbol_index_write import index_pending
@@ -131,11 +131,11 @@ class Mirrors(MirrorUpkeep):
                     if rewritten:
                         git.prune("a non-fast-forward (force push) of the branch")
                     secret = git.secret_blobs(sha, branch, report, rewritten)
-                    changed = self._serve(spec, paths, sha, branch, report, secret)
+                    changed, base = self._serve(spec, paths, sha, branch, report, secret)
                     index = index_path(paths.snapshots.files(sha))
                     if index_pending(index):  # a first sync's code, parsed once it serves
                         finish_index(self.settings, paths.mirror, index, report)
-                    index_after_serving(self.settings, name, paths.snapshots.files(sha))
+                    index_after_serving(self.settings, name, paths.snapshots.files(sha), base)
                 except (GitError, OSError, ValueError, SnapshotRefused, DiskFull) as exc:
                     error = scrub(str(exc), spec)
                     log.warning("sync of %s failed: %s", name, error)
@@ -257,15 +257,17 @@ class Mirrors(MirrorUpkeep):
         branch: str,
         report: Progress,
         secret: dict[str, str],
-    ) -> bool:
-        """Make `sha` the current snapshot, building it if needed; True if `current` moved."""
+    ) -> tuple[bool, IndexBase | None]:
+        """Make `sha` the current snapshot, building it if needed; True if `current` moved, and
+        what its search index may copy from the snapshot it replaces."""
         complete = paths.snapshots.is_complete(sha) and self._servable(paths, sha)
         if current_sha(paths) == sha and complete:
-            return False
+            return False, None
         taken: Previous | None = None
+        base: IndexBase | None = None
         if not complete:
             report("making snapshot", _SNAPSHOT_START)
-            taken = self._build(spec, paths, sha, branch, report, secret)
+            taken, base = self._build(spec, paths, sha, branch, report, secret)
         try:
             link = paths.root / f".current-{os.getpid()}-{threading.get_ident()}"
             link.unlink(missing_ok=True)
@@ -274,7 +276,7 @@ class Mirrors(MirrorUpkeep):
         finally:
             if taken is not None:
                 taken.retire()  # GC (_collect) removes what is left of it
-        return True
+        return True, base
 
     def _build(
         self,
@@ -284,10 +286,11 @@ class Mirrors(MirrorUpkeep):
         branch: str,
         report: Progress,
         secret: dict[str, str],
-    ) -> Previous | None:
+    ) -> tuple[Previous | None, IndexBase | None]:
         """Assemble the commit from processed blobs in a temp dir, record its metadata, then
         rename it into place. Reuses the served snapshot's build record, and takes its unchanged
-        folders when no question reads it: then returns it, to be retired once this one serves."""
+        folders when no question reads it: then returns it, to be retired once this one serves,
+        with the previous snapshot and the paths that differ from it when the record was reused."""
         folder = paths.snapshots
         tmp = folder.path / f".tmp-{sha}-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
@@ -296,7 +299,7 @@ class Mirrors(MirrorUpkeep):
         move = MoveFrom(taken.claim, taken.release) if taken is not None else None
         try:
             final = folder.files(sha)
-            meta = build_snapshot(
+            built = build_snapshot(
                 self.settings,
                 paths.mirror,
                 sha,
@@ -311,7 +314,8 @@ class Mirrors(MirrorUpkeep):
                 parse_later_over=PARSE_LATER_OVER,
             )
             committed_at = float(self._git(spec, paths, ["log", "-1", "--format=%ct", sha]))
-            write_meta(folder.meta(sha), Snapshot(spec, sha, branch, final, time.time(), committed_at, meta))
+            snapshot = Snapshot(spec, sha, branch, final, time.time(), committed_at, built.meta)
+            write_meta(folder.meta(sha), snapshot)
             folder.lease_file(sha).touch()
             _rename_into_place(folder, sha, tmp)
         except BaseException:
@@ -322,7 +326,8 @@ class Mirrors(MirrorUpkeep):
             raise
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-        return taken
+        base = None if built.since is None else IndexBase(folder.files(built.since[0]), built.since[1])
+        return taken, base
 
     def _previous(self, paths: RepoPaths, sha: str) -> tuple[Path | None, Previous | None]:
         """The served snapshot's build record (to reuse what its build decided), and the served

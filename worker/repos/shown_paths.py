@@ -5,12 +5,15 @@ The tools must match globs and path arguments against those shown names, never t
 (worker/tools/visible_paths.py), so the build finds them once and the manifest stores them
 (worker/repos/manifest.py). A refresh takes the previous manifest's answer for every path (and
 folder) the previous snapshot had, and redacts only the new ones: a name's verdict depends on
-the name alone, and a change of the redaction rules makes a new build key (a full build).
+the name alone, and a change of the redaction rules makes a new build key (a full build). The
+build says which paths differ from the previous snapshot's, so a refresh neither walks the
+folders of every path nor redacts any name but those of the changed paths (and their folders).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import bisect
+from collections.abc import Collection, Iterable, Mapping
 
 from worker.repos.secrets.redaction import get_redactor
 from worker.repos.visible import shown_name
@@ -38,14 +41,25 @@ def redacted_among(paths: Iterable[str]) -> dict[str, str]:
     return {raw: line for raw, before, line in zip(ordered, shown, lines, strict=True) if line != before}
 
 
-def redacted_paths_of(
-    paths: Iterable[str], previous: tuple[Iterable[str], Mapping[str, str]] | None = None
+def redacted_paths_of(paths: Iterable[str]) -> dict[str, str]:
+    """The redacted ones among `paths` and their folders."""
+    return redacted_among(with_folders(paths))
+
+
+def redacted_paths_since(
+    paths: Collection[str], previous: Mapping[str, str], changed: Collection[str]
 ) -> dict[str, str]:
-    """The redacted ones among `paths` and their folders; `previous`: the previous snapshot's
-    paths and its answer, reused for every path and folder it had."""
-    every = with_folders(paths)
-    if previous is None:
-        return redacted_among(every)
-    known = with_folders(previous[0])
-    reused = {p: shown for p, shown in previous[1].items() if p in every}
-    return {**reused, **redacted_among(every - known)}
+    """What `redacted_paths_of` answers for `paths`, from the previous snapshot's answer and
+    `changed`: every path shown now that the previous snapshot did not show as it is (so every
+    path and folder it lacked lies on one of them)."""
+    shown = set(paths)
+    ordered: list[str] = []
+    kept: dict[str, str] = {}
+    for path, text in previous.items():
+        if path not in shown:  # a folder (or a path gone): kept while a path lies below it
+            ordered = ordered or sorted(shown)
+            below = bisect.bisect_left(ordered, path + "/")
+            if below == len(ordered) or not ordered[below].startswith(path + "/"):
+                continue
+        kept[path] = text
+    return {**kept, **redacted_among(with_folders(p for p in changed if p in shown))}

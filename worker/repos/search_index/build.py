@@ -6,6 +6,11 @@ whose inode, size and mtime equal a file of an already indexed snapshot of the r
 processed blob (snapshots hardlink or move the store's objects), so a refresh reads only the
 files that changed; a changed file is hashed, and its text is indexed only when no snapshot held
 that content before.
+
+A refresh whose build reused the previous build's record knows which paths differ from the
+snapshot it replaces (`IndexBase`): the rows of every other path are copied from that
+snapshot's index in one statement, and only the changed paths are looked at (a 2-file push into
+10,000 files: 2 files, not 10,000 `lstat`s and row writes).
 """
 
 from __future__ import annotations
@@ -14,11 +19,12 @@ import hashlib
 import logging
 import os
 import sqlite3
+from dataclasses import dataclass
 from pathlib import Path
 
 from config.settings import Settings
 from worker.repos.manifest import FILE, load_manifest
-from worker.repos.search_index.store import connect_for_writing, snapshot_key
+from worker.repos.search_index.store import FORMAT, connect_for_writing, snapshot_key
 
 log = logging.getLogger(__name__)
 
@@ -27,8 +33,18 @@ _BATCH = 500  # files per write transaction: other repos' indexing and searches 
 _UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")  # ripgrep transcodes such files: not indexed
 
 
-def index_snapshot(settings: Settings, repo: str, root: Path) -> bool:
-    """Index the snapshot at `root` unless it is already; False when it cannot be (no manifest)."""
+@dataclass(frozen=True)
+class IndexBase:
+    """The snapshot a refresh replaced, and every path whose entry differs from it (changed in
+    git, or written differently: worker/repos/assemble.py `Built.since`)."""
+
+    root: Path
+    changed: frozenset[str]
+
+
+def index_snapshot(settings: Settings, repo: str, root: Path, base: IndexBase | None = None) -> bool:
+    """Index the snapshot at `root` unless it is already; False when it cannot be (no manifest).
+    With `base`, the rows of the paths that did not change are copied from its index."""
     key = snapshot_key(root)
     manifest = load_manifest(root)
     if key is None or manifest is None:
@@ -46,8 +62,13 @@ def index_snapshot(settings: Settings, repo: str, root: Path) -> bool:
             snapshot_id = db.execute(
                 "INSERT INTO snapshots (key, repo, root) VALUES (?, ?, ?)", (key, repo, str(root))
             ).lastrowid
-        known = _known_files(db, repo)
         paths = [e.path for e in manifest.entries if e.kind == FILE]
+        if base is not None:
+            copied = _copy_unchanged(db, snapshot_id, base, paths)
+            paths = [p for p in paths if p not in copied]
+        # A refresh hashes its few changed files; a whole snapshot first looks for its files'
+        # inodes among those of the repo's indexed snapshots.
+        known = _known_files(db, repo) if paths and base is None else {}
         for start in range(0, len(paths), _BATCH):
             db.execute("BEGIN IMMEDIATE")
             try:
@@ -60,6 +81,43 @@ def index_snapshot(settings: Settings, repo: str, root: Path) -> bool:
         return True
     finally:
         db.close()
+
+
+def _copy_unchanged(db: sqlite3.Connection, snapshot_id: int, base: IndexBase, paths: list[str]) -> set[str]:
+    """Copy the base snapshot's rows but those of the changed paths; the paths copied. None are
+    when the base has no complete index of this format, or its rows are not exactly the
+    unchanged `paths` (then the snapshot is indexed whole, as without a base)."""
+    key = snapshot_key(base.root)
+    found = db.execute("SELECT id FROM snapshots WHERE key = ? AND done = 1 AND format = ?", (key, FORMAT))
+    row = found.fetchone() if key is not None else None
+    if row is None:
+        return set()
+    unchanged = [p for p in paths if p not in base.changed]
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        db.execute(
+            "INSERT INTO files (snapshot, path, blob, dev, ino, size, mtime) "
+            "SELECT ?, path, blob, dev, ino, size, mtime FROM files WHERE snapshot = ?",
+            (snapshot_id, row[0]),
+        )
+        db.execute("CREATE TEMP TABLE IF NOT EXISTS changed (path BLOB PRIMARY KEY)")
+        db.execute("DELETE FROM temp.changed")
+        db.executemany(
+            "INSERT OR IGNORE INTO temp.changed VALUES (?)", ((os.fsencode(p),) for p in base.changed)
+        )
+        db.execute(
+            "DELETE FROM files WHERE snapshot = ? AND path IN (SELECT path FROM temp.changed)", (snapshot_id,)
+        )
+        copied = {path for (path,) in db.execute("SELECT path FROM files WHERE snapshot = ?", (snapshot_id,))}
+        if copied != {os.fsencode(p) for p in unchanged}:  # never expected: every row is rewritten
+            log.warning(
+                "the search index of %s does not match its build's changes; indexing it whole", base.root.name
+            )
+            db.execute("DELETE FROM files WHERE snapshot = ?", (snapshot_id,))
+            unchanged = []
+    finally:
+        db.execute("COMMIT")
+    return set(unchanged)
 
 
 def _known_files(db: sqlite3.Connection, repo: str) -> dict[tuple[int, int, int, int], int | None]:
@@ -136,10 +194,10 @@ def _forget_rebuilt(db: sqlite3.Connection, key: str, root: Path) -> None:
         db.execute("DELETE FROM snapshots WHERE id = ?", (snapshot_id,))
 
 
-def index_after_serving(settings: Settings, repo: str, root: Path) -> None:
+def index_after_serving(settings: Settings, repo: str, root: Path, base: IndexBase | None = None) -> None:
     """What a sync calls once the snapshot serves: an index failure never fails the sync (search
     then reads every file of the snapshot, as without an index)."""
     try:
-        index_snapshot(settings, repo, root)
+        index_snapshot(settings, repo, root, base)
     except (OSError, sqlite3.Error) as exc:
         log.warning("search index of %s not built: %s", repo, exc)
