@@ -61,7 +61,9 @@ def headings(path: Path) -> tuple[list[str], set[str]]:
             slug = github_slug(heading.group(1))
             anchors.add(f"{slug}-{seen[slug]}" if slug in seen else slug)
             seen[slug] = seen.get(slug, 0) + 1
-        lead = None if in_code else re.match(r"\s*(?:[-*] +)?\*\*([^*]+)\*\*", line)
+        if not in_code:  # an explicit anchor (GitHub keeps `<a id>` and scrolls to it)
+            anchors.update(re.findall(r'<a id="([^"]+)"></a>', line))
+        lead = None if in_code else re.match(r"\s*(?:[-*] +)?(?:<a id=\"[^\"]+\"></a>)?\*\*([^*]+)\*\*", line)
         if heading or lead:
             titles.append(re.sub(r"[`*]", "", (heading or lead).group(1)).lower())  # type: ignore[union-attr]
     return titles, anchors
