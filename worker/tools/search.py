@@ -32,7 +32,16 @@ from worker.tools.redact import finish
 from worker.tools.registry import ToolResult
 from worker.tools.search_command import max_line_bytes, ripgrep_command
 from worker.tools.search_command import ripgrep_binary as ripgrep_binary  # the benches' import
-from worker.tools.search_indexed import UNNARROWED_NOTE, IndexPlan, candidates_only, empty_folder, index_plan
+from worker.tools.search_indexed import (
+    PLACEHOLDER_NOTICE,
+    UNNARROWED_NOTE,
+    CandidateBatch,
+    IndexPlan,
+    candidate_batches,
+    candidates_only,
+    empty_folder,
+    index_plan,
+)
 from worker.tools.visible_paths import shown_glob_matches, shown_order
 
 _LINE_NUMBER = re.compile(rb"(\d+):")
@@ -109,15 +118,21 @@ def _devnull() -> int:
 
 
 def _search_repo(
-    ctx: ToolContext, snapshot: Snapshot, command: list[str], run: _Run, deadline: float
+    ctx: ToolContext,
+    snapshot: Snapshot,
+    command: list[str],
+    run: _Run,
+    deadline: float,
+    batch: CandidateBatch | None = None,
 ) -> None:
+    """rg in the snapshot; with a `batch`, rg over its paths, each match told to its own repo."""
     if deadline <= time.monotonic():
         run.timed_out = True
         return
     errors = _stderr_file()
     process = subprocess.Popen(
         command,
-        cwd=snapshot.root,
+        cwd=snapshot.root if batch is None else batch.cwd,
         # Not a pipe: given no path, rg searches its stdin when that is a pipe or a file.
         stdin=_devnull(),
         stdout=subprocess.PIPE,
@@ -125,7 +140,7 @@ def _search_repo(
         env={"PATH": os.environ.get("PATH", ""), "LC_ALL": "C.UTF-8"},
     )
     try:
-        _consume(ctx, snapshot, process, run, deadline)
+        _consume(ctx, snapshot, process, run, deadline, batch)
     finally:
         if process.stdout:
             process.stdout.close()
@@ -171,7 +186,12 @@ def _lines(process: subprocess.Popen[bytes], run: _Run, deadline: float) -> Iter
 
 
 def _consume(
-    ctx: ToolContext, snapshot: Snapshot, process: subprocess.Popen[bytes], run: _Run, deadline: float
+    ctx: ToolContext,
+    snapshot: Snapshot,
+    process: subprocess.Popen[bytes],
+    run: _Run,
+    deadline: float,
+    batch: CandidateBatch | None = None,
 ) -> None:
     """Records are `path NUL number:text`. A line without a NUL is a piece of a path holding a
     newline (joined to the next record), rg's warning about a binary file, or, at the end,
@@ -182,7 +202,7 @@ def _consume(
         path, nul, rest = raw.partition(b"\0")
         number = _LINE_NUMBER.match(rest) if nul else None
         if number is None:
-            if not _BINARY_WARNING.match(raw):
+            if not _BINARY_WARNING.match(raw) and not (batch and PLACEHOLDER_NOTICE.fullmatch(raw)):
                 loose.append(raw)
             continue
         if loose:
@@ -190,9 +210,11 @@ def _consume(
             loose = []
         run.total += 1
         if len(run.shown) < settings.search_max_results:
-            name = path.decode("utf-8", errors="replace").removeprefix("./")
+            repo, name = (
+                (snapshot.repo.name, path.decode("utf-8", "replace")) if batch is None else batch.locate(path)
+            )
             text = _show_line(ctx, rest[number.end() :])
-            run.shown.append(_Match(snapshot.repo.name, name, int(number.group(1)), text))
+            run.shown.append(_Match(repo, name.removeprefix("./"), int(number.group(1)), text))
         if run.total >= settings.search_count_limit:
             run.hit_count_limit = True
             return
@@ -283,9 +305,16 @@ def _search_snapshots(
     run.time_limit = max(deadline - started, 0.0)
     index = index_plan(settings, snapshots, pattern, ignore_case, deadline)
     run.index = "narrowed" if index.narrowed else "unnarrowed" if index.used else "none"
+    batches, batched = candidate_batches(settings, snapshots, index) if not glob else ([], set())
+    for batch in batches:  # one rg for the candidates of many repos (search_indexed.py)
+        command = [*ripgrep_command(settings, pattern, None, ignore_case), "--", *batch.paths]
+        _search_repo(ctx, snapshots[0], command, run, deadline, batch)
+        if run.hit_count_limit or run.timed_out:
+            return run
+    walked = [s for s in snapshots if not index.skips(s.repo.name) and s.repo.name not in batched]
     _scan(
         ctx,
-        [s for s in snapshots if not index.skips(s.repo.name)],
+        walked,
         index,
         run,
         deadline,
@@ -293,7 +322,7 @@ def _search_snapshots(
         glob,
         ignore_case,
     )
-    if index.narrowed and len(index.unindexed) + len(index.candidates) == 0:
+    if index.narrowed and not batches and not walked:
         with empty_folder() as folder:  # ripgrep still judges the pattern: a bad one fails as ever
             empty = dataclasses.replace(snapshots[0], root=folder)
             _search_repo(
