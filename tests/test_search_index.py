@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import sqlite3
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -144,6 +145,30 @@ def test_a_pattern_the_index_cannot_narrow_says_that_every_file_was_read(
     text, data = _search(indexed, snapshots, pattern="Retry_job")
     assert data["index"] == "narrowed" and UNNARROWED_NOTE not in text
     assert {m["repo"] for m in data["matches"]} <= set(snapshots) and data["total"] > 0
+
+
+def test_an_org_wide_search_reads_the_candidates_of_every_repo_with_one_ripgrep(
+    corpus: tuple[Settings, dict[str, Snapshot]],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    indexed, snapshots = corpus
+    started: list[str] = []
+    real_popen = subprocess.Popen
+
+    def counted(command: list[str], *args: Any, **kwargs: Any) -> subprocess.Popen[bytes]:
+        started.append(Path(command[0]).name)
+        return real_popen(command, *args, **kwargs)
+
+    monkeypatch.setattr(subprocess, "Popen", counted)
+    # "codebot" is in every placeholder (logo.bin), "retry" in the ignored gen/ and the big file
+    text, data = _search(indexed, snapshots, pattern="retry|codebot")
+    assert started == ["rg"]
+    monkeypatch.undo()
+    plain_text, plain_data = _search(_plain(indexed, tmp_path), snapshots, pattern="retry|codebot")
+    assert data["matches"] == plain_data["matches"] and text == plain_text
+    assert len({m["repo"] for m in data["matches"]}) == len(snapshots)
+    assert not {m["path"] for m in data["matches"]} & {"logo.bin", "big.py", "gen/out.py"}
 
 
 def test_a_refresh_indexes_only_the_content_that_changed(tmp_path: Path) -> None:

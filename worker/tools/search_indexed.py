@@ -147,9 +147,10 @@ class _Scope:
 
     left_out: frozenset[str]  # hidden by its ignore files, or over the size limit in git
     by_size: bool  # files over the size limit on disk are left out (ripgrep's --max-filesize)
+    unsure: frozenset[str]  # files an exclusion glob may leave out, or no rg argument can name
 
 
-_scopes: OrderedDict[tuple[str, int, int], _Scope | None] = OrderedDict()
+_scopes: OrderedDict[tuple[str, int, int, tuple[str, ...]], _Scope | None] = OrderedDict()
 _scopes_lock = threading.Lock()
 
 
@@ -199,17 +200,14 @@ def _secret_names_checkable(settings: Settings) -> bool:
 def _searched_by_path(settings: Settings, root: Path, candidates: dict[str, int]) -> list[str] | None:
     """The candidates the plain walk would read, or None when that cannot be told by name."""
     limit = settings.search_max_file_bytes
-    scope = _scope_of(root, limit)
-    if scope is None:
+    scope = _scope_of(settings, root)
+    if scope is None or not scope.unsure.isdisjoint(candidates):
         return None
-    kept = []
-    for path, size in candidates.items():
-        if path in scope.left_out or (scope.by_size and size > limit):
-            continue
-        if not _spellable(path) or _never_searched(path, settings):
-            return None
-        kept.append(path)
-    return kept
+    return [
+        path
+        for path, size in candidates.items()
+        if path not in scope.left_out and not (scope.by_size and size > limit)
+    ]
 
 
 def _never_searched(path: str, settings: Settings) -> bool:
@@ -217,14 +215,15 @@ def _never_searched(path: str, settings: Settings) -> bool:
     return any(part.lower() == ".git" for part in path.split("/")) or secret_path(path, settings) is not None
 
 
-def _scope_of(root: Path, limit: int) -> _Scope | None:
+def _scope_of(settings: Settings, root: Path) -> _Scope | None:
     """The snapshot's left-out files, read once per process; None: its manifest lists no ignored
     files (ripgrep must then read the ignore files itself)."""
+    limit = settings.search_max_file_bytes
     try:
         stamp = manifest_path(root).stat().st_mtime_ns
     except OSError:
         return None
-    key = (str(root), stamp, limit)
+    key = (str(root), stamp, limit, tuple(settings.secret_file_globs))
     with _scopes_lock:
         if key in _scopes:
             return _scopes[key]
@@ -233,7 +232,13 @@ def _scope_of(root: Path, limit: int) -> _Scope | None:
     if manifest is not None and manifest.ignored is not None:
         large = [e.path for e in manifest.entries if e.kind == FILE and e.size > limit]
         by_size = path_globs(large) is None  # as search_scope: by name when few, else by size
-        scope = _Scope(frozenset(manifest.ignored) | (frozenset() if by_size else frozenset(large)), by_size)
+        left_out = frozenset(manifest.ignored) | (frozenset() if by_size else frozenset(large))
+        unsure = frozenset(
+            e.path
+            for e in manifest.entries
+            if e.kind == FILE and (not _spellable(e.path) or _never_searched(e.path, settings))
+        )
+        scope = _Scope(left_out, by_size, unsure)
     with _scopes_lock:
         _scopes[key] = scope
         while len(_scopes) > _SCOPES_KEPT:
