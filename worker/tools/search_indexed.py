@@ -182,12 +182,13 @@ def candidate_batches(
         prefix = os.path.relpath(root, cwd)
         for path in kept:
             printed = path if prefix == "." else f"{prefix}/{path}"
-            if used + len(printed) > _ARGV_BYTES and batches[-1].paths:
+            encoded = printed.encode()
+            if used + len(encoded) > _ARGV_BYTES and batches[-1].paths:
                 batches.append(CandidateBatch(cwd))
                 used = 0
             batches[-1].paths.append(printed)
-            batches[-1].owners[printed.encode()] = (name, path)
-            used += len(printed) + 1 + 8  # the string, its NUL, its pointer
+            batches[-1].owners[encoded] = (name, path)
+            used += len(encoded) + 1 + 8  # the bytes, their NUL, their pointer
     return [b for b in batches if b.paths], set(chosen)
 
 
