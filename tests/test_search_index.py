@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import sqlite3
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from worker.repos.search_index.build import index_snapshot
 from worker.repos.search_index.planner import fts_expression, plan
 from worker.repos.search_index.store import candidate_paths, connect_for_reading, index_file
 from worker.repos.snapshot import Snapshot
-from worker.tools import build_registry, make_context
+from worker.tools import build_registry, make_context, search_indexed
 from worker.tools.search_indexed import UNNARROWED_NOTE
 
 WORDS = ["retry", "Retry_job", "KELVIN", "\u212aelvin", "mask", "\u017fask", "x.y(z)", "a+b", "déjà", "[q]"]
@@ -144,6 +145,52 @@ def test_a_pattern_the_index_cannot_narrow_says_that_every_file_was_read(
     text, data = _search(indexed, snapshots, pattern="Retry_job")
     assert data["index"] == "narrowed" and UNNARROWED_NOTE not in text
     assert {m["repo"] for m in data["matches"]} <= set(snapshots) and data["total"] > 0
+
+
+def test_an_org_wide_search_reads_the_candidates_of_every_repo_with_one_ripgrep(
+    corpus: tuple[Settings, dict[str, Snapshot]],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    indexed, snapshots = corpus
+    started: list[str] = []
+    real_popen = subprocess.Popen
+
+    def counted(command: list[str], *args: Any, **kwargs: Any) -> subprocess.Popen[bytes]:
+        started.append(Path(command[0]).name)
+        return real_popen(command, *args, **kwargs)
+
+    monkeypatch.setattr(subprocess, "Popen", counted)
+    # "codebot" is in every placeholder (logo.bin), "retry" in the ignored gen/ and the big file
+    text, data = _search(indexed, snapshots, pattern="retry|codebot")
+    assert started == ["rg"]
+    monkeypatch.undo()
+    plain_text, plain_data = _search(_plain(indexed, tmp_path), snapshots, pattern="retry|codebot")
+    assert data["matches"] == plain_data["matches"] and text == plain_text
+    assert len({m["repo"] for m in data["matches"]}) == len(snapshots)
+    assert not {m["path"] for m in data["matches"]} & {"logo.bin", "big.py", "gen/out.py"}
+
+
+def test_candidates_too_many_for_one_command_line_are_split_over_several_ripgreps(
+    corpus: tuple[Settings, dict[str, Snapshot]],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    indexed, snapshots = corpus
+    started: list[str] = []
+    real_popen = subprocess.Popen
+
+    def counted(command: list[str], *args: Any, **kwargs: Any) -> subprocess.Popen[bytes]:
+        started.append(Path(command[0]).name)
+        return real_popen(command, *args, **kwargs)
+
+    monkeypatch.setattr(search_indexed, "_ARGV_BYTES", 1)  # one path per command line
+    monkeypatch.setattr(subprocess, "Popen", counted)
+    text, data = _search(indexed, snapshots, pattern="retry")
+    monkeypatch.undo()
+    plain_text, plain_data = _search(_plain(indexed, tmp_path), snapshots, pattern="retry")
+    assert len(started) > len(snapshots)  # more rg processes than repos: one per path
+    assert data["matches"] == plain_data["matches"] and text == plain_text
 
 
 def test_a_refresh_indexes_only_the_content_that_changed(tmp_path: Path) -> None:

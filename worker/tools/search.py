@@ -15,6 +15,8 @@ import dataclasses
 import json
 import os
 import time
+from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from worker.repos.snapshot import Snapshot
@@ -24,7 +26,15 @@ from worker.tools.redact import finish
 from worker.tools.registry import ToolResult
 from worker.tools.search_command import ripgrep_binary as ripgrep_binary  # the benches' import
 from worker.tools.search_command import ripgrep_command
-from worker.tools.search_indexed import UNNARROWED_NOTE, IndexPlan, candidates_only, empty_folder, index_plan
+from worker.tools.search_indexed import (
+    UNNARROWED_NOTE,
+    CandidateBatch,
+    IndexPlan,
+    candidate_batches,
+    candidates_only,
+    empty_folder,
+    index_plan,
+)
 from worker.tools.search_ranking import (
     DEFINITION,
     OTHER,
@@ -130,8 +140,11 @@ def _search_snapshots(
     index = index_plan(settings, snapshots, pattern, ignore_case, deadline)
     run.index = "narrowed" if index.narrowed else "unnarrowed" if index.used else "none"
     search = _Search(ctx, index, run, deadline, pattern, glob, ignore_case)
-    search.scan([s for s in snapshots if not index.skips(s.repo.name)])
-    if index.narrowed and len(index.unindexed) + len(index.candidates) == 0:
+    # one rg for the candidates of many repos, where a path can be given (search_indexed.py)
+    batches, batched = candidate_batches(settings, snapshots, index) if not glob else ([], set())
+    read = [s for s in snapshots if not index.skips(s.repo.name)]
+    search.scan(read, batches, batched)
+    if index.narrowed and not batches and not [s for s in read if s.repo.name not in batched]:
         with empty_folder() as folder:  # ripgrep still judges the pattern: a bad one fails as ever
             empty = dataclasses.replace(snapshots[0], root=folder)
             command = ripgrep_command(settings, pattern, glob, ignore_case, folder)
@@ -153,15 +166,29 @@ class _Search:
     glob: str | None
     ignore_case: bool
 
-    def scan(self, snapshots: list[Snapshot]) -> None:
+    def scan(
+        self,
+        snapshots: list[Snapshot],
+        batches: Sequence[CandidateBatch] = (),
+        batched: AbstractSet[str] = frozenset(),
+    ) -> None:
         """Each repo read up to its share of what is left of the count limit, so a common word
-        cannot fill it from the first repos read; then the repos cut at their share are read
-        again with what the others left over (their matches are counted anew: ripgrep's order
+        cannot fill it from the first repos read (the repos of a batch, read by one rg, each up
+        to an equal share); then the repos cut at their share are read again, each by its own
+        rg, with what the others left over (their matches are counted anew: ripgrep's order
         of files differs from run to run), so the count is exact whenever it is under the limit.
         A second read the deadline stops is undone: the search was whole without it."""
         run, limit = self.run, self.ctx.settings.search_count_limit
-        for position, snapshot in enumerate(snapshots):
-            self._read(snapshot, max(1, (limit - run.total) // (len(snapshots) - position)))
+        in_batches = [s for s in snapshots if s.repo.name in batched]
+        command = [*ripgrep_command(self.ctx.settings, self.pattern, None, self.ignore_case), "--"]
+        share = max(1, limit // max(1, len(snapshots)))
+        for batch in batches:
+            read_matches(self.ctx, in_batches[0], [*command, *batch.paths], run, self.deadline, share, batch)
+            if run.hit_count_limit or run.timed_out:
+                return
+        walked = [s for s in snapshots if s.repo.name not in batched]
+        for position, snapshot in enumerate(walked):
+            self._read(snapshot, max(1, (limit - run.total) // (len(walked) - position)))
             if run.hit_count_limit or run.timed_out:
                 return
         cut = [s for s in snapshots if s.repo.name in run.cut]

@@ -25,6 +25,7 @@ from typing import IO
 from worker.repos.snapshot import Snapshot
 from worker.tools.context import ToolContext, ToolError
 from worker.tools.search_command import max_line_bytes
+from worker.tools.search_indexed import PLACEHOLDER_NOTICE, CandidateBatch
 
 _LINE_NUMBER = re.compile(rb"(\d+):")
 _FILES_SEARCHED = re.compile(rb"(\d+) files searched")
@@ -110,17 +111,25 @@ def _devnull() -> int:
 
 
 def read_matches(
-    ctx: ToolContext, snapshot: Snapshot, command: list[str], run: Run, deadline: float, share: int
+    ctx: ToolContext,
+    snapshot: Snapshot,
+    command: list[str],
+    run: Run,
+    deadline: float,
+    share: int,
+    batch: CandidateBatch | None = None,
 ) -> None:
     """Run `command` in the snapshot and count its matches into `run`, until the repo has
-    `share` of them (it is then marked cut), the count limit is reached, or the deadline passes."""
+    `share` of them (it is then marked cut), the count limit is reached, or the deadline passes.
+    With a `batch` (search_indexed.py), rg runs over its paths of many repos, each match told to
+    its own repo, and a repo at its share is cut while the others are read on."""
     if deadline <= time.monotonic():
         run.timed_out = True
         return
     errors = _stderr_file()
     process = subprocess.Popen(
         command,
-        cwd=snapshot.root,
+        cwd=snapshot.root if batch is None else batch.cwd,
         # Not a pipe: given no path, rg searches its stdin when that is a pipe or a file.
         stdin=_devnull(),
         stdout=subprocess.PIPE,
@@ -129,7 +138,10 @@ def read_matches(
     )
     run.reading = snapshot.repo.name
     try:
-        _consume(ctx, snapshot, process, run, deadline, share)
+        if batch is None:
+            _consume(ctx, snapshot, process, run, deadline, share)
+        else:
+            _consume_batch(ctx, batch, process, run, deadline, share)
     finally:
         if process.stdout:
             process.stdout.close()
@@ -208,6 +220,51 @@ def _consume(
         if in_repo >= share:
             run.cut.add(repo)
             return
+    _count_files_searched(run, loose)
+
+
+def _consume_batch(
+    ctx: ToolContext,
+    batch: CandidateBatch,
+    process: subprocess.Popen[bytes],
+    run: Run,
+    deadline: float,
+    share: int,
+) -> None:
+    """`_consume` for one rg over many repos' candidates: a repo at its share is cut and its
+    later matches passed over, while the other repos' are still counted. rg prints a file given
+    by path that holds a NUL as a binary match; in a snapshot only placeholders do, which the
+    walk never prints."""
+    in_repo = Counter(m.repo for m in run.found)
+    loose: list[bytes] = []
+    for raw in _lines(process, run, deadline):
+        path, nul, rest = raw.partition(b"\0")
+        number = _LINE_NUMBER.match(rest) if nul else None
+        if number is None:
+            if not _BINARY_WARNING.match(raw) and not PLACEHOLDER_NOTICE.fullmatch(raw):
+                loose.append(raw)
+            continue
+        if loose:
+            path = b"\n".join([*loose, path])
+            loose = []
+        repo, name = batch.locate(path)
+        if repo in run.cut:
+            continue
+        run.found.append(
+            Match(repo, name.removeprefix("./"), int(number.group(1)), show_line(ctx, rest[number.end() :]))
+        )
+        run.total += 1
+        in_repo[repo] += 1
+        if run.total >= ctx.settings.search_count_limit:
+            run.hit_count_limit = True
+            return
+        if in_repo[repo] >= share:
+            run.cut.add(repo)
+    _count_files_searched(run, loose)
+
+
+def _count_files_searched(run: Run, loose: list[bytes]) -> None:
+    """rg's --stats, the lines left at the end of its output: the files it searched."""
     for line in loose:
         searched = _FILES_SEARCHED.fullmatch(line)
         if searched:

@@ -60,7 +60,7 @@ class RedactedPaths:
 NONE = RedactedPaths({}, ())
 _lock = threading.Lock()
 _known: OrderedDict[tuple[str, int], RedactedPaths] = OrderedDict()
-_KEEP = 32
+_KEEP = 4096  # snapshots remembered: an org-wide search orders the paths of every repo in scope
 
 
 def shown_order(root: Path) -> Callable[[str], str]:

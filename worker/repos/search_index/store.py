@@ -91,10 +91,12 @@ def indexed_snapshots(db: sqlite3.Connection, keys: Iterable[str]) -> dict[str, 
     return found
 
 
-def candidate_paths(db: sqlite3.Connection, ids: list[int], expression: str) -> dict[int, list[bytes]]:
-    """snapshot id -> the paths whose content may match the FTS5 `expression`, or that are not
-    indexed; snapshots without any are left out."""
-    found: dict[int, list[bytes]] = {}
+def candidate_paths(
+    db: sqlite3.Connection, ids: list[int], expression: str
+) -> dict[int, list[tuple[bytes, int]]]:
+    """snapshot id -> (path, size in bytes) of the files whose content may match the FTS5
+    `expression`, or that are not indexed; snapshots without any are left out."""
+    found: dict[int, list[tuple[bytes, int]]] = {}
     if not ids:
         return found
     marks = ",".join("?" * len(ids))
@@ -102,11 +104,11 @@ def candidate_paths(db: sqlite3.Connection, ids: list[int], expression: str) -> 
     db.execute("DELETE FROM temp.hits")
     db.execute("INSERT INTO temp.hits SELECT rowid FROM grams WHERE grams MATCH ?", (expression,))
     rows = db.execute(
-        f"SELECT f.snapshot, f.path FROM temp.hits h JOIN files f ON f.blob = h.blob "
+        f"SELECT f.snapshot, f.path, f.size FROM temp.hits h JOIN files f ON f.blob = h.blob "
         f"WHERE f.snapshot IN ({marks}) "
-        f"UNION ALL SELECT snapshot, path FROM files WHERE blob IS NULL AND snapshot IN ({marks})",
+        f"UNION ALL SELECT snapshot, path, size FROM files WHERE blob IS NULL AND snapshot IN ({marks})",
         [*ids, *ids],
     )
-    for snapshot, path in rows:
-        found.setdefault(snapshot, []).append(path)
+    for snapshot, path, size in rows:
+        found.setdefault(snapshot, []).append((path, size))
     return found
