@@ -243,12 +243,17 @@ def _cmd_worker(settings: Settings, args: argparse.Namespace, out: Console) -> i
 
 def _cmd_repos(settings: Settings, args: argparse.Namespace, out: Console) -> int:
     from config.repos import load_whitelist
+    from worker.ops.redis_connection import RedisUnavailable, connect
     from worker.repos.sync_cli import run_list, run_sync
 
     whitelist = load_whitelist(settings.resolved_repos_file)
     if args.repos_command == "list":
         return run_list(settings, whitelist, out)
-    return run_sync(settings, whitelist, list(args.names), out)
+    try:  # where the sync is recorded; an operator's `codebot redis stop` is respected
+        redis = connect(settings, start_embedded=False)
+    except RedisUnavailable as exc:
+        return run_sync(settings, whitelist, list(args.names), out, not_recorded=str(exc))
+    return run_sync(settings, whitelist, list(args.names), out, redis)
 
 
 def _cmd_tool(settings: Settings, args: argparse.Namespace, out: Console) -> int:
