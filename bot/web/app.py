@@ -82,7 +82,7 @@ class Console:
     ) -> None:
         self.runtime = runtime
         self.redis = redis
-        self.history = history  # the history database; None: the Questions page reads Redis
+        self.history = history  # the history database; None: Questions and Repos read Redis
         self.gate = gate
         self.clock = clock
         self.sessions = Sessions(redis, runtime.settings)
@@ -212,8 +212,14 @@ class Console:
         )
 
     def repos(self, request: Request, viewer: Viewer) -> Response:
-        rows = ops_data.repo_rows(self.redis, self.runtime)
-        return self.render("repos.html", viewer=viewer, page="repos", repos=rows)
+        try:
+            rows = ops_data.repo_rows(self.redis, self.runtime, self.history)
+        except SQLAlchemyError as exc:
+            problem = texts.history_trouble(type(exc).__name__)
+            return self.render("error.html", 503, viewer=viewer, problem=problem)
+        return self.render(
+            "repos.html", viewer=viewer, page="repos", repos=rows, from_history=self.history is not None
+        )
 
     def system(self, request: Request, viewer: Viewer) -> Response:
         days = data.last_days(PLOT_DAYS, self.clock())

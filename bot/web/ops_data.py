@@ -11,7 +11,10 @@ from typing import Any
 
 from redis import Redis
 from rq import Queue, Worker
+from sqlalchemy import Engine
 
+from bot.web import texts
+from bot.web.sync_data import RepoSyncs, repo_syncs
 from worker.agent.endpoint_memory import FEATURE_LABELS, base_url_of, display_url, recent_model_errors
 from worker.agent.endpoint_report import describe_endpoint, known_endpoints
 from worker.jobs.admin import repo_facts, short_duration
@@ -35,12 +38,14 @@ class RepoRow:
     description: str
     sha: str
     age: str  # since the last successful sync
-    host: str
+    host: str  # the machine of the last successful sync; "" when none is known
     error: str
-    depth: str  # commits of history kept
+    depth: str  # commits of history kept here, or that the repo is not cloned here
     disk: str
     syncs: list[dict[str, Any]]
     failures: int
+    total: int | None = None  # syncs the history holds (None: read from Redis's capped list)
+    since: str = ""  # the oldest of them (UTC)
 
 
 def human_size(size: int | None) -> str:
@@ -52,32 +57,61 @@ def human_size(size: int | None) -> str:
     return f"{size} B"
 
 
-def repo_rows(redis: Redis, runtime: Runtime) -> list[RepoRow]:
+def _when(epoch: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.gmtime(epoch))
+
+
+def _redis_syncs(redis: Redis, name: str) -> RepoSyncs:
+    """The repo's syncs from Redis's capped list (no catch-up is in it): without a history."""
+    syncs = sync_history(redis, name)
+    for entry in syncs:
+        entry["when"] = _when(float(entry.get("at") or 0))
+    good = next((entry for entry in syncs if entry.get("ok")), None)
+    return RepoSyncs(
+        shown=syncs[:SHOWN_SYNCS],
+        total=len(syncs),
+        failures=sum(1 for entry in syncs if not entry.get("ok")),
+        last_error="",
+        last_good_at=float(good.get("at") or 0) if good else None,
+        last_good_host=str(good.get("host") or "") if good else "",
+        oldest_at=None,
+    )
+
+
+def repo_rows(redis: Redis, runtime: Runtime, history: Engine | None = None) -> list[RepoRow]:
+    """One row per whitelisted repo. `history`: its syncs counted from the history database
+    (every machine's, catch-ups included), else from Redis's capped list."""
     now = time.time()
+    names = runtime.whitelist.names()
     local = {row.name: row for row in runtime.mirrors.status()}
+    recorded = repo_syncs(history, names, SHOWN_SYNCS) if history is not None else {}
     rows = []
-    for fact in repo_facts(redis, runtime, runtime.whitelist.names()):
+    for fact in repo_facts(redis, runtime, names):
         spec = runtime.whitelist.get(fact.name)
-        depth = history_depth(spec, runtime.settings) if spec else None
-        syncs = sync_history(redis, fact.name)
-        for entry in syncs:
-            entry["when"] = time.strftime("%Y-%m-%d %H:%M", time.gmtime(float(entry.get("at") or 0)))
+        syncs = recorded[fact.name] if history is not None else _redis_syncs(redis, fact.name)
         mirror = local.get(fact.name)
+        cloned_here = mirror is not None and mirror.sha is not None
+        depth = history_depth(spec, runtime.settings) if spec else None
         size = mirror.size_bytes if mirror and mirror.size_bytes else None
         if size is None:
-            size = next((int(s["size_bytes"]) for s in syncs if s.get("size_bytes")), None)
+            size = next((int(e["size_bytes"]) for e in syncs.shown if e.get("size_bytes")), None)
+        refreshed = fact.refreshed_at or syncs.last_good_at
         rows.append(
             RepoRow(
                 name=fact.name,
                 description=fact.description,
                 sha=(fact.sha or "")[:12],
-                age=short_duration(now - fact.refreshed_at) if fact.refreshed_at else "never",
-                host=next((str(s.get("host")) for s in syncs if s.get("ok")), fact.host or "this machine"),
-                error=fact.error or "",
-                depth="all" if depth is None else f"{depth:,} commits",
+                age=short_duration(now - refreshed) if refreshed else texts.NEVER,
+                host=syncs.last_good_host or fact.host or (texts.THIS_MACHINE if cloned_here else ""),
+                error=syncs.last_error or fact.error or "",
+                depth=(texts.ALL_HISTORY if depth is None else f"{depth:,} commits")
+                if cloned_here
+                else texts.NOT_CLONED_HERE,
                 disk=human_size(size),
-                syncs=syncs[:SHOWN_SYNCS],
-                failures=sum(1 for s in syncs if not s.get("ok")),
+                syncs=syncs.shown,
+                failures=syncs.failures,
+                total=syncs.total if history is not None else None,
+                since=_when(syncs.oldest_at) if syncs.oldest_at is not None else "",
             )
         )
     return rows

@@ -90,7 +90,7 @@ def record_refresh(
         fields.update(sha=result.sha, refreshed_at=fields["attempted_at"])
         if snapshot is not None and snapshot.sha == result.sha:
             fields["committed_at"] = f"{snapshot.committed_at:.3f}"
-    entry = {"at": float(fields["attempted_at"]), **sync_facts(mirrors, result, host)}
+    entry = {"at": float(fields["attempted_at"]), "origin": origin, **sync_facts(mirrors, result, host)}
     pipe = redis.pipeline()
     pipe.hset(REPO_KEY_PREFIX + result.name, mapping=fields)  # type: ignore[arg-type]
     if announce and "sha" in fields:  # every housekeeper wakes and catches up (worker/repos/announcements.py)
@@ -98,7 +98,7 @@ def record_refresh(
     # the last SYNC_HISTORY_KEPT syncs of the repo, newest first, for the console (bot/web/)
     pipe.lpush(SYNC_HISTORY_KEY_PREFIX + result.name, json.dumps(entry))
     pipe.ltrim(SYNC_HISTORY_KEY_PREFIX + result.name, 0, SYNC_HISTORY_KEPT - 1)
-    append_event(redis, "sync", {"repo": result.name, "origin": origin, **entry}, into=pipe)
+    append_event(redis, "sync", {"repo": result.name, **entry}, into=pipe)
     pipe.execute()
 
 
