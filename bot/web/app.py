@@ -37,6 +37,7 @@ from bot.web import data, history_data, ops_data, texts
 from bot.web.auth import COOKIE, Gate, Viewer, allowed_hosts
 from bot.web.plots import Series, line_plot, percentile
 from bot.web.sessions import LoginThrottle, Sessions
+from worker.jobs.question import reference_id
 from worker.jobs.runtime import Runtime
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -57,6 +58,7 @@ def make_environment() -> Environment:
         loader=FileSystemLoader(TEMPLATES), autoescape=True, trim_blocks=True, lstrip_blocks=True
     )
     env.globals["texts"] = texts
+    env.filters["reference"] = reference_id  # a question's id as its asker was told it
     env.globals["nav"] = [
         ("questions", "Questions"),
         ("quality", "Quality"),

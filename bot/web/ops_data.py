@@ -15,7 +15,7 @@ from sqlalchemy import Engine
 
 from bot.web import texts
 from bot.web.sync_data import RepoSyncs, repo_syncs
-from worker.agent.endpoint_memory import FEATURE_LABELS, base_url_of, display_url, recent_model_errors
+from worker.agent.endpoint_memory import FEATURE_LABELS, display_url, recent_model_errors
 from worker.agent.endpoint_report import describe_endpoint, known_endpoints
 from worker.jobs.admin import repo_facts, short_duration
 from worker.jobs.outbox_backlog import Backlog, backlog
@@ -24,6 +24,7 @@ from worker.jobs.queue import ADMIN_QUEUE, questions_queue
 from worker.jobs.runtime import Runtime
 from worker.jobs.status_view import webhook_facts
 from worker.jobs.tool_threads import tool_threads, tool_threads_note
+from worker.jobs.worker_model import reported_model_settings
 from worker.ops.accounting import Usage, usage_of_day
 from worker.repos.mirror_git import history_depth
 from worker.repos.refresh import sync_history
@@ -123,6 +124,7 @@ class WorkerRow:
     host: str
     state: str
     current: str  # the reference id of the question it is answering
+    model: dict[str, Any] | None = None  # the model settings it reports (worker/jobs/worker_model.py)
 
 
 @dataclass(frozen=True)
@@ -132,14 +134,13 @@ class SystemView:
     admin_queued: int
     workers: list[WorkerRow]
     outbox: Backlog
-    model: str
-    endpoint: str
     endpoints: list[tuple[str, str, str, list[str]]]  # model, endpoint, summary, refused features
     model_errors: list[dict[str, Any]]
     usage: list[tuple[str, Usage]]
     budget: int
     priced: bool
     webhooks: list[dict[str, Any]]  # each forge's last delivery, as `codebot status` shows it
+    lookup_since: str = "90d"  # a reference's link looks this far back: as long as the history keeps
 
 
 def oldest_waiting(queue: Queue, now: float) -> str:
@@ -163,6 +164,7 @@ def worker_rows(redis: Redis) -> list[WorkerRow]:
                 worker.hostname or "?",
                 f"{state}; {note}" if note else state,
                 reference_id(job_id) if job_id else "",
+                reported_model_settings(redis, worker),
             )
         )
     return rows
@@ -194,8 +196,6 @@ def system_view(redis: Redis, runtime: Runtime, days: list[str]) -> SystemView:
         admin_queued=Queue(ADMIN_QUEUE, connection=redis).count,
         workers=worker_rows(redis),
         outbox=backlog(redis, shown=10),
-        model=settings.model,
-        endpoint=display_url(base_url_of(settings)),
         endpoints=endpoints,
         model_errors=errors,
         usage=[(day, usage_of_day(redis, day)) for day in days],
@@ -204,4 +204,5 @@ def system_view(redis: Redis, runtime: Runtime, days: list[str]) -> SystemView:
             settings.model_input_usd_per_million_tokens or settings.model_output_usd_per_million_tokens
         ),
         webhooks=webhook_facts(redis, now),
+        lookup_since=f"{settings.history_retention_days:g}d",
     )
