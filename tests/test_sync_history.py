@@ -21,6 +21,7 @@ from worker.history import schema
 from worker.history.export import rows_since
 from worker.history.recorder import Recorder
 from worker.history.store import open_engine, upgrade
+from worker.ops.redis_connection import connect, ensure_embedded_server, server_pid, stop_embedded_server
 from worker.repos.mirrors import Mirrors
 from worker.repos.refresh import catch_up
 
@@ -90,3 +91,30 @@ def test_without_redis_the_sync_still_runs_and_says_it_was_not_recorded(tmp_path
     assert synced.returncode == 0, synced.stderr
     assert f"app  ✓ {remote.sha()[:7]} (new)" in synced.stdout
     assert "not recorded in the history" in synced.stdout and "unreachable" in synced.stdout
+
+
+def test_with_the_embedded_redis_running_a_sync_is_recorded_there(tmp_path: Path) -> None:
+    remote = GitRemote.create(tmp_path / "origin")
+    env = project(tmp_path, remote, "")
+    del env["REDIS_URL"]
+    settings = load_settings(env_file=None, data_dir=tmp_path / "data")
+    ensure_embedded_server(settings)  # as a worker on this machine runs it
+    try:
+        assert run_codebot("repos", "sync", "app", env=env).returncode == 0
+        rows = list(rows_since(history(tmp_path, connect(settings)), schema.syncs, 0))
+    finally:
+        stop_embedded_server(settings)
+    assert [(r["repo"], r["origin"], r["ok"]) for r in rows] == [("app", "cli", True)]
+
+
+def test_with_the_embedded_redis_not_running_a_sync_starts_none_and_says_it_was_not_recorded(
+    tmp_path: Path,
+) -> None:
+    remote = GitRemote.create(tmp_path / "origin")
+    env = project(tmp_path, remote, "")
+    del env["REDIS_URL"]
+    synced = run_codebot("repos", "sync", "app", env=env)
+    assert synced.returncode == 0, synced.stderr
+    assert "not recorded in the history" in synced.stdout and "embedded Redis is not running" in synced.stdout
+    settings = load_settings(env_file=None, data_dir=tmp_path / "data")
+    assert server_pid(settings) is None

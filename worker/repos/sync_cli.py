@@ -5,7 +5,8 @@ the exit code (0 ok, 1 some repo failed to sync, 2 a name not in the whitelist).
 
 Each sync is recorded as an admin refresh is (worker/repos/refresh.py, `record_refresh`, origin
 `cli`): the commit every machine should serve, the console's list of syncs and the history's
-event, success or failure. Without Redis the sync still runs, and says it was not recorded.
+event, success or failure. Without Redis (the embedded one not running: a sync starts none) the
+sync still runs, and says it was not recorded.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from worker.repos.mirrors import Mirrors, RepoStatus, SyncResult
 from worker.repos.refresh import record_refresh
 
 NOT_SYNCED = "not synced — run codebot repos sync"
+NO_EMBEDDED_REDIS = "the embedded Redis is not running; a worker or `codebot ask` starts it"
 NOT_RECORDED = (
     "not recorded in the history ({why}): the console and the other machines do not know of these syncs"
 )
