@@ -5,6 +5,7 @@ finds the question in a real SQLite history. Real Redis, the console's app on uv
 from __future__ import annotations
 
 import html
+import json
 import re
 import time
 from collections.abc import Iterator
@@ -22,6 +23,7 @@ from tests.support.worker_procs import start_worker, stop_worker, wait_registere
 from worker.agent.endpoint_memory import record_model_error
 from worker.history.rows import Event
 from worker.history.store import open_engine, upgrade, write_events
+from worker.jobs.question_log import QUESTIONS_KEY
 from worker.jobs.runtime import Runtime, build_runtime
 
 BEARER = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
@@ -102,3 +104,25 @@ def test_a_reference_on_system_is_a_link_that_finds_its_question(tmp_path: Path,
     assert link is not None
     found = system_page(runtime, redis, html.unescape(link.group(1)), history=engine)
     assert "1 question<" in found and 'href="/questions/slack%3AT1%3AC1%3A77"' in found
+
+
+def test_without_a_history_a_reference_on_system_still_finds_its_question_in_redis(
+    tmp_path: Path, server: Server
+) -> None:
+    runtime = console(tmp_path, server)
+    redis = server.client()
+    record_model_error(redis, {"ref": "0badc0de", "kind": "http", "status": 502, "detail": "bad gateway"})
+    for n, ref in enumerate(("0badc0de", "12345678")):
+        asked = {
+            "id": f"q-{n}",
+            "ref": ref,
+            "status": "failed",
+            "platform": "slack",
+            "channel": "C1",
+            "at": 1.0,
+        }
+        redis.lpush(QUESTIONS_KEY, json.dumps(asked))
+    link = re.search(r'<a class="ref" href="([^"]+)">0badc0de</a>', system_page(runtime, redis))
+    assert link is not None
+    found = system_page(runtime, redis, html.unescape(link.group(1)))
+    assert "1 question<" in found and 'href="/questions/q-0"' in found and "12345678" not in found

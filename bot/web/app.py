@@ -141,7 +141,12 @@ class Console:
 
     def questions(self, request: Request, viewer: Viewer) -> Response:
         params = request.query_params
-        filters = data.Filters(params.get("outcome", ""), params.get("repo", ""), params.get("channel", ""))
+        filters = data.Filters(
+            params.get("outcome", ""),
+            params.get("repo", ""),
+            params.get("channel", ""),
+            params.get("ref", "").strip(),
+        )
         if self.history is not None:
             wanted = history_data.Range.of(params)
             try:
