@@ -82,12 +82,21 @@ def _cmd_worker(settings: Settings, args: argparse.Namespace, out: Console) -> i
 
 def _cmd_repos(settings: Settings, args: argparse.Namespace, out: Console) -> int:
     from config.repos import load_whitelist
-    from worker.repos.sync_cli import run_list, run_sync
+    from worker.ops.redis_connection import RedisUnavailable, connect, embedded
+    from worker.repos.sync_cli import NO_EMBEDDED_REDIS, run_list, run_sync
 
     whitelist = load_whitelist(settings.resolved_repos_file)
     if args.repos_command == "list":
         return run_list(settings, whitelist, out)
-    return run_sync(settings, whitelist, list(args.names), out)
+    # Where the syncs are recorded: Redis as configured, or the embedded one if it runs (a sync
+    # starts no server of its own: with none running, no machine is answering to follow it).
+    if not (settings.redis_url or settings.redis_sentinels or embedded(settings).answers()):
+        return run_sync(settings, whitelist, list(args.names), out, not_recorded=NO_EMBEDDED_REDIS)
+    try:
+        redis = connect(settings, start_embedded=False)
+    except RedisUnavailable as exc:
+        return run_sync(settings, whitelist, list(args.names), out, not_recorded=str(exc))
+    return run_sync(settings, whitelist, list(args.names), out, redis)
 
 
 def _cmd_tool(settings: Settings, args: argparse.Namespace, out: Console) -> int:

@@ -34,10 +34,11 @@ def add_history(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 def cmd_history(settings: Settings, args: argparse.Namespace, out: Console) -> int:
     from config.errors import ConfigError
     from worker.history.commands import run_export, run_record
+    from worker.jobs.queue import queue_depth
     from worker.ops.redis_connection import connect
 
     if args.history_command == "export":
         return run_export(settings, args.since, args.until, args.format, args.table, args.output)
     if args.batch < 1:
         raise ConfigError("--batch must be at least 1")
-    return run_record(settings, connect(settings), args.drain, args.batch, args.consumer, out)
+    return run_record(settings, connect(settings), args.drain, args.batch, args.consumer, out, queue_depth)

@@ -25,6 +25,7 @@ import yaml
 from redis import Redis
 
 from tests.support.e2e import Rig
+from tests.support.redis_servers import free_port, redis_server, wait_until
 from worker.jobs.queue import queue_depth
 from worker.jobs.tool_threads import unhealthy_reason
 from worker.ops.metrics import serve_metrics
@@ -106,6 +107,28 @@ def test_the_probe_passes_a_role_without_a_health_port_and_fails_a_port_nobody_a
     assert silent.returncode == 1 and "ConnectionRefusedError" in silent.stdout, silent.stdout + silent.stderr
     unknown = probe()  # no URL, no CODEBOT_METRICS_PORT: `codebot web` or `codebot mcp` run by hand
     assert unknown.returncode == 0 and "no health endpoint to check" in unknown.stdout
+
+
+@pytest.mark.timeout(300)  # a recorder process starting at load 16 on 2 cores
+def test_the_recorders_healthcheck_passes_while_it_records_and_fails_once_its_redis_is_gone(
+    tmp_path: Path,
+) -> None:
+    port = free_port()
+    with redis_server(tmp_path) as server:
+        env = {**os.environ, "REDIS_URL": server.url, "CODEBOT_DATA_DIR": str(tmp_path / "data")}
+        env.update(CODEBOT_METRICS_PORT=str(port), CODEBOT_METRICS_HOST="0.0.0.0")
+        command = [sys.executable, "-m", "codebot.cli", "history", "record"]
+        recorder = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            wait_until(
+                lambda: probe(CODEBOT_METRICS_PORT=str(port)).returncode == 0, 120, "the recorder's /health"
+            )
+            server.stop()
+            failed = probe(f"http://127.0.0.1:{port}/health")
+        finally:
+            recorder.terminate()
+            recorder.wait(30)
+    assert failed.returncode == 1, failed.stdout  # 503 "redis unreachable", or the recorder gone with it
 
 
 @contextmanager
@@ -222,7 +245,7 @@ def security_score(path: Path) -> float:
 
 @pytest.mark.skipif(not shutil.which("systemd-analyze"), reason="systemd-analyze is not installed here")
 def test_every_systemd_unit_is_rated_ok_and_still_allows_what_its_role_does() -> None:
-    assert len(UNITS) == 5
+    assert len(UNITS) == 6
     for path in UNITS:
         assert security_score(path) <= 4.0, f"{path.name}: systemd-analyze security rates it above 4.0"
         directives = unit_directives(path)

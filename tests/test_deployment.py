@@ -73,10 +73,11 @@ def test_every_role_in_every_file_is_a_command_line_codebot_accepts() -> None:
         "compose worker",
         "compose web",
         "compose webhooks",
+        "compose history",
         "Dockerfile CMD",
     } <= lines.keys()
     assert {"Procfile webhooks"} <= lines.keys()
-    roles = ("worker", "slack", "discord", "web", "webhooks")
+    roles = ("worker", "slack", "discord", "web", "webhooks", "history")
     assert {p.name for p in UNITS} == {f"codebot-{r}.service" for r in roles}
     for where, argv in lines.items():
         try:
@@ -164,11 +165,13 @@ def test_the_image_runs_as_a_user_and_packages_what_pyproject_packages() -> None
     assert copied == {name.rstrip("*") for name in packages}
 
 
-def test_compose_keeps_redis_append_only_and_runs_adapter_worker_web_and_webhooks_against_it() -> None:
+def test_compose_keeps_redis_append_only_and_runs_adapter_worker_web_webhooks_and_recorder_against_it() -> (
+    None
+):
     services = compose()["services"]
-    assert {"redis", "slack", "worker", "web", "webhooks"} <= services.keys()
+    assert {"redis", "slack", "worker", "web", "webhooks", "history"} <= services.keys()
     assert services["redis"]["command"][services["redis"]["command"].index("--appendonly") + 1] == "yes"
-    for name in ("slack", "worker", "web", "webhooks"):
+    for name in ("slack", "worker", "web", "webhooks", "history"):
         assert services[name]["environment"]["REDIS_URL"] == "redis://redis:6379/0"
     published = [port for service in services.values() for port in service.get("ports", [])]
     assert published and all(port.startswith("127.0.0.1:") for port in published)
@@ -215,3 +218,27 @@ def test_the_console_templates_are_package_data_so_an_installed_image_has_them()
     data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
     templates = [p.relative_to(ROOT / "bot" / "web") for p in (ROOT / "bot" / "web" / "templates").iterdir()]
     assert templates and all(any(t.match(pattern) for pattern in data["bot.web"]) for t in templates)
+
+
+def mounted_data_dir(service: dict[str, Any]) -> str:
+    """What is mounted at the service's CODEBOT_DATA_DIR (a volume's name, or a host path)."""
+    path = service["environment"]["CODEBOT_DATA_DIR"]
+    [source] = [v.split(":")[0] for v in service.get("volumes", []) if v.split(":")[1:2] == [path]]
+    return str(source)
+
+
+def test_the_console_reads_the_history_database_the_recorder_writes() -> None:
+    services = compose()["services"]
+    assert services["history"]["command"] == ["history", "record"]
+    assert mounted_data_dir(services["web"]) == mounted_data_dir(services["history"])
+    recorder = DEPLOY / "systemd" / "codebot-history.service"
+    assert unit(recorder)["Service"]["ExecStart"] == "/opt/codebot/bin/codebot history record"
+    for name in ("history", "web", "worker"):  # on one machine, one data dir: the SQLite history's
+        environment = [
+            line.partition("=")[2]
+            for line in (DEPLOY / "systemd" / f"codebot-{name}.service")
+            .read_text(encoding="utf-8")
+            .splitlines()
+            if line.startswith("Environment=")
+        ]
+        assert "CODEBOT_DATA_DIR=/var/lib/codebot" in environment, name

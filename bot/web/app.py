@@ -37,6 +37,7 @@ from bot.web import data, history_data, ops_data, quality_data, texts
 from bot.web.auth import COOKIE, Gate, Viewer, allowed_hosts
 from bot.web.plots import Series, line_plot, percentile
 from bot.web.sessions import LoginThrottle, Sessions
+from worker.jobs.question import reference_id
 from worker.jobs.runtime import Runtime
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -57,6 +58,7 @@ def make_environment() -> Environment:
         loader=FileSystemLoader(TEMPLATES), autoescape=True, trim_blocks=True, lstrip_blocks=True
     )
     env.globals["texts"] = texts
+    env.filters["reference"] = reference_id  # a question's id as its asker was told it
     env.globals["nav"] = [
         ("questions", "Questions"),
         ("quality", "Quality"),
@@ -82,7 +84,7 @@ class Console:
     ) -> None:
         self.runtime = runtime
         self.redis = redis
-        self.history = history  # the history database; None: the Questions page reads Redis
+        self.history = history  # the history database; None: Questions and Repos read Redis
         self.gate = gate
         self.clock = clock
         self.sessions = Sessions(redis, runtime.settings)
@@ -139,7 +141,12 @@ class Console:
 
     def questions(self, request: Request, viewer: Viewer) -> Response:
         params = request.query_params
-        filters = data.Filters(params.get("outcome", ""), params.get("repo", ""), params.get("channel", ""))
+        filters = data.Filters(
+            params.get("outcome", ""),
+            params.get("repo", ""),
+            params.get("channel", ""),
+            params.get("ref", "").strip(),
+        )
         if self.history is not None:
             wanted = history_data.Range.of(params)
             try:
@@ -238,8 +245,14 @@ class Console:
         )
 
     def repos(self, request: Request, viewer: Viewer) -> Response:
-        rows = ops_data.repo_rows(self.redis, self.runtime)
-        return self.render("repos.html", viewer=viewer, page="repos", repos=rows)
+        try:
+            rows = ops_data.repo_rows(self.redis, self.runtime, self.history)
+        except SQLAlchemyError as exc:
+            problem = texts.history_trouble(type(exc).__name__)
+            return self.render("error.html", 503, viewer=viewer, problem=problem)
+        return self.render(
+            "repos.html", viewer=viewer, page="repos", repos=rows, from_history=self.history is not None
+        )
 
     def system(self, request: Request, viewer: Viewer) -> Response:
         days = data.last_days(PLOT_DAYS, self.clock())

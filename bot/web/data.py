@@ -149,13 +149,19 @@ class Filters:
     outcome: str = ""
     repo: str = ""
     channel: str = ""
+    ref: str = ""  # the reference an asker was given (System's links look one up)
 
     def keep(self, record: dict[str, Any]) -> bool:
         return (
             (not self.outcome or outcome_of(record) == self.outcome)
             and (not self.repo or self.repo in record.get("repos", []))
             and (not self.channel or channel_key(record) == self.channel)
+            and (not self.ref or reference_of(record) == self.ref.lower())
         )
+
+
+def reference_of(record: dict[str, Any]) -> str:
+    return str(record.get("ref") or reference_id(str(record.get("id", ""))))
 
 
 def channel_key(record: dict[str, Any]) -> str:

@@ -11,8 +11,11 @@ from typing import Any
 
 from redis import Redis
 from rq import Queue, Worker
+from sqlalchemy import Engine
 
-from worker.agent.endpoint_memory import FEATURE_LABELS, base_url_of, display_url, recent_model_errors
+from bot.web import texts
+from bot.web.sync_data import RepoSyncs, repo_syncs
+from worker.agent.endpoint_memory import FEATURE_LABELS, display_url, recent_model_errors
 from worker.agent.endpoint_report import describe_endpoint, known_endpoints
 from worker.jobs.admin import repo_facts, short_duration
 from worker.jobs.outbox_backlog import Backlog, backlog
@@ -21,6 +24,7 @@ from worker.jobs.queue import ADMIN_QUEUE, questions_queue
 from worker.jobs.runtime import Runtime
 from worker.jobs.status_view import webhook_facts
 from worker.jobs.tool_threads import tool_threads, tool_threads_note
+from worker.jobs.worker_model import reported_model_settings
 from worker.ops.accounting import Usage, usage_of_day
 from worker.repos.mirror_git import history_depth
 from worker.repos.refresh import sync_history
@@ -35,12 +39,14 @@ class RepoRow:
     description: str
     sha: str
     age: str  # since the last successful sync
-    host: str
+    host: str  # the machine of the last successful sync; "" when none is known
     error: str
-    depth: str  # commits of history kept
+    depth: str  # commits of history kept here, or that the repo is not cloned here
     disk: str
     syncs: list[dict[str, Any]]
     failures: int
+    total: int | None = None  # syncs the history holds (None: read from Redis's capped list)
+    since: str = ""  # the oldest of them (UTC)
 
 
 def human_size(size: int | None) -> str:
@@ -52,32 +58,61 @@ def human_size(size: int | None) -> str:
     return f"{size} B"
 
 
-def repo_rows(redis: Redis, runtime: Runtime) -> list[RepoRow]:
+def _when(epoch: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.gmtime(epoch))
+
+
+def _redis_syncs(redis: Redis, name: str) -> RepoSyncs:
+    """The repo's syncs from Redis's capped list (no catch-up is in it): without a history."""
+    syncs = sync_history(redis, name)
+    for entry in syncs:
+        entry["when"] = _when(float(entry.get("at") or 0))
+    good = next((entry for entry in syncs if entry.get("ok")), None)
+    return RepoSyncs(
+        shown=syncs[:SHOWN_SYNCS],
+        total=len(syncs),
+        failures=sum(1 for entry in syncs if not entry.get("ok")),
+        last_error="",
+        last_good_at=float(good.get("at") or 0) if good else None,
+        last_good_host=str(good.get("host") or "") if good else "",
+        oldest_at=None,
+    )
+
+
+def repo_rows(redis: Redis, runtime: Runtime, history: Engine | None = None) -> list[RepoRow]:
+    """One row per whitelisted repo. `history`: its syncs counted from the history database
+    (every machine's, catch-ups included), else from Redis's capped list."""
     now = time.time()
+    names = runtime.whitelist.names()
     local = {row.name: row for row in runtime.mirrors.status()}
+    recorded = repo_syncs(history, names, SHOWN_SYNCS) if history is not None else {}
     rows = []
-    for fact in repo_facts(redis, runtime, runtime.whitelist.names()):
+    for fact in repo_facts(redis, runtime, names):
         spec = runtime.whitelist.get(fact.name)
-        depth = history_depth(spec, runtime.settings) if spec else None
-        syncs = sync_history(redis, fact.name)
-        for entry in syncs:
-            entry["when"] = time.strftime("%Y-%m-%d %H:%M", time.gmtime(float(entry.get("at") or 0)))
+        syncs = recorded[fact.name] if history is not None else _redis_syncs(redis, fact.name)
         mirror = local.get(fact.name)
+        cloned_here = mirror is not None and mirror.sha is not None
+        depth = history_depth(spec, runtime.settings) if spec else None
         size = mirror.size_bytes if mirror and mirror.size_bytes else None
         if size is None:
-            size = next((int(s["size_bytes"]) for s in syncs if s.get("size_bytes")), None)
+            size = next((int(e["size_bytes"]) for e in syncs.shown if e.get("size_bytes")), None)
+        refreshed = fact.refreshed_at or syncs.last_good_at
         rows.append(
             RepoRow(
                 name=fact.name,
                 description=fact.description,
                 sha=(fact.sha or "")[:12],
-                age=short_duration(now - fact.refreshed_at) if fact.refreshed_at else "never",
-                host=next((str(s.get("host")) for s in syncs if s.get("ok")), fact.host or "this machine"),
-                error=fact.error or "",
-                depth="all" if depth is None else f"{depth:,} commits",
+                age=short_duration(now - refreshed) if refreshed else texts.NEVER,
+                host=syncs.last_good_host or fact.host or (texts.THIS_MACHINE if cloned_here else ""),
+                error=syncs.last_error or fact.error or "",
+                depth=(texts.ALL_HISTORY if depth is None else f"{depth:,} commits")
+                if cloned_here
+                else texts.NOT_CLONED_HERE,
                 disk=human_size(size),
-                syncs=syncs[:SHOWN_SYNCS],
-                failures=sum(1 for s in syncs if not s.get("ok")),
+                syncs=syncs.shown,
+                failures=syncs.failures,
+                total=syncs.total if history is not None else None,
+                since=_when(syncs.oldest_at) if syncs.oldest_at is not None else "",
             )
         )
     return rows
@@ -89,6 +124,7 @@ class WorkerRow:
     host: str
     state: str
     current: str  # the reference id of the question it is answering
+    model: dict[str, Any] | None = None  # the model settings it reports (worker/jobs/worker_model.py)
 
 
 @dataclass(frozen=True)
@@ -98,14 +134,13 @@ class SystemView:
     admin_queued: int
     workers: list[WorkerRow]
     outbox: Backlog
-    model: str
-    endpoint: str
     endpoints: list[tuple[str, str, str, list[str]]]  # model, endpoint, summary, refused features
     model_errors: list[dict[str, Any]]
     usage: list[tuple[str, Usage]]
     budget: int
     priced: bool
     webhooks: list[dict[str, Any]]  # each forge's last delivery, as `codebot status` shows it
+    lookup_since: str = "90d"  # a reference's link looks this far back: as long as the history keeps
 
 
 def oldest_waiting(queue: Queue, now: float) -> str:
@@ -129,6 +164,7 @@ def worker_rows(redis: Redis) -> list[WorkerRow]:
                 worker.hostname or "?",
                 f"{state}; {note}" if note else state,
                 reference_id(job_id) if job_id else "",
+                reported_model_settings(redis, worker),
             )
         )
     return rows
@@ -160,8 +196,6 @@ def system_view(redis: Redis, runtime: Runtime, days: list[str]) -> SystemView:
         admin_queued=Queue(ADMIN_QUEUE, connection=redis).count,
         workers=worker_rows(redis),
         outbox=backlog(redis, shown=10),
-        model=settings.model,
-        endpoint=display_url(base_url_of(settings)),
         endpoints=endpoints,
         model_errors=errors,
         usage=[(day, usage_of_day(redis, day)) for day in days],
@@ -170,4 +204,5 @@ def system_view(redis: Redis, runtime: Runtime, days: list[str]) -> SystemView:
             settings.model_input_usd_per_million_tokens or settings.model_output_usd_per_million_tokens
         ),
         webhooks=webhook_facts(redis, now),
+        lookup_since=f"{settings.history_retention_days:g}d",
     )

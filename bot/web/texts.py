@@ -32,6 +32,13 @@ def listening(where: str) -> str:
     return f"codebot web: the console is at {where} (log in with CODEBOT_WEB_TOKEN)"
 
 
+# --- the Repos page -------------------------------------------------------------------------------
+NEVER = "never"
+THIS_MACHINE = "this machine"
+ALL_HISTORY = "all"
+NOT_CLONED_HERE = "not cloned here"
+
+
 # --- answers to requests ------------------------------------------------------------------------
 UNAUTHORIZED = "unauthorized"
 TOO_LARGE = "too large"

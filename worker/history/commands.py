@@ -6,6 +6,7 @@ import signal
 import socket
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
@@ -17,11 +18,22 @@ from config.settings import Settings
 from worker.history.export import FORMATS, TABLES, parse_since, rows_since, write_rows
 from worker.history.recorder import Recorder
 from worker.history.store import history_url, open_engine, upgrade
+from worker.ops.metrics import serve_metrics
 
 
-def run_record(settings: Settings, redis: Redis, drain: bool, batch: int, consumer: str, out: Console) -> int:
+def run_record(
+    settings: Settings,
+    redis: Redis,
+    drain: bool,
+    batch: int,
+    consumer: str,
+    out: Console,
+    queue_depth: Callable[[Redis], int] | None = None,
+) -> int:
     """Record the stream into the database until SIGTERM or SIGINT (a batch in flight is
-    finished: it is one transaction, then acknowledged), or (drain) until nothing is left."""
+    finished: it is one transaction, then acknowledged), or (drain) until nothing is left.
+    With CODEBOT_METRICS_PORT (and `queue_depth`, the questions queue's gauge as every role
+    exports it) it serves /metrics and a /health that fails when the loop stops coming round."""
     engine = open_engine(history_url(settings))
     upgrade(engine)
     stop = threading.Event()
@@ -38,6 +50,14 @@ def run_record(settings: Settings, redis: Redis, drain: bool, batch: int, consum
         retention_days=settings.history_retention_days,
         batch=batch,
     )
+    if settings.metrics_port is not None and queue_depth is not None and not drain:
+        serve_metrics(
+            redis,
+            settings.metrics_port,
+            queue_depth,
+            host=settings.metrics_host,
+            health=recorder.unhealthy_reason,
+        )
     recorded = recorder.run(stop, drain=drain)
     out.print(f"history: {recorded} events recorded", markup=False, highlight=False)
     return 0

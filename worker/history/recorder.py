@@ -37,6 +37,9 @@ BATCH = 500
 BLOCK_MS = 1000
 CLAIM_IDLE_MS = 60_000  # another recorder's entries are taken over after a minute unacknowledged
 PRUNE_EVERY_SECONDS = 3600.0
+# A step waits BLOCK_MS for entries and writes at most one batch: a loop that has not come round
+# for this long is stuck (a database that stopped answering), whatever its process looks like.
+STALLED_SECONDS = 120.0
 
 Entries = list[tuple[bytes, dict[bytes, bytes]]]
 
@@ -52,6 +55,7 @@ class Recorder:
     recorded: int = 0
     _own_pending_done: bool = False
     _pruned_at: float = field(default=0.0)
+    _stepped_at: float = field(default_factory=time.monotonic)  # when the loop last came round
 
     def ensure_group(self) -> None:
         """Create the consumer group (reading from the stream's start) unless it exists."""
@@ -117,8 +121,18 @@ class Recorder:
         while not stop.is_set():
             self.prune_when_due()
             handled = self.step(block=not drain)
+            self._stepped_at = time.monotonic()
             if on_batch is not None and handled:
                 on_batch(handled)
             if drain and handled == 0:
                 break
         return self.recorded
+
+    def unhealthy_reason(self, redis: Redis) -> str | None:
+        """Why this recorder is unhealthy (its /health, worker/ops/metrics.py), or None: Redis
+        unreachable (raised, and said so by /health), or a loop that stopped coming round."""
+        redis.ping()
+        stalled = time.monotonic() - self._stepped_at
+        if stalled > STALLED_SECONDS:
+            return f"unhealthy: the recorder has written nothing and waited for nothing for {stalled:.0f} s"
+        return None

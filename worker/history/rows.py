@@ -100,6 +100,8 @@ def _sync_row(event: Event) -> dict[str, Any]:
         ok=bool(facts.get("ok")),
         changed=bool(facts.get("changed")),
         size_bytes=_number(facts.get("size_bytes"), int),
+        error_kind=str(facts.get("error_kind") or "")[:32],
+        seconds=_number(facts.get("seconds"), float),
     )
     return row
 

@@ -90,7 +90,10 @@ syncs = Table(
     Column("changed", Boolean, nullable=False),
     Column("error", Text, nullable=False),
     Column("size_bytes", BigInteger),
+    Column("error_kind", String(32), nullable=False, server_default=""),  # worker/repos/sync_errors.py
+    Column("seconds", Float),  # None: recorded by a release that did not time syncs
     Index("ix_syncs_at", "at"),
+    Index("ix_syncs_repo_at", "repo", "at"),  # the console's Repos page: each repo's syncs
 )
 
 model_events = Table(

@@ -62,6 +62,7 @@ from rq.utils import current_timestamp, now
 
 from config.settings import Settings
 from worker.jobs.command_channel import subscribe_to_commands, unsubscribe_from_commands
+from worker.jobs.worker_model import model_field, model_settings
 from worker.ops.claims import claim, new_token, release
 
 log = logging.getLogger("codebot.reaper")
@@ -197,6 +198,12 @@ class CodebotWorker(Worker):
 
     heartbeat_grace_seconds = 15
     queue_class = CodebotQueue
+    model_settings: dict[str, Any] | None = None  # reported in its hash (worker/jobs/worker_model.py)
+
+    def serialize(self) -> dict[str, Any]:
+        """RQ's fields of the worker's hash (written at birth, and again if it expired), and
+        the model settings it answers with: in the same write, so none is seen without them."""
+        return {**super().serialize(), **model_field(self.model_settings)}
 
     def heartbeat(self, timeout: int | None = None, pipeline: Any = None) -> None:
         if pipeline is not None:  # part of a pipeline: its caller meets any failure
@@ -330,6 +337,7 @@ def make_codebot_worker(
         **kwargs,  # type: ignore[arg-type]
     )
     worker.heartbeat_grace_seconds = settings.worker_heartbeat_grace_seconds
+    worker.model_settings = model_settings(settings)
     return worker
 
 

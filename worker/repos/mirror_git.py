@@ -53,6 +53,14 @@ class GitError(Exception):
     """A git step failed; the message is scrubbed of credentials and fit to show a user."""
 
 
+class GitTimedOut(GitError):
+    """A git step outlived its `git_timeout_seconds` and was killed."""
+
+
+class GitOutOfSpace(GitError):
+    """A git step was stopped because the disk's free space fell under the reserve."""
+
+
 def scrub(text: str, spec: RepoSpec) -> str:
     """Remove the repo URL's credential (and any `user:pass@` in any URL) from text."""
     text = text.replace(spec.url, spec.display_url)
@@ -178,9 +186,9 @@ def run_mirror_git(
             timer.cancel()
             proc.stderr.close()  # type: ignore[union-attr]
         if watchdog.tripped is not None:
-            raise GitError(watchdog.message(f"git {args[0]}"))
+            raise GitOutOfSpace(watchdog.message(f"git {args[0]}"))
         if proc.returncode == -signal.SIGKILL and time.monotonic() - started >= timeout:
-            raise GitError(f"git {args[0]} timed out after {timeout:g} s")
+            raise GitTimedOut(f"git {args[0]} timed out after {timeout:g} s")
         if proc.returncode != 0:
             raise GitError(scrub(_reason([line for line in lines if line]), spec))
         out.seek(0)

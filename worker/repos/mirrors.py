@@ -38,7 +38,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import IO
@@ -61,6 +61,7 @@ from worker.repos.snapshot import SNAPSHOT_FORMAT, Snapshot, meta_format, read_m
 from worker.repos.spare import Previous
 from worker.repos.symbol_index_write import index_pending
 from worker.repos.symbols import index_path
+from worker.repos.sync_errors import BUSY, error_kind
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +80,8 @@ class SyncResult:
     changed: bool  # `current` now points at a different commit than before
     error: str | None
     waited: bool  # another refresh of this repo was running, and this one waited for it
+    error_kind: str = ""  # on failure, one word of worker/repos/sync_errors.py: timeout, git, disk…
+    seconds: float = 0.0  # how long the sync took, its wait for another refresh included
 
 
 @dataclass(frozen=True)
@@ -111,6 +114,11 @@ class Mirrors(MirrorUpkeep):
 
     def sync(self, name: str, progress: Progress | None = None) -> SyncResult:
         """Clone or fetch `name` and serve its newest commit; git failures never raise."""
+        started = time.monotonic()
+        result = self._sync(name, progress)
+        return replace(result, seconds=round(time.monotonic() - started, 3))
+
+    def _sync(self, name: str, progress: Progress | None) -> SyncResult:
         spec, paths = self._spec(name), RepoPaths(self.root / name)
         paths.snapshots.path.mkdir(parents=True, exist_ok=True)
         report = progress or (lambda message, fraction: None)
@@ -140,7 +148,8 @@ class Mirrors(MirrorUpkeep):
                     error = scrub(str(exc), spec)
                     log.warning("sync of %s failed: %s", name, error)
                     write_state(paths, {**state, "last_error": error})
-                    return SyncResult(name, False, current_sha(paths), False, error, waited)
+                    kind = error_kind(exc)
+                    return SyncResult(name, False, current_sha(paths), False, error, waited, kind)
                 depth = history_depth(spec, self.settings)
                 if shorter_than(depth, state.get("history_depth", UNKNOWN)):
                     git.prune("a shorter history_depth")
@@ -155,7 +164,7 @@ class Mirrors(MirrorUpkeep):
                 return SyncResult(name, True, sha, changed, None, waited)
         except LockTimeout:
             error = f"another refresh of {name} is still running after {wait_seconds:g} s; gave up waiting"
-            return SyncResult(name, False, current_sha(paths), False, error, True)
+            return SyncResult(name, False, current_sha(paths), False, error, True, BUSY)
 
     def current(self, name: str) -> Snapshot | None:
         """The snapshot served now, unleased: for listings, not for reading its files."""

@@ -75,7 +75,7 @@ def record_refresh(
     announce: bool = True,
 ) -> None:
     """Record in Redis what a sync on `host` found: the commit every machine should now serve.
-    `origin`: what ran it (refresh, push, scheduled, catch-up), for the history. `announce`: also
+    `origin`: what ran it (refresh, push, scheduled, catch-up, cli), for the history. `announce`: also
     wake every machine's housekeeper to catch up at once. A catch-up that found a newer commit
     does not: that commit's push queued a refresh, which will announce it, and machines waking
     one another for each commit they fetch mid-burst would sync once per push."""
@@ -90,10 +90,7 @@ def record_refresh(
         fields.update(sha=result.sha, refreshed_at=fields["attempted_at"])
         if snapshot is not None and snapshot.sha == result.sha:
             fields["committed_at"] = f"{snapshot.committed_at:.3f}"
-    entry = {"at": float(fields["attempted_at"]), "ok": result.ok, "host": host, "sha": result.sha or ""}
-    entry.update(changed=result.changed, error=result.error or "")
-    if snapshot is not None:
-        entry["size_bytes"] = snapshot.meta.size_bytes
+    entry = {"at": float(fields["attempted_at"]), "origin": origin, **sync_facts(mirrors, result, host)}
     pipe = redis.pipeline()
     pipe.hset(REPO_KEY_PREFIX + result.name, mapping=fields)  # type: ignore[arg-type]
     if announce and "sha" in fields:  # every housekeeper wakes and catches up (worker/repos/announcements.py)
@@ -101,18 +98,29 @@ def record_refresh(
     # the last SYNC_HISTORY_KEPT syncs of the repo, newest first, for the console (bot/web/)
     pipe.lpush(SYNC_HISTORY_KEY_PREFIX + result.name, json.dumps(entry))
     pipe.ltrim(SYNC_HISTORY_KEY_PREFIX + result.name, 0, SYNC_HISTORY_KEPT - 1)
-    append_event(redis, "sync", {"repo": result.name, "origin": origin, **entry}, into=pipe)
+    append_event(redis, "sync", {"repo": result.name, **entry}, into=pipe)
     pipe.execute()
+
+
+def sync_facts(mirrors: Mirrors, result: SyncResult, host: str) -> dict[str, Any]:
+    """What the history and the console keep of one sync, whatever ran it."""
+    facts: dict[str, Any] = {
+        "ok": result.ok,
+        "host": host,
+        "sha": result.sha or "",
+        "changed": result.changed,
+    }
+    facts.update(error=result.error or "", error_kind=result.error_kind, seconds=result.seconds)
+    snapshot = mirrors.current(result.name)
+    if snapshot is not None:
+        facts["size_bytes"] = snapshot.meta.size_bytes
+    return facts
 
 
 def record_sync_event(redis: Redis, mirrors: Mirrors, result: SyncResult, origin: str) -> None:
     """Only the history's record of a sync (one that changes nothing every machine should serve,
     e.g. a failed catch-up); a Redis failure loses it."""
-    snapshot = mirrors.current(result.name)
-    facts = {"repo": result.name, "origin": origin, "host": socket.gethostname(), "ok": result.ok}
-    facts.update(sha=result.sha or "", changed=result.changed, error=result.error or "")
-    if snapshot is not None:
-        facts["size_bytes"] = snapshot.meta.size_bytes
+    facts = {"repo": result.name, "origin": origin, **sync_facts(mirrors, result, socket.gethostname())}
     append_event(redis, "sync", facts)
 
 

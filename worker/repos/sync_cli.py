@@ -2,13 +2,21 @@
 
 The lead's CLI parses arguments and calls these; they print to the given console and return
 the exit code (0 ok, 1 some repo failed to sync, 2 a name not in the whitelist).
+
+Each sync is recorded as an admin refresh is (worker/repos/refresh.py, `record_refresh`, origin
+`cli`): the commit every machine should serve, the console's list of syncs and the history's
+event, success or failure. Without Redis (the embedded one not running: a sync starts none) the
+sync still runs, and says it was not recorded.
 """
 
 from __future__ import annotations
 
+import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from redis import Redis
+from redis.exceptions import RedisError
 from rich import box
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn
@@ -18,12 +26,25 @@ from rich.text import Text
 from config.repos import Whitelist
 from config.settings import Settings
 from worker.repos.mirrors import Mirrors, RepoStatus, SyncResult
+from worker.repos.refresh import record_refresh
 
 NOT_SYNCED = "not synced — run codebot repos sync"
+NO_EMBEDDED_REDIS = "the embedded Redis is not running; a worker or `codebot ask` starts it"
+NOT_RECORDED = (
+    "not recorded in the history ({why}): the console and the other machines do not know of these syncs"
+)
 
 
-def run_sync(settings: Settings, whitelist: Whitelist, names: list[str], console: Console) -> int:
-    """Clone what is missing and fetch the rest, with a progress bar per repo."""
+def run_sync(
+    settings: Settings,
+    whitelist: Whitelist,
+    names: list[str],
+    console: Console,
+    redis: Redis | None = None,
+    not_recorded: str = "",
+) -> int:
+    """Clone what is missing and fetch the rest, with a progress bar per repo; each sync is
+    recorded in `redis`. `not_recorded`: why there is no Redis to record in (said once)."""
     unknown = [name for name in names if whitelist.get(name) is None]
     if unknown:
         known = ", ".join(whitelist.names()) or f"none (the whitelist {whitelist.path} is empty)"
@@ -58,7 +79,21 @@ def run_sync(settings: Settings, whitelist: Whitelist, names: list[str], console
     width = max(len(name) for name in targets)
     for result in results:
         console.print(sync_summary(result, width))
+    problem = record_syncs(redis, mirrors, results) if redis is not None else not_recorded
+    if problem:
+        console.print(NOT_RECORDED.format(why=problem), markup=False, highlight=False)
     return 0 if all(result.ok for result in results) else 1
+
+
+def record_syncs(redis: Redis, mirrors: Mirrors, results: list[SyncResult]) -> str:
+    """Record each sync as an admin refresh is; "" when all were, else why not."""
+    host = socket.gethostname()
+    for result in results:
+        try:
+            record_refresh(redis, mirrors, result, host, "cli")
+        except RedisError as exc:
+            return f"Redis: {type(exc).__name__}"
+    return ""
 
 
 def sync_summary(result: SyncResult, width: int = 0) -> Text:
