@@ -22,6 +22,7 @@ from rq.worker.base import BaseWorker
 from worker.agent.tool_pool import PoolState
 from worker.agent.tool_round import when_pool_made
 from worker.jobs import texts
+from worker.ops.json_list import json_field
 
 log = logging.getLogger("codebot.worker")
 
@@ -46,14 +47,7 @@ def publish_tool_threads(worker: BaseWorker) -> None:
 
 def tool_threads(redis: Redis, worker: BaseWorker) -> dict[str, Any] | None:
     """What `worker` last recorded of its tool threads (None: nothing ever stuck)."""
-    raw = redis.hget(worker.key, POOL_FIELD)
-    if not raw:
-        return None
-    try:
-        facts = json.loads(raw)
-    except ValueError:
-        return None
-    return facts if isinstance(facts, dict) else None
+    return json_field(redis, worker.key, POOL_FIELD)
 
 
 def tool_threads_note(facts: dict[str, Any] | None) -> str:

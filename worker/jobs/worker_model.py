@@ -18,6 +18,7 @@ from rq.worker.base import BaseWorker
 
 from config.settings import Settings
 from worker.agent.endpoint_memory import base_url_of, display_url
+from worker.ops.json_list import json_field
 
 MODEL_FIELD = "codebot_model"
 
@@ -40,11 +41,4 @@ def model_field(facts: dict[str, Any] | None) -> dict[str, str]:
 
 def reported_model_settings(redis: Redis, worker: BaseWorker) -> dict[str, Any] | None:
     """What `worker` reported (None: a worker of a release that does not report them)."""
-    raw = redis.hget(worker.key, MODEL_FIELD)
-    if not raw:
-        return None
-    try:
-        facts = json.loads(raw)
-    except ValueError:
-        return None
-    return facts if isinstance(facts, dict) else None
+    return json_field(redis, worker.key, MODEL_FIELD)

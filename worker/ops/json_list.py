@@ -1,4 +1,5 @@
-"""Capped Redis lists of JSON records (recent questions, syncs, model errors): read tolerantly.
+"""Capped Redis lists of JSON records (recent questions, syncs, model errors), and JSON objects
+in hash fields (what a worker reports in its RQ record): read tolerantly.
 
 Records come from any release and any machine sharing the Redis: one that is not a JSON object
 is skipped, never an error for the page or command reading the list."""
@@ -22,3 +23,15 @@ def json_objects(redis: Redis, key: str, count: int) -> list[dict[str, Any]]:
         if isinstance(record, dict):
             records.append(record)
     return records
+
+
+def json_field(redis: Redis, key: str, field: str) -> dict[str, Any] | None:
+    """The JSON object in the hash field `field` of `key`; None when absent or not an object."""
+    raw = redis.hget(key, field)
+    if not raw:
+        return None
+    try:
+        facts = json.loads(raw)
+    except ValueError:
+        return None
+    return facts if isinstance(facts, dict) else None
