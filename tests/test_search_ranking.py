@@ -15,7 +15,7 @@ from tests.support.fixture_repos import make_repo, snapshot_repo
 from worker.repos.ripgrep import find_ripgrep
 from worker.repos.snapshot import Snapshot
 from worker.tools import make_context
-from worker.tools.context import ToolContext
+from worker.tools.context import ToolContext, repos_named_in
 from worker.tools.search import search
 from worker.tools.search_ranking import not_shown, not_shown_line
 from worker.tools.search_run import Match
@@ -129,3 +129,24 @@ def test_the_not_shown_line_stays_short_however_many_repos_and_however_long_thei
     assert line.startswith(f"Not shown: {len(found) - 3}+ more matching lines in 18 files across 18 repos: ")
     assert line.endswith(" and 12 more repos.") and len(line) < 600
     assert line.count("…") == 6 and f"{'r' * 59}… 20+" in line  # the largest first, counted in part
+
+
+def test_a_repo_the_question_names_is_shown_first_though_it_holds_the_fewest_matches(
+    org: tuple[Path, dict[str, Snapshot]],
+) -> None:
+    base, snapshots = org
+    settings = load_settings(env_file=None, data_dir=base / "data", search_max_results=2)
+    unnamed = make_context(settings, snapshots, question="where is a widget counted?")
+    named = make_context(settings, snapshots, question="Where does Gamma use a widget?")
+    assert named.named_repos == {"gamma"} and unnamed.named_repos == set()
+    # gamma holds 1 of the 341 lines; alpha 300, beta 40
+    assert [m["repo"] for m in search(unnamed, "a widget|widget_count").data["matches"]] == ["alpha", "beta"]
+    shown = search(named, "a widget|widget_count").data["matches"]
+    assert [m["repo"] for m in shown] == ["gamma", "alpha"]
+
+
+def test_a_repo_is_named_only_by_its_whole_name() -> None:
+    names = ["payments-api", "web", "api"]
+    assert repos_named_in("how does payments-api retry?", names) == {"payments-api"}
+    assert repos_named_in("is payments-api-v2 or payments-api.py the web one?", names) == {"web"}
+    assert repos_named_in("The API of WEB.", names) == {"api", "web"}

@@ -179,7 +179,7 @@ class CodebotTools:
                     "Error: none of these repos has been synced on this machine yet; run `codebot repos sync`",
                     error=True,
                 )
-            ctx = make_context(runtime.settings, snapshots, keep_data=False)
+            ctx = make_context(runtime.settings, snapshots, keep_data=False, question=question.text)
             agent = Agent(
                 runtime.settings, make_model_client(runtime), runtime.registry, ctx, progress=progress
             )

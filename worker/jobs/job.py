@@ -285,7 +285,8 @@ class QuestionRun:
         with runtime.mirrors.lease(self.question.repos) as snapshots:
             if not snapshots:
                 return self._outcome("no_snapshot"), Final(apology=NO_SNAPSHOT_MESSAGE, outcome="no_snapshot")
-            ctx = make_context(runtime.settings, snapshots, keep_data=False)  # the model reads the text
+            # the model reads the text; the repos the question names lead a search's results
+            ctx = make_context(runtime.settings, snapshots, keep_data=False, question=self.question.text)
             client = make_model_client(runtime)
             text = LiveText(
                 ctx.redact, lambda raw: check_body(ctx, raw).markdown, runtime.settings.stream_holdback_chars

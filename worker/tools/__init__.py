@@ -10,7 +10,7 @@ from collections.abc import Mapping
 
 from config.settings import Settings
 from worker.repos.snapshot import Snapshot
-from worker.tools.context import ToolContext, ToolError
+from worker.tools.context import ToolContext, ToolError, repos_named_in
 from worker.tools.files import read_file
 from worker.tools.history import blame, diff, log, show
 from worker.tools.listing import list_files
@@ -45,10 +45,15 @@ def build_registry() -> ToolRegistry:
 
 
 def make_context(
-    settings: Settings, snapshots: Mapping[str, Snapshot], *, keep_data: bool = True
+    settings: Settings, snapshots: Mapping[str, Snapshot], *, keep_data: bool = True, question: str = ""
 ) -> ToolContext:
     """A fresh context for one question (or one `codebot tool` run) over these snapshots;
-    `keep_data=False` when only the results' text is used (the agent, MCP)."""
+    `keep_data=False` when only the results' text is used (the agent, MCP); `question`: its
+    text, for the repos it names."""
     return ToolContext(
-        settings=settings, snapshots=dict(snapshots), redact=get_redactor().redact, keep_data=keep_data
+        settings=settings,
+        snapshots=dict(snapshots),
+        redact=get_redactor().redact,
+        keep_data=keep_data,
+        named_repos=repos_named_in(question, snapshots),
     )

@@ -8,6 +8,7 @@ citations of history: the commits, and the lines of a file at a commit, that a t
 from __future__ import annotations
 
 import difflib
+import re
 import time
 from collections import defaultdict
 from collections.abc import Callable, Collection, Iterable
@@ -82,6 +83,9 @@ class ToolContext:
     # and MCP pass only the text on: building its redacted, inert copy would be work for nothing
     # (~1 ms of a 200-line read_file, done while a search runs on the same cores).
     keep_data: bool = True
+    # the repos in scope whose names the question writes: a search shows their lines first
+    # within each rank (worker/tools/search_ranking.py); the tools otherwise know no question text
+    named_repos: frozenset[str] = frozenset()
 
     def time_left(self, limit: float) -> float:
         """`limit` seconds, or fewer when the question's deadline comes sooner: a subprocess a tool
@@ -117,3 +121,12 @@ def repos_in_scope(available: Collection[str]) -> str:
     if len(available) > REPOS_NAMED_MAX:
         return f"{len(available)} repos; find one with list_repos(query=...)"
     return ", ".join(sorted(available)) or "(none)"
+
+
+def repos_named_in(text: str, names: Iterable[str]) -> frozenset[str]:
+    """The repos among `names` whose name the question writes as a word of its own, in any case
+    ("payments-api" in "how does payments-api retry?", not in "payments-api-v2")."""
+    lowered = text.lower()
+    return frozenset(
+        name for name in names if re.search(rf"(?<![\w.-]){re.escape(name.lower())}(?![\w-]|\.\w)", lowered)
+    )

@@ -238,7 +238,9 @@ def _choose(ctx: ToolContext, run: Run, pattern: str, ignore_case: bool, deadlin
             return DEFINITION
         return PATH_MATCH if (match.repo, match.path) in path_matches else OTHER
 
-    return rank(found, rank_of, lambda repo, path: order[repo](path), ctx.settings.search_max_results)
+    return rank(
+        found, rank_of, lambda repo, path: order[repo](path), ctx.settings.search_max_results, ctx.named_repos
+    )
 
 
 def _body(run: Run, budget: int) -> list[str]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -67,11 +68,16 @@ def interleave(groups: Iterable[Iterable[T]]) -> Iterator[T]:
 
 
 def rank(
-    matches: Sequence[M], rank_of: Callable[[M], int], order: Callable[[str, str], str], limit: int
+    matches: Sequence[M],
+    rank_of: Callable[[M], int],
+    order: Callable[[str, str], str],
+    limit: int,
+    named: AbstractSet[str] = frozenset(),
 ) -> list[M]:
     """The `limit` matches to show, chosen as the module says, grouped for display: files in the
     order of their best-ranked line, lines in a file by number. `order(repo, path)`: the path as
-    shown, the only order of paths that may show (a raw name's place would tell its text)."""
+    shown, the only order of paths that may show (a raw name's place would tell its text).
+    `named`: the repos the question names, which take the first turn of every round in a rank."""
     in_file = Counter((m.repo, m.path) for m in matches)
     in_repo = Counter(m.repo for m in matches)
     levels: dict[int, dict[tuple[str, str], list[M]]] = {}
@@ -83,7 +89,7 @@ def rank(
         repos: dict[str, list[list[M]]] = {}
         for key in sorted(files, key=lambda k: (-in_file[k], order(*k))):
             repos.setdefault(key[0], []).append(files[key])
-        by_repo = sorted(repos, key=lambda repo: (-in_repo[repo], repo))
+        by_repo = sorted(repos, key=lambda repo: (repo not in named, -in_repo[repo], repo))
         for match in interleave(interleave(repos[repo]) for repo in by_repo):
             if len(chosen) == limit:
                 break
