@@ -90,7 +90,7 @@ def test_a_server_seen_serving_one_request_at_a_time_says_so_and_makes_every_wor
     for rig in build_rig(tmp_path, model_options={"slots": 1}):
         # a pair whose first reply was read late proves nothing (test_model_concurrency_verdict.py):
         # on a loaded machine a second pair may be needed, never a wrong verdict
-        for pair in range(3):
+        for pair in range(6):
             released = threading.Event()
             # the held reply, once released, still takes a while to write: the second waits behind it
             rig.model.set_handler(

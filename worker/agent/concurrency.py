@@ -73,9 +73,10 @@ def answered(endpoint: str, flight: Flight) -> int:
     """The request was answered. Returns the concurrency its reply showed (N >= 2, or
     ONE_AT_A_TIME), or UNKNOWN."""
     with _LOCK:
-        # when its last byte was read, not now: what ran since (the endpoint memory's Redis
-        # writes, a busy machine's scheduling) would make a later reply seem to overlap it
-        flight.ended = flight.timing.finished or time.monotonic()
+        # when its last chunk was read, not now nor when the call returned: what ran since (the
+        # stream's closing, the turn's parsing, the endpoint memory's Redis writes, a busy
+        # machine's scheduling) would make a later reply seem to overlap it
+        flight.ended = flight.timing.last_chunk or flight.timing.finished or time.monotonic()
         flight.answered = True
         others = [other for other in _FLIGHTS.get(endpoint, ()) if other is not flight]
         at_once = _most_replying_at_once(flight, others)

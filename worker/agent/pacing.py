@@ -44,6 +44,7 @@ class Timing:
     timings: dict[str, Any] | None = None  # llama.cpp's own measurement
     deltas: int = 0  # streamed chunks with text or a tool-call fragment (about a token each)
     last_delta: float | None = None  # monotonic, the latest such chunk so far
+    last_chunk: float | None = None  # monotonic, the latest chunk of any kind (the finish, usage)
 
 
 @dataclass(frozen=True)
@@ -115,6 +116,7 @@ class TimedStream:
 
     def __iter__(self) -> Iterator[Any]:
         for chunk in self._stream:  # the JSON of each chunk, as the server sent it
+            self._timing.last_chunk = time.monotonic()
             data = chunk if isinstance(chunk, dict) else {}
             choices = data.get("choices")
             if isinstance(choices, list) and any(_has_delta(choice) for choice in choices):
