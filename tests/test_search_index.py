@@ -147,12 +147,8 @@ def test_a_pattern_the_index_cannot_narrow_says_that_every_file_was_read(
     assert {m["repo"] for m in data["matches"]} <= set(snapshots) and data["total"] > 0
 
 
-def test_an_org_wide_search_reads_the_candidates_of_every_repo_with_one_ripgrep(
-    corpus: tuple[Settings, dict[str, Snapshot]],
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    indexed, snapshots = corpus
+def processes_started(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the programs started from now on (the real ones run: this only counts them)."""
     started: list[str] = []
     real_popen = subprocess.Popen
 
@@ -161,6 +157,16 @@ def test_an_org_wide_search_reads_the_candidates_of_every_repo_with_one_ripgrep(
         return real_popen(command, *args, **kwargs)
 
     monkeypatch.setattr(subprocess, "Popen", counted)
+    return started
+
+
+def test_an_org_wide_search_reads_the_candidates_of_every_repo_with_one_ripgrep(
+    corpus: tuple[Settings, dict[str, Snapshot]],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    indexed, snapshots = corpus
+    started = processes_started(monkeypatch)
     # "codebot" is in every placeholder (logo.bin), "retry" in the ignored gen/ and the big file
     text, data = _search(indexed, snapshots, pattern="retry|codebot")
     assert started == ["rg"]
@@ -177,15 +183,8 @@ def test_candidates_too_many_for_one_command_line_are_split_over_several_ripgrep
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     indexed, snapshots = corpus
-    started: list[str] = []
-    real_popen = subprocess.Popen
-
-    def counted(command: list[str], *args: Any, **kwargs: Any) -> subprocess.Popen[bytes]:
-        started.append(Path(command[0]).name)
-        return real_popen(command, *args, **kwargs)
-
     monkeypatch.setattr(search_indexed, "_ARGV_BYTES", 1)  # one path per command line
-    monkeypatch.setattr(subprocess, "Popen", counted)
+    started = processes_started(monkeypatch)
     text, data = _search(indexed, snapshots, pattern="retry")
     monkeypatch.undo()
     plain_text, plain_data = _search(_plain(indexed, tmp_path), snapshots, pattern="retry")
